@@ -1,0 +1,109 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Code is a stable, machine-readable error code. Clients match on it; the
+// message beside it is for humans and may change.
+type Code string
+
+const (
+	CodeNotLeader       Code = "not_leader"       // this replica does not lead the cell; Leader names the one that does, if known
+	CodeSessionExpired  Code = "session_expired"  // the session existed and has ended (expired or closed)
+	CodeNoSession       Code = "no_session"       // the request needs a session and names none, or one the cell never had
+	CodeNodeExists      Code = "node_exists"      // create of a path that exists
+	CodeNoNode          Code = "no_node"          // the path (or a parent it needs) does not exist
+	CodeVersionMismatch Code = "version_mismatch" // compare-and-set on a version that is not the current one
+	CodeNotEmpty        Code = "not_empty"        // delete of a node that has children
+	CodeValueTooLarge   Code = "value_too_large"  // value over MaxValueSize
+	CodeInvalidPath     Code = "invalid_path"     // path breaks the path rules
+	CodeWrongCell       Code = "wrong_cell"       // no cell here serves the path's prefix
+	CodeBadRequest      Code = "bad_request"      // malformed request
+	CodeStaleRequest    Code = "stale_request"    // a request id older than the session's retained window
+	CodeUnavailable     Code = "unavailable"      // no quorum or timed out; the outcome is unknown, retry with the same request id
+	CodeUnauthorized    Code = "unauthorized"     // missing or rejected auth token
+	CodeInternal        Code = "internal"         // a bug; please report
+)
+
+// HTTPStatus is the status the server answers a code with.
+func (c Code) HTTPStatus() int {
+	switch c {
+	case CodeBadRequest, CodeInvalidPath:
+		return http.StatusBadRequest
+	case CodeUnauthorized:
+		return http.StatusUnauthorized
+	case CodeNoNode, CodeNoSession:
+		return http.StatusNotFound
+	case CodeNodeExists, CodeVersionMismatch, CodeNotEmpty, CodeStaleRequest:
+		return http.StatusConflict
+	case CodeSessionExpired:
+		return http.StatusGone
+	case CodeValueTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case CodeWrongCell:
+		return http.StatusMisdirectedRequest
+	case CodeNotLeader, CodeUnavailable:
+		return http.StatusServiceUnavailable
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// Error is the error body of every failed request, and the error type the SDK
+// returns. errors.Is matches two Errors by Code alone, so
+// errors.Is(err, api.ErrNoNode) works on any wrapped *Error.
+type Error struct {
+	Code    Code   `json:"code"`
+	Message string `json:"message,omitempty"`
+	// Leader is the API address of the cell's leader, set with not_leader when known.
+	Leader string `json:"leader,omitempty"`
+}
+
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return string(e.Code)
+	}
+	return string(e.Code) + ": " + e.Message
+}
+
+// Is reports whether target is an *Error with the same code.
+func (e *Error) Is(target error) bool {
+	var t *Error
+	return errors.As(target, &t) && t.Code == e.Code
+}
+
+// Errorf builds an *Error with a formatted message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// CodeOf returns the code of err if it is (or wraps) an *Error, else "".
+func CodeOf(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+// Sentinels for errors.Is.
+var (
+	ErrNotLeader       = &Error{Code: CodeNotLeader}
+	ErrSessionExpired  = &Error{Code: CodeSessionExpired}
+	ErrNoSession       = &Error{Code: CodeNoSession}
+	ErrNodeExists      = &Error{Code: CodeNodeExists}
+	ErrNoNode          = &Error{Code: CodeNoNode}
+	ErrVersionMismatch = &Error{Code: CodeVersionMismatch}
+	ErrNotEmpty        = &Error{Code: CodeNotEmpty}
+	ErrValueTooLarge   = &Error{Code: CodeValueTooLarge}
+	ErrInvalidPath     = &Error{Code: CodeInvalidPath}
+	ErrWrongCell       = &Error{Code: CodeWrongCell}
+	ErrBadRequest      = &Error{Code: CodeBadRequest}
+	ErrStaleRequest    = &Error{Code: CodeStaleRequest}
+	ErrUnavailable     = &Error{Code: CodeUnavailable}
+	ErrUnauthorized    = &Error{Code: CodeUnauthorized}
+	ErrInternal        = &Error{Code: CodeInternal}
+)

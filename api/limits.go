@@ -1,0 +1,26 @@
+package api
+
+import "time"
+
+// Named limits. Every bound in the service is one of these.
+const (
+	MaxValueSize      = 64 << 10 // bytes in a node's value
+	MaxPathLen        = 1024     // bytes in a path
+	MaxPathDepth      = 32       // segments in a path
+	MaxRequestBody    = 256 << 10
+	MaxWatchesPerCall = 1024 // watch registrations in one /v1/watch call
+
+	// MaxSessionRequestWindow is how many recent request results a session keeps
+	// for dedupe. A client has at most this many writes in flight per session.
+	MaxSessionRequestWindow = 256
+
+	// MaxPendingEvents bounds a session's undelivered events on the leader; past
+	// it the oldest are dropped and the session is told to re-sync (EventResync).
+	MaxPendingEvents = 4096
+
+	DefaultLease     = 12 * time.Second
+	MinLease         = 1 * time.Second
+	MaxLease         = 5 * time.Minute
+	DefaultGrace     = 45 * time.Second
+	MaxKeepAliveWait = 30 * time.Second
+)

@@ -1,0 +1,27 @@
+package api
+
+// Fencing tokens.
+//
+// A token is a uint64: the prefix's directory epoch in the high TokenEpochBits
+// bits, the Raft index at which the holder's node was created in the low
+// TokenIndexBits bits. Within one cell the index only grows (across leader
+// changes and restarts: it is the log position). A prefix migration bumps the
+// epoch, so every token the new cell issues compares above every token the
+// old cell issued. Resources compare tokens as plain integers.
+const (
+	TokenIndexBits = 40 // 1.1e12 entries: ~17 years at 2 000 writes/s
+	TokenEpochBits = 64 - TokenIndexBits
+	tokenIndexMask = 1<<TokenIndexBits - 1
+	MaxTokenEpoch  = 1<<TokenEpochBits - 1
+)
+
+// MakeToken builds the token for a node created at index under epoch.
+func MakeToken(epoch, index uint64) uint64 {
+	return epoch<<TokenIndexBits | index&tokenIndexMask
+}
+
+// TokenEpoch is the directory epoch of a token.
+func TokenEpoch(t uint64) uint64 { return t >> TokenIndexBits }
+
+// TokenIndex is the create index of a token's node.
+func TokenIndex(t uint64) uint64 { return t & tokenIndexMask }

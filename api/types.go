@@ -1,0 +1,287 @@
+package api
+
+// HTTP routes. Every request and response body is JSON. Node and session
+// routes take POST; status, directory, health and metrics take GET.
+const (
+	RouteSessionOpen      = "/v1/session/open"
+	RouteSessionKeepAlive = "/v1/session/keepalive"
+	RouteSessionClose     = "/v1/session/close"
+	RouteCreate           = "/v1/node/create"
+	RoutePut              = "/v1/node/put"
+	RouteDelete           = "/v1/node/delete"
+	RouteGet              = "/v1/node/get"
+	RouteChildren         = "/v1/node/children"
+	RouteLockState        = "/v1/lock/state"
+	RouteWatch            = "/v1/watch"
+	RouteStatus           = "/v1/status"
+	RouteDirectory        = "/v1/directory"
+	RouteHealth           = "/healthz"
+	RouteMetrics          = "/metrics"
+
+	// HeaderAuth carries the caller's auth token ("Bearer <token>") on every
+	// request. Accepted and logged now; enforced once tenants exist.
+	HeaderAuth = "Authorization"
+)
+
+// LockMode marks an ephemeral sequential node as a lock waiter.
+type LockMode string
+
+const (
+	LockNone      LockMode = ""
+	LockExclusive LockMode = "exclusive"
+	LockShared    LockMode = "shared"
+)
+
+// Valid reports whether m is a known mode.
+func (m LockMode) Valid() bool {
+	return m == LockNone || m == LockExclusive || m == LockShared
+}
+
+// WriteHeader identifies a write for dedupe. Session and Request are optional
+// for persistent-node writes (such a write is then not safe to retry);
+// ephemeral creates need a session. Request ids are per session, start at 1
+// and grow; Ack tells the cell every id below it has had its reply, so it may
+// forget them.
+type WriteHeader struct {
+	Session uint64 `json:"session,omitempty"`
+	Request uint64 `json:"request,omitempty"`
+	Ack     uint64 `json:"ack,omitempty"`
+}
+
+// Node is a node's metadata, and its value where the call returns it.
+type Node struct {
+	Path        string   `json:"path"`
+	Value       []byte   `json:"value,omitempty"`
+	Version     uint64   `json:"version"`      // data version: 1 at create, +1 per put
+	CreateIndex uint64   `json:"create_index"` // Raft index of the create
+	ModifyIndex uint64   `json:"modify_index"` // Raft index of the last create or put
+	ChildIndex  uint64   `json:"child_index"`  // Raft index of the last child create or delete
+	Ephemeral   bool     `json:"ephemeral,omitempty"`
+	Owner       uint64   `json:"owner,omitempty"` // owning session of an ephemeral node
+	Lock        LockMode `json:"lock,omitempty"`
+	NumChildren int      `json:"num_children"`
+}
+
+// OpenSessionRequest opens a session on Cell.
+type OpenSessionRequest struct {
+	Cell string `json:"cell"`
+	// LeaseMS asks for a lease length; 0 takes the cell's default. The cell
+	// clamps it to [MinLease, MaxLease].
+	LeaseMS int64 `json:"lease_ms,omitempty"`
+}
+
+// SessionResponse answers OpenSession and KeepAlive.
+type SessionResponse struct {
+	Session uint64 `json:"session"`
+	LeaseMS int64  `json:"lease_ms"`
+	// Epoch is the cell's leader epoch: it changes on every leader change,
+	// which is how a client learns of a fail-over.
+	Epoch uint64 `json:"epoch"`
+	// Index is the cell's applied index when the reply was made.
+	Index  uint64  `json:"index"`
+	Events []Event `json:"events,omitempty"`
+}
+
+// KeepAliveRequest renews a session's lease and long-polls for its events:
+// the leader extends the lease when it receives the request, then holds it
+// until an event is pending or WaitMS passes.
+type KeepAliveRequest struct {
+	Cell    string `json:"cell"`
+	Session uint64 `json:"session"`
+	WaitMS  int64  `json:"wait_ms,omitempty"`
+}
+
+// CloseSessionRequest ends a session and frees everything it held.
+type CloseSessionRequest struct {
+	Cell    string `json:"cell"`
+	Session uint64 `json:"session"`
+}
+
+// CreateRequest creates a node. A Sequential node gets a 10-digit per-parent
+// counter appended to its name. A Lock node must be ephemeral and sequential;
+// the reply then says which sibling it waits for, if any.
+type CreateRequest struct {
+	WriteHeader
+	Path        string   `json:"path"`
+	Value       []byte   `json:"value,omitempty"`
+	Ephemeral   bool     `json:"ephemeral,omitempty"`
+	Sequential  bool     `json:"sequential,omitempty"`
+	Lock        LockMode `json:"lock,omitempty"`
+	MakeParents bool     `json:"make_parents,omitempty"`
+}
+
+// CreateResponse answers a create.
+type CreateResponse struct {
+	Node  Node   `json:"node"`
+	Index uint64 `json:"index"`
+	// Token is the fencing token of a lock node: valid as a grant once the
+	// node holds the lock (WaitFor empty).
+	Token uint64 `json:"token,omitempty"`
+	// WaitFor is the sibling a lock node must see deleted before re-checking;
+	// empty means the node holds the lock.
+	WaitFor string `json:"wait_for,omitempty"`
+}
+
+// PutRequest writes a persistent node's value. Version nil: create or
+// overwrite. Version 0: create only (must not exist). Version N: only if the
+// current version is N (compare-and-set).
+type PutRequest struct {
+	WriteHeader
+	Path        string  `json:"path"`
+	Value       []byte  `json:"value"`
+	Version     *uint64 `json:"version,omitempty"`
+	MakeParents bool    `json:"make_parents,omitempty"`
+}
+
+// WriteResponse answers put and delete.
+type WriteResponse struct {
+	Node  Node   `json:"node"`
+	Index uint64 `json:"index"`
+}
+
+// DeleteRequest deletes a childless node, if Version is set only at that version.
+type DeleteRequest struct {
+	WriteHeader
+	Path    string  `json:"path"`
+	Version *uint64 `json:"version,omitempty"`
+}
+
+// WatchKind says what a one-shot watch fires on.
+type WatchKind string
+
+const (
+	// WatchData fires when the node's value changes, it is deleted, or (if it
+	// did not exist) it is created.
+	WatchData WatchKind = "data"
+	// WatchChildren fires when a child is created or deleted, or the node is deleted.
+	WatchChildren WatchKind = "children"
+)
+
+// ReadRequest is a linearizable read of one node (get, children). With Watch
+// set, a one-shot watch is armed in the same call, atomically with the read,
+// and delivered on Session.
+type ReadRequest struct {
+	Path    string    `json:"path"`
+	Session uint64    `json:"session,omitempty"`
+	Watch   WatchKind `json:"watch,omitempty"`
+}
+
+// GetResponse answers get. Exists is false (and the call succeeds) for a
+// missing node only when a data watch was asked for; a plain get of a missing
+// node fails with no_node.
+type GetResponse struct {
+	Exists bool   `json:"exists"`
+	Node   Node   `json:"node"`
+	Index  uint64 `json:"index"`
+}
+
+// ChildrenResponse answers children: names sorted, sequential ones in sequence order.
+type ChildrenResponse struct {
+	Node     Node     `json:"node"`
+	Children []string `json:"children"`
+	Index    uint64   `json:"index"`
+}
+
+// LockStateRequest re-checks a lock node after a wake-up: does it still
+// exist, does it hold the lock, and if not which sibling does it wait for.
+// With Watch, a deletion watch is armed on that sibling in the same call.
+type LockStateRequest struct {
+	Path    string `json:"path"`
+	Session uint64 `json:"session"`
+	Watch   bool   `json:"watch,omitempty"`
+}
+
+// LockStateResponse answers lock state.
+type LockStateResponse struct {
+	Exists  bool   `json:"exists"`
+	Held    bool   `json:"held"`
+	WaitFor string `json:"wait_for,omitempty"`
+	Token   uint64 `json:"token,omitempty"`
+	Index   uint64 `json:"index"`
+}
+
+// WatchSpec re-arms a watch after a reconnect or fail-over: Since is the
+// last index the client saw; if the node changed after it, the watch fires
+// at once.
+type WatchSpec struct {
+	Path  string    `json:"path"`
+	Kind  WatchKind `json:"kind"`
+	Since uint64    `json:"since"`
+}
+
+// WatchRequest registers watches for Session on the cell serving their paths.
+type WatchRequest struct {
+	Cell    string      `json:"cell"`
+	Session uint64      `json:"session"`
+	Watches []WatchSpec `json:"watches"`
+}
+
+// WatchResponse answers watch registration.
+type WatchResponse struct {
+	Index uint64 `json:"index"`
+}
+
+// EventType is what happened to a watched node.
+type EventType string
+
+const (
+	EventCreated         EventType = "created"
+	EventDataChanged     EventType = "data_changed"
+	EventDeleted         EventType = "deleted"
+	EventChildrenChanged EventType = "children_changed"
+	// EventResync says events were dropped (the session's queue overflowed or
+	// the leader could not tell): re-read and re-arm every watch.
+	EventResync EventType = "resync"
+)
+
+// Event is a one-shot watch firing, delivered on the session.
+type Event struct {
+	Type  EventType `json:"type"`
+	Path  string    `json:"path"`
+	Kind  WatchKind `json:"kind"`
+	Index uint64    `json:"index"` // the index of the change
+}
+
+// ErrorResponse is the body of every non-2xx reply.
+type ErrorResponse struct {
+	Error *Error `json:"error"`
+}
+
+// CellInfo describes a cell in the directory.
+type CellInfo struct {
+	Name     string   `json:"name"`
+	ShardID  uint64   `json:"shard_id"`
+	Prefixes []string `json:"prefixes"`
+	// Epoch is the directory epoch, the high bits of every token the cell issues.
+	Epoch uint64 `json:"epoch"`
+	// Endpoints are the API addresses of the cell's replicas.
+	Endpoints []string `json:"endpoints"`
+}
+
+// DirectoryResponse is the prefix → cell map.
+type DirectoryResponse struct {
+	Cells []CellInfo `json:"cells"`
+}
+
+// ReplicaStatus is one replica's view of one cell.
+type ReplicaStatus struct {
+	Cell         string `json:"cell"`
+	ShardID      uint64 `json:"shard_id"`
+	ReplicaID    uint64 `json:"replica_id"`
+	Role         string `json:"role"` // leader, follower, unknown
+	LeaderID     uint64 `json:"leader_id"`
+	LeaderAPI    string `json:"leader_api,omitempty"`
+	Term         uint64 `json:"term"`
+	AppliedIndex uint64 `json:"applied_index"`
+	Epoch        uint64 `json:"epoch"` // leader epoch in this replica's state
+	Sessions     int    `json:"sessions"`
+	Nodes        int    `json:"nodes"`
+}
+
+// StatusResponse is what one lockd process reports about itself.
+type StatusResponse struct {
+	ReplicaID uint64          `json:"replica_id"`
+	APIAddr   string          `json:"api_addr"`
+	RaftAddr  string          `json:"raft_addr"`
+	Cells     []ReplicaStatus `json:"cells"`
+}

@@ -1,0 +1,445 @@
+// Package cell runs one cell on a lockd: a replica of its Raft shard on the
+// process's NodeHost, the state machine adapter, and the leader-only soft
+// state beside it (session manager, watch table). It offers the cell's
+// operations to the HTTP layer as plain Go calls.
+package cell
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lni/dragonboat/v4"
+	"github.com/lni/dragonboat/v4/config"
+	"github.com/lni/dragonboat/v4/raftio"
+	sm "github.com/lni/dragonboat/v4/statemachine"
+
+	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/server/fsm"
+	"github.com/lockservice/lockd/server/session"
+	"github.com/lockservice/lockd/server/watch"
+)
+
+// Config configures one replica of a cell.
+type Config struct {
+	Info      api.CellInfo
+	ReplicaID uint64
+	// Members maps replica id → Raft address for a new cell; ignored on restart.
+	Members map[uint64]string
+	// APIAddrs maps replica id → API address, for not_leader hints.
+	APIAddrs map[uint64]string
+	// ElectionRTT and HeartbeatRTT are in NodeHost ticks (RTTMillisecond).
+	ElectionRTT, HeartbeatRTT uint64
+	SnapshotEntries           uint64
+	CompactionOverhead        uint64
+	// DefaultLease is given to sessions that do not ask for one.
+	DefaultLease time.Duration
+	Logger       *slog.Logger
+}
+
+// Cell is one replica of one cell.
+type Cell struct {
+	cfg      Config
+	nh       *dragonboat.NodeHost
+	log      *slog.Logger
+	sessions *session.Manager
+	watches  *watch.Table
+
+	leaderID atomic.Uint64 // as last reported by the Raft event listener
+	term     atomic.Uint64
+
+	stopOnce sync.Once
+	stop     chan struct{}
+	wg       sync.WaitGroup
+}
+
+// Start starts (or restarts) the replica on nh. The NodeHost's event
+// listener must route this shard's leader updates to LeaderUpdated.
+func Start(nh *dragonboat.NodeHost, cfg Config) (*Cell, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.DefaultLease <= 0 {
+		cfg.DefaultLease = api.DefaultLease
+	}
+	c := &Cell{cfg: cfg, nh: nh, stop: make(chan struct{})}
+	c.log = cfg.Logger.With("cell", cfg.Info.Name, "shard", cfg.Info.ShardID)
+	c.sessions = session.New(session.Config{Expire: c.proposeExpiry, Logger: c.log})
+	c.watches = watch.NewTable(c.sessions)
+
+	members := map[uint64]dragonboat.Target{}
+	if !nh.HasNodeInfo(cfg.Info.ShardID, cfg.ReplicaID) {
+		for id, addr := range cfg.Members {
+			members[id] = addr
+		}
+	}
+	rc := config.Config{
+		ShardID:             cfg.Info.ShardID,
+		ReplicaID:           cfg.ReplicaID,
+		ElectionRTT:         cfg.ElectionRTT,
+		HeartbeatRTT:        cfg.HeartbeatRTT,
+		CheckQuorum:         true,
+		PreVote:             true,
+		SnapshotEntries:     cfg.SnapshotEntries,
+		CompactionOverhead:  cfg.CompactionOverhead,
+		OrderedConfigChange: true,
+	}
+	create := func(shardID, replicaID uint64) sm.IStateMachine {
+		return &machine{cell: c, state: fsm.New()}
+	}
+	if err := nh.StartReplica(members, false, create, rc); err != nil {
+		c.sessions.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Close stops the cell's goroutines. The NodeHost stops the shard.
+func (c *Cell) Close() {
+	c.stopOnce.Do(func() { close(c.stop) })
+	c.sessions.Close()
+	c.wg.Wait()
+}
+
+// Info is the cell's directory entry.
+func (c *Cell) Info() api.CellInfo { return c.cfg.Info }
+
+// LeaderUpdated is called by the NodeHost's event listener (one goroutine
+// for the whole NodeHost: it must not block).
+func (c *Cell) LeaderUpdated(info raftio.LeaderInfo) {
+	c.leaderID.Store(info.LeaderID)
+	c.term.Store(info.Term)
+	if info.LeaderID == c.cfg.ReplicaID {
+		c.wg.Add(1)
+		go c.announce(info.Term)
+		return
+	}
+	// Leadership lost (or unknown): stop at once, before anything else.
+	c.sessions.Stop()
+	c.watches.Reset()
+}
+
+// leading reports whether the listener says this replica leads term.
+func (c *Cell) leading(term uint64) bool {
+	return c.leaderID.Load() == c.cfg.ReplicaID && c.term.Load() == term
+}
+
+// announce commits this leader's leader_start entry, then the cell's
+// prefixes. The session manager starts when leader_start applies.
+func (c *Cell) announce(term uint64) {
+	defer c.wg.Done()
+	cmd := fsm.Command{Op: fsm.OpLeaderStart, ReplicaID: c.cfg.ReplicaID, Term: term}
+	for attempt := 0; c.leading(term); attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		_, err := c.propose(ctx, &cmd)
+		cancel()
+		if err == nil {
+			break
+		}
+		c.log.Warn("leader_start not committed", "term", term, "attempt", attempt, "err", err)
+		select {
+		case <-c.stop:
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	for _, p := range c.cfg.Info.Prefixes {
+		ep := fsm.Command{Op: fsm.OpEnsurePrefix, Path: p, Epoch: c.cfg.Info.Epoch}
+		for c.leading(term) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			_, err := c.propose(ctx, &ep)
+			cancel()
+			if err == nil {
+				break
+			}
+			select {
+			case <-c.stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// appliedEffects is the part of a command afterApply needs.
+type appliedEffects struct {
+	Op        fsm.Op `json:"op"`
+	Session   uint64 `json:"session"`
+	Target    uint64 `json:"target"`
+	ReplicaID uint64 `json:"replica_id"`
+	Term      uint64 `json:"term"`
+}
+
+// afterApply updates the leader-only soft state after an entry applied. It
+// runs under dragonboat's write lock on the state, so it is ordered exactly
+// with applies and with lookups.
+func (c *Cell) afterApply(s *fsm.State, cmdBytes, resBytes []byte, changes []fsm.Change) {
+	c.watches.Apply(changes)
+	var cmd appliedEffects
+	if json.Unmarshal(cmdBytes, &cmd) != nil {
+		return
+	}
+	switch cmd.Op {
+	case fsm.OpLeaderStart:
+		if cmd.ReplicaID == c.cfg.ReplicaID && c.leading(cmd.Term) {
+			c.watches.Reset()
+			c.sessions.Start(s.Epoch(), s.Sessions())
+		} else {
+			c.sessions.Stop()
+			c.watches.Reset()
+		}
+	case fsm.OpOpenSession:
+		if res, err := fsm.DecodeResult(resBytes); err == nil && res.Err == nil {
+			c.sessions.Opened(res.Session, res.LeaseMS)
+		}
+	case fsm.OpCloseSession, fsm.OpExpireSession:
+		id := cmd.Session
+		if cmd.Op == fsm.OpExpireSession {
+			id = cmd.Target
+		}
+		if s.SessionExists(id) != nil {
+			c.sessions.Ended(id)
+			c.watches.DropSession(id)
+		}
+	case fsm.OpCreate:
+		// A lock node that must wait gets its predecessor watch armed by the
+		// same apply: no extra round trip, and no window to miss the delete.
+		if res, err := fsm.DecodeResult(resBytes); err == nil && res.Err == nil && res.WaitFor != "" {
+			if active, epoch := c.sessions.Active(); active && epoch == s.Epoch() {
+				c.watches.Register(cmd.Session, res.WaitFor, api.WatchData)
+			}
+		}
+	}
+}
+
+// --- Raft plumbing ---
+
+func (c *Cell) propose(ctx context.Context, cmd *fsm.Command) (fsm.Result, error) {
+	sess := c.nh.GetNoOPSession(c.cfg.Info.ShardID)
+	r, err := c.nh.SyncPropose(ctx, sess, cmd.Encode())
+	if err != nil {
+		return fsm.Result{}, raftError(err)
+	}
+	res, err := fsm.DecodeResult(r.Data)
+	if err != nil {
+		return fsm.Result{}, api.Errorf(api.CodeInternal, "undecodable result: %v", err)
+	}
+	if res.Err != nil {
+		return res, res.Err
+	}
+	return res, nil
+}
+
+func (c *Cell) read(ctx context.Context, q interface{}) (interface{}, error) {
+	v, err := c.nh.SyncRead(ctx, c.cfg.Info.ShardID, q)
+	if err != nil {
+		var ae *api.Error
+		if errors.As(err, &ae) {
+			return nil, ae
+		}
+		return nil, raftError(err)
+	}
+	return v, nil
+}
+
+// raftError maps dragonboat's errors onto api codes. Everything transient is
+// unavailable: the outcome is unknown and the client retries with the same
+// request id.
+func raftError(err error) error {
+	switch {
+	case errors.Is(err, dragonboat.ErrShardNotFound):
+		return api.Errorf(api.CodeWrongCell, "shard not on this host")
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
+		errors.Is(err, dragonboat.ErrTimeout), errors.Is(err, dragonboat.ErrSystemBusy),
+		errors.Is(err, dragonboat.ErrShardNotReady), errors.Is(err, dragonboat.ErrCanceled),
+		errors.Is(err, dragonboat.ErrAborted), errors.Is(err, dragonboat.ErrRejected),
+		errors.Is(err, dragonboat.ErrShardClosed), errors.Is(err, dragonboat.ErrClosed):
+		return api.Errorf(api.CodeUnavailable, "%v", err)
+	}
+	return api.Errorf(api.CodeUnavailable, "%v", err)
+}
+
+func (c *Cell) proposeExpiry(ctx context.Context, id, epoch uint64) error {
+	_, err := c.propose(ctx, &fsm.Command{Op: fsm.OpExpireSession, Target: id, Epoch: epoch})
+	if errors.Is(err, api.ErrSessionExpired) || errors.Is(err, api.ErrNoSession) {
+		return nil // already gone
+	}
+	return err
+}
+
+// --- leadership as the API sees it ---
+
+// Ready returns nil if this replica leads and its session manager runs;
+// otherwise not_leader with the leader's API address when known, or
+// unavailable while a new leader is starting.
+func (c *Cell) Ready() error {
+	if active, _ := c.sessions.Active(); active {
+		return nil
+	}
+	leader := c.leaderID.Load()
+	if leader == c.cfg.ReplicaID {
+		return api.Errorf(api.CodeUnavailable, "leader of cell %s is starting", c.cfg.Info.Name)
+	}
+	e := api.Errorf(api.CodeNotLeader, "replica %d does not lead cell %s", c.cfg.ReplicaID, c.cfg.Info.Name)
+	if leader != 0 {
+		e.Leader = c.cfg.APIAddrs[leader]
+	}
+	return e
+}
+
+// --- operations ---
+
+// OpenSession opens a session.
+func (c *Cell) OpenSession(ctx context.Context, req api.OpenSessionRequest) (api.SessionResponse, error) {
+	lease := req.LeaseMS
+	if lease <= 0 {
+		lease = c.cfg.DefaultLease.Milliseconds()
+	}
+	res, err := c.propose(ctx, &fsm.Command{Op: fsm.OpOpenSession, LeaseMS: lease})
+	if err != nil {
+		return api.SessionResponse{}, err
+	}
+	return api.SessionResponse{Session: res.Session, LeaseMS: res.LeaseMS, Epoch: res.Epoch, Index: res.Index}, nil
+}
+
+// KeepAlive renews a session and long-polls for its events. The reply is
+// sent only after a ReadIndex round confirms this replica still leads under
+// the same epoch, so a deposed leader can never extend a lease the new
+// leader does not know about.
+func (c *Cell) KeepAlive(ctx context.Context, req api.KeepAliveRequest) (api.SessionResponse, error) {
+	wait := min(time.Duration(req.WaitMS)*time.Millisecond, api.MaxKeepAliveWait)
+	_, epoch := c.sessions.Active()
+	evs, lease, err := c.sessions.KeepAlive(ctx, req.Session, wait)
+	if errors.Is(err, session.ErrUnknown) {
+		// The manager has no lease: ask the state whether it ever existed.
+		if _, rerr := c.read(ctx, sessionQuery{session: req.Session, epoch: epoch}); rerr != nil {
+			return api.SessionResponse{}, rerr
+		}
+		return api.SessionResponse{}, api.Errorf(api.CodeUnavailable, "session %d not yet known to the leader", req.Session)
+	}
+	if err != nil {
+		return api.SessionResponse{}, err
+	}
+	rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	v, err := c.read(rctx, sessionQuery{session: req.Session, epoch: epoch})
+	if err != nil {
+		c.sessions.Requeue(req.Session, evs)
+		return api.SessionResponse{}, err
+	}
+	return api.SessionResponse{Session: req.Session, LeaseMS: lease.Milliseconds(), Epoch: epoch, Index: v.(uint64), Events: evs}, nil
+}
+
+// CloseSession ends a session.
+func (c *Cell) CloseSession(ctx context.Context, req api.CloseSessionRequest) error {
+	_, err := c.propose(ctx, &fsm.Command{Op: fsm.OpCloseSession, WriteHeader: api.WriteHeader{Session: req.Session}})
+	return err
+}
+
+// Create creates a node.
+func (c *Cell) Create(ctx context.Context, req api.CreateRequest) (api.CreateResponse, error) {
+	res, err := c.propose(ctx, &fsm.Command{
+		Op: fsm.OpCreate, WriteHeader: req.WriteHeader, Path: req.Path, Value: req.Value,
+		Ephemeral: req.Ephemeral, Sequential: req.Sequential, Lock: req.Lock, MakeParents: req.MakeParents,
+	})
+	if err != nil {
+		return api.CreateResponse{}, err
+	}
+	return api.CreateResponse{Node: *res.Node, Index: res.Index, Token: res.Token, WaitFor: res.WaitFor}, nil
+}
+
+// Put writes a value.
+func (c *Cell) Put(ctx context.Context, req api.PutRequest) (api.WriteResponse, error) {
+	res, err := c.propose(ctx, &fsm.Command{
+		Op: fsm.OpPut, WriteHeader: req.WriteHeader, Path: req.Path, Value: req.Value,
+		Version: req.Version, MakeParents: req.MakeParents,
+	})
+	if err != nil {
+		return api.WriteResponse{}, err
+	}
+	return api.WriteResponse{Node: *res.Node, Index: res.Index}, nil
+}
+
+// Delete deletes a node.
+func (c *Cell) Delete(ctx context.Context, req api.DeleteRequest) (api.WriteResponse, error) {
+	res, err := c.propose(ctx, &fsm.Command{Op: fsm.OpDelete, WriteHeader: req.WriteHeader, Path: req.Path, Version: req.Version})
+	if err != nil {
+		return api.WriteResponse{}, err
+	}
+	return api.WriteResponse{Node: *res.Node, Index: res.Index}, nil
+}
+
+// Get is a linearizable read of a node, optionally arming a watch.
+func (c *Cell) Get(ctx context.Context, req api.ReadRequest) (api.GetResponse, error) {
+	v, err := c.read(ctx, getQuery{path: req.Path, session: req.Session, watch: req.Watch})
+	if err != nil {
+		return api.GetResponse{}, err
+	}
+	return v.(api.GetResponse), nil
+}
+
+// Children is a linearizable list of a node's children.
+func (c *Cell) Children(ctx context.Context, req api.ReadRequest) (api.ChildrenResponse, error) {
+	v, err := c.read(ctx, childrenQuery{path: req.Path, session: req.Session, watch: req.Watch != ""})
+	if err != nil {
+		return api.ChildrenResponse{}, err
+	}
+	return v.(api.ChildrenResponse), nil
+}
+
+// LockState re-checks a lock node.
+func (c *Cell) LockState(ctx context.Context, req api.LockStateRequest) (api.LockStateResponse, error) {
+	v, err := c.read(ctx, lockStateQuery{path: req.Path, session: req.Session, watch: req.Watch})
+	if err != nil {
+		return api.LockStateResponse{}, err
+	}
+	return v.(api.LockStateResponse), nil
+}
+
+// Watch re-arms watches with the last index the client saw.
+func (c *Cell) Watch(ctx context.Context, req api.WatchRequest) (api.WatchResponse, error) {
+	v, err := c.read(ctx, watchQuery{session: req.Session, specs: req.Watches})
+	if err != nil {
+		return api.WatchResponse{}, err
+	}
+	return v.(api.WatchResponse), nil
+}
+
+// Status is this replica's view of the cell, from local state (no ReadIndex:
+// it must answer on a replica without quorum).
+func (c *Cell) Status() api.ReplicaStatus {
+	st := api.ReplicaStatus{Cell: c.cfg.Info.Name, ShardID: c.cfg.Info.ShardID, ReplicaID: c.cfg.ReplicaID, Role: "unknown"}
+	leader, term, valid, err := c.nh.GetLeaderID(c.cfg.Info.ShardID)
+	if err == nil && valid {
+		st.LeaderID, st.Term = leader, term
+		st.LeaderAPI = c.cfg.APIAddrs[leader]
+		st.Role = "follower"
+		if leader == c.cfg.ReplicaID {
+			st.Role = "leader"
+		}
+	}
+	if v, err := c.nh.StaleRead(c.cfg.Info.ShardID, statsQuery{}); err == nil {
+		s := v.(stats)
+		st.AppliedIndex, st.Epoch, st.Sessions, st.Nodes = s.index, s.epoch, s.sessions, s.nodes
+	}
+	return st
+}
+
+// Counters are the cell's metrics sources.
+type Counters struct {
+	Leases, ArmedWatches                int
+	KeepAlives, Expiries, DroppedEvents uint64
+	WatchEvents                         uint64
+}
+
+// Counters reads the cell's counters.
+func (c *Cell) Counters() Counters {
+	var k Counters
+	k.Leases, k.KeepAlives, k.Expiries, k.DroppedEvents = c.sessions.Stats()
+	k.ArmedWatches, k.WatchEvents = c.watches.Stats()
+	return k
+}

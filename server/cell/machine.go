@@ -1,0 +1,160 @@
+package cell
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	sm "github.com/lni/dragonboat/v4/statemachine"
+
+	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/server/fsm"
+)
+
+// machine adapts fsm.State to dragonboat's IStateMachine. dragonboat holds
+// an RWMutex around it: Update and RecoverFromSnapshot exclusively, Lookup
+// and SaveSnapshot shared. That is what makes a read plus its watch
+// registration atomic with respect to applies.
+type machine struct {
+	cell  *Cell
+	state *fsm.State
+}
+
+func (m *machine) Update(e sm.Entry) (sm.Result, error) {
+	res, changes := m.state.Apply(e.Index, e.Cmd)
+	m.cell.afterApply(m.state, e.Cmd, res, changes)
+	return sm.Result{Value: e.Index, Data: res}, nil
+}
+
+func (m *machine) Lookup(q interface{}) (interface{}, error) {
+	return m.cell.lookup(m.state, q)
+}
+
+func (m *machine) SaveSnapshot(w io.Writer, _ sm.ISnapshotFileCollection, _ <-chan struct{}) error {
+	return m.state.WriteSnapshot(w)
+}
+
+func (m *machine) RecoverFromSnapshot(r io.Reader, _ []sm.SnapshotFile, _ <-chan struct{}) error {
+	s, err := fsm.ReadSnapshot(r)
+	if err != nil {
+		return fmt.Errorf("cell %s: %w", m.cell.cfg.Info.Name, err)
+	}
+	m.state = s
+	return nil
+}
+
+func (m *machine) Close() error { return nil }
+
+// Queries answered by lookup, under dragonboat's read lock.
+type (
+	getQuery struct {
+		path    string
+		session uint64
+		watch   api.WatchKind
+	}
+	childrenQuery struct {
+		path    string
+		session uint64
+		watch   bool
+	}
+	lockStateQuery struct {
+		path    string
+		session uint64
+		watch   bool
+	}
+	watchQuery struct {
+		session uint64
+		specs   []api.WatchSpec
+	}
+	// sessionQuery confirms, after a ReadIndex, that a session is live and
+	// that this replica still leads under epoch.
+	sessionQuery struct {
+		session uint64
+		epoch   uint64
+	}
+	statsQuery struct{}
+)
+
+type stats struct {
+	index, epoch    uint64
+	sessions, nodes int
+}
+
+var errNotLeading = api.Errorf(api.CodeNotLeader, "this replica does not lead the cell")
+
+func (c *Cell) lookup(s *fsm.State, q interface{}) (interface{}, error) {
+	switch q := q.(type) {
+	case getQuery:
+		n, ok := s.Get(q.path)
+		if q.watch != "" {
+			if err := c.canWatch(s, q.session); err != nil {
+				return nil, err
+			}
+			c.watches.Register(q.session, q.path, q.watch)
+		}
+		if !ok && q.watch != api.WatchData {
+			return nil, api.Errorf(api.CodeNoNode, "%s does not exist", q.path)
+		}
+		return api.GetResponse{Exists: ok, Node: n, Index: s.Index()}, nil
+	case childrenQuery:
+		n, names, ok := s.Children(q.path)
+		if !ok {
+			return nil, api.Errorf(api.CodeNoNode, "%s does not exist", q.path)
+		}
+		if q.watch {
+			if err := c.canWatch(s, q.session); err != nil {
+				return nil, err
+			}
+			c.watches.Register(q.session, q.path, api.WatchChildren)
+		}
+		return api.ChildrenResponse{Node: n, Children: names, Index: s.Index()}, nil
+	case lockStateQuery:
+		exists, held, waitFor, token := s.LockState(q.path)
+		if q.watch && exists && !held {
+			if err := c.canWatch(s, q.session); err != nil {
+				return nil, err
+			}
+			c.watches.Register(q.session, waitFor, api.WatchData)
+		}
+		return api.LockStateResponse{Exists: exists, Held: held, WaitFor: waitFor, Token: token, Index: s.Index()}, nil
+	case watchQuery:
+		if err := c.canWatch(s, q.session); err != nil {
+			return nil, err
+		}
+		for _, w := range q.specs {
+			if typ, fire := s.WatchCheck(w.Path, w.Kind, w.Since); fire {
+				c.watches.FireNow(q.session, api.Event{Type: typ, Path: w.Path, Kind: w.Kind, Index: s.Index()})
+			} else {
+				c.watches.Register(q.session, w.Path, w.Kind)
+			}
+		}
+		return api.WatchResponse{Index: s.Index()}, nil
+	case sessionQuery:
+		if s.Epoch() != q.epoch {
+			return nil, errNotLeading
+		}
+		if err := s.SessionExists(q.session); err != nil {
+			return nil, err
+		}
+		return s.Index(), nil
+	case statsQuery:
+		return stats{index: s.Index(), epoch: s.Epoch(), sessions: s.NumSessions(), nodes: s.NumNodes()}, nil
+	}
+	return nil, errors.New("cell: unknown query")
+}
+
+// canWatch checks that a watch can be armed here: the session is live and
+// this replica's session manager runs under the state's current epoch (a
+// watch registered anywhere else would never be delivered).
+func (c *Cell) canWatch(s *fsm.State, session uint64) error {
+	if session == 0 {
+		return api.Errorf(api.CodeNoSession, "a watch needs a session")
+	}
+	if err := s.SessionExists(session); err != nil {
+		return err
+	}
+	if active, epoch := c.sessions.Active(); !active || epoch != s.Epoch() {
+		return errNotLeading
+	}
+	return nil
+}

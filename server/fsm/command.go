@@ -1,0 +1,123 @@
+// Package fsm is the cell's replicated state machine: the namespace of nodes
+// and the sessions that own them. It is pure and deterministic: a command and
+// the Raft index it was committed at go in, a result and the list of changed
+// paths come out. It reads no clock, draws no random number and does no I/O;
+// anything time-dependent (lease expiry) is decided outside and arrives as a
+// command. Every replica applying the same log holds byte-identical state.
+package fsm
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/lockservice/lockd/api"
+)
+
+// Op is a command's kind.
+type Op string
+
+const (
+	OpOpenSession  Op = "open_session"
+	OpCloseSession Op = "close_session"
+	// OpExpireSession is proposed only by the leader's session manager and
+	// carries the leader epoch it was decided under (see LeaderEpoch).
+	OpExpireSession Op = "expire_session"
+	OpCreate        Op = "create"
+	OpPut           Op = "put"
+	OpDelete        Op = "delete"
+	// OpLeaderStart is the first entry every new leader commits. It bumps the
+	// leader epoch; the new leader's session manager starts only once it has
+	// applied it, and expiries decided under an older epoch are refused.
+	OpLeaderStart Op = "leader_start"
+	// OpEnsurePrefix creates a prefix's root node (idempotent) and sets the
+	// directory epoch that goes into the high bits of its tokens.
+	OpEnsurePrefix Op = "ensure_prefix"
+)
+
+// Command is one Raft log entry. Fields unused by an op stay zero.
+type Command struct {
+	Op Op `json:"op"`
+	api.WriteHeader
+
+	Path        string       `json:"path,omitempty"`
+	Value       []byte       `json:"value,omitempty"`
+	Version     *uint64      `json:"version,omitempty"`
+	Ephemeral   bool         `json:"ephemeral,omitempty"`
+	Sequential  bool         `json:"sequential,omitempty"`
+	Lock        api.LockMode `json:"lock,omitempty"`
+	MakeParents bool         `json:"make_parents,omitempty"`
+
+	LeaseMS int64 `json:"lease_ms,omitempty"` // open_session
+
+	// Epoch: for expire_session, the leader epoch it was decided under; for
+	// ensure_prefix, the directory epoch.
+	Epoch uint64 `json:"epoch,omitempty"`
+	// Target is the session an expire_session ends.
+	Target uint64 `json:"target,omitempty"`
+
+	ReplicaID uint64 `json:"replica_id,omitempty"` // leader_start
+	Term      uint64 `json:"term,omitempty"`      // leader_start
+}
+
+// Encode serialises a command for the log.
+func (c *Command) Encode() []byte {
+	b, err := json.Marshal(c)
+	if err != nil {
+		panic(fmt.Sprintf("fsm: encode command: %v", err)) // only plain types: cannot fail
+	}
+	return b
+}
+
+// DecodeCommand parses a log entry.
+func DecodeCommand(b []byte) (Command, error) {
+	var c Command
+	err := json.Unmarshal(b, &c)
+	return c, err
+}
+
+// Result is what applying a command returns to its proposer. Err is set on
+// a refused command (which then changed nothing).
+type Result struct {
+	Err     *api.Error `json:"err,omitempty"`
+	Index   uint64     `json:"index"`
+	Node    *api.Node  `json:"node,omitempty"`
+	Token   uint64     `json:"token,omitempty"`
+	WaitFor string     `json:"wait_for,omitempty"`
+	Session uint64     `json:"session,omitempty"`
+	LeaseMS int64      `json:"lease_ms,omitempty"`
+	Epoch   uint64     `json:"epoch,omitempty"`
+}
+
+// Encode serialises a result (results are kept per session for dedupe).
+func (r *Result) Encode() []byte {
+	b, err := json.Marshal(r)
+	if err != nil {
+		panic(fmt.Sprintf("fsm: encode result: %v", err))
+	}
+	return b
+}
+
+// DecodeResult parses a result.
+func DecodeResult(b []byte) (Result, error) {
+	var r Result
+	err := json.Unmarshal(b, &r)
+	return r, err
+}
+
+// ChangeType is what a committed command did to a path, as far as watches care.
+type ChangeType uint8
+
+const (
+	ChangeCreated ChangeType = iota + 1
+	ChangeData
+	ChangeDeleted
+	ChangeChildren
+)
+
+// Change is one path touched by a command, reported to the leader's watch
+// table after apply. It is not part of the replicated state.
+type Change struct {
+	Path  string
+	Type  ChangeType
+	Index uint64
+}

@@ -1,0 +1,717 @@
+package fsm
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/lockservice/lockd/api"
+)
+
+// MaxEndedSessions is how many ended session ids the state remembers, so that
+// a request naming a recently ended session gets session_expired rather than
+// no_session.
+const MaxEndedSessions = 16384
+
+// seqDigits is the width of a sequential node's counter suffix.
+const seqDigits = 10
+
+const maxSeq = 9_999_999_999
+
+type node struct {
+	path        string
+	parent      *node
+	value       []byte
+	version     uint64
+	createIndex uint64
+	modifyIndex uint64
+	childIndex  uint64 // last child create/delete; starts at createIndex
+	ephemeral   bool
+	owner       uint64
+	lock        api.LockMode
+	seq         uint64 // sequence number of a sequential node
+	nextSeq     uint64 // counter for this node's sequential children
+	dirEpoch    uint64 // directory epoch, on prefix roots only
+	children    map[string]*node
+	// lockKids are the children that are lock nodes, in sequence order
+	// (appended in creation order, which is sequence order).
+	lockKids []*node
+}
+
+type requestResult struct {
+	id     uint64
+	result []byte
+}
+
+type session struct {
+	id      uint64
+	leaseMS int64
+	// ackedBelow: the client has its reply for every id below it; results
+	// for those ids are forgotten and a request with such an id is stale.
+	ackedBelow uint64
+	results    []requestResult // sorted by id, at most api.MaxSessionRequestWindow
+	ephemerals map[string]struct{}
+}
+
+// State is the cell's namespace and sessions.
+type State struct {
+	index      uint64 // last applied Raft index
+	epoch      uint64 // leader epoch: number of leader_start entries applied
+	leaderID   uint64 // replica that committed the last leader_start
+	leaderTerm uint64
+	root       *node
+	nodes      map[string]*node // every node but the root, by path
+	sessions   map[uint64]*session
+	ended      map[uint64]struct{}
+	endedOrder []uint64 // FIFO of ended ids, oldest first
+}
+
+// New returns an empty state: just the root.
+func New() *State {
+	return &State{
+		root:     &node{path: "/", children: map[string]*node{}},
+		nodes:    map[string]*node{},
+		sessions: map[uint64]*session{},
+		ended:    map[uint64]struct{}{},
+	}
+}
+
+// Index is the last applied Raft index.
+func (s *State) Index() uint64 { return s.index }
+
+// Epoch is the leader epoch: it grows by one with every leader_start.
+func (s *State) Epoch() uint64 { return s.epoch }
+
+// Leader is the replica and term of the last leader_start.
+func (s *State) Leader() (replicaID, term uint64) { return s.leaderID, s.leaderTerm }
+
+// NumNodes is the number of nodes, prefix roots included.
+func (s *State) NumNodes() int { return len(s.nodes) }
+
+// NumSessions is the number of live sessions.
+func (s *State) NumSessions() int { return len(s.sessions) }
+
+// Apply applies the command encoded in data, committed at index, and returns
+// the encoded Result and the paths it changed. A command that cannot be
+// decoded or is refused changes nothing but the applied index.
+func (s *State) Apply(index uint64, data []byte) ([]byte, []Change) {
+	if index <= s.index {
+		panic(fmt.Sprintf("fsm: apply index %d after %d", index, s.index))
+	}
+	s.index = index
+	cmd, err := DecodeCommand(data)
+	if err != nil {
+		r := Result{Err: api.Errorf(api.CodeBadRequest, "undecodable entry: %v", err), Index: index}
+		return r.Encode(), nil
+	}
+	// Session-scoped writes with a request id are deduplicated: a retry gets
+	// the first attempt's result and is never applied twice.
+	if cmd.Session != 0 && cmd.Request != 0 && isDedupedOp(cmd.Op) {
+		sess, serr := s.liveSession(cmd.Session)
+		if serr != nil {
+			r := Result{Err: serr, Index: index}
+			return r.Encode(), nil
+		}
+		sess.ack(cmd.Ack)
+		if cmd.Request < sess.ackedBelow {
+			r := Result{Err: api.Errorf(api.CodeStaleRequest, "request %d of session %d was already answered", cmd.Request, cmd.Session), Index: index}
+			return r.Encode(), nil
+		}
+		if prev, ok := sess.lookup(cmd.Request); ok {
+			return prev, nil
+		}
+		res, changes := s.apply(index, &cmd)
+		enc := res.Encode()
+		// The op may have ended the session (close); only a live one records.
+		if _, live := s.sessions[cmd.Session]; live {
+			sess.record(cmd.Request, enc)
+		}
+		return enc, changes
+	}
+	res, changes := s.apply(index, &cmd)
+	return res.Encode(), changes
+}
+
+func isDedupedOp(op Op) bool {
+	switch op {
+	case OpCreate, OpPut, OpDelete:
+		return true
+	}
+	return false
+}
+
+func (s *State) apply(index uint64, c *Command) (Result, []Change) {
+	var (
+		res     Result
+		changes []Change
+	)
+	switch c.Op {
+	case OpOpenSession:
+		res = s.openSession(index, c)
+	case OpCloseSession:
+		res, changes = s.closeSession(index, c)
+	case OpExpireSession:
+		res, changes = s.expireSession(index, c)
+	case OpCreate:
+		res, changes = s.create(index, c)
+	case OpPut:
+		res, changes = s.put(index, c)
+	case OpDelete:
+		res, changes = s.delete(index, c)
+	case OpLeaderStart:
+		s.epoch++
+		s.leaderID, s.leaderTerm = c.ReplicaID, c.Term
+		res = Result{Epoch: s.epoch}
+	case OpEnsurePrefix:
+		res, changes = s.ensurePrefix(index, c)
+	default:
+		res = Result{Err: api.Errorf(api.CodeBadRequest, "unknown op %q", c.Op)}
+	}
+	res.Index = index
+	return res, changes
+}
+
+// --- sessions ---
+
+func clampLease(ms int64) int64 {
+	switch {
+	case ms <= 0:
+		return api.DefaultLease.Milliseconds()
+	case ms < api.MinLease.Milliseconds():
+		return api.MinLease.Milliseconds()
+	case ms > api.MaxLease.Milliseconds():
+		return api.MaxLease.Milliseconds()
+	}
+	return ms
+}
+
+func (s *State) openSession(index uint64, c *Command) Result {
+	// The session id is the index of its open entry: unique, deterministic.
+	sess := &session{id: index, leaseMS: clampLease(c.LeaseMS), ephemerals: map[string]struct{}{}}
+	s.sessions[index] = sess
+	return Result{Session: index, LeaseMS: sess.leaseMS, Epoch: s.epoch}
+}
+
+func (s *State) liveSession(id uint64) (*session, *api.Error) {
+	if sess, ok := s.sessions[id]; ok {
+		return sess, nil
+	}
+	if _, ok := s.ended[id]; ok {
+		return nil, api.Errorf(api.CodeSessionExpired, "session %d has ended", id)
+	}
+	return nil, api.Errorf(api.CodeNoSession, "no session %d", id)
+}
+
+func (s *State) closeSession(index uint64, c *Command) (Result, []Change) {
+	if _, ok := s.ended[c.Session]; ok {
+		return Result{Session: c.Session}, nil // closing twice is not an error
+	}
+	if _, err := s.liveSession(c.Session); err != nil {
+		return Result{Err: err}, nil
+	}
+	return Result{Session: c.Session}, s.endSession(index, c.Session)
+}
+
+func (s *State) expireSession(index uint64, c *Command) (Result, []Change) {
+	// A deposed leader's late expiry must never free a live session: the
+	// expiry is valid only under the leadership that decided it.
+	if c.Epoch != s.epoch {
+		return Result{Err: api.Errorf(api.CodeNotLeader, "expiry decided under leader epoch %d, now %d", c.Epoch, s.epoch)}, nil
+	}
+	if _, err := s.liveSession(c.Target); err != nil {
+		return Result{Err: err}, nil
+	}
+	return Result{Session: c.Target}, s.endSession(index, c.Target)
+}
+
+// endSession deletes the session's ephemeral nodes, in path order, and
+// remembers the id as ended.
+func (s *State) endSession(index uint64, id uint64) []Change {
+	sess := s.sessions[id]
+	paths := make([]string, 0, len(sess.ephemerals))
+	for p := range sess.ephemerals {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	var changes []Change
+	for _, p := range paths {
+		changes = append(changes, s.removeNode(index, s.nodes[p])...)
+	}
+	delete(s.sessions, id)
+	s.ended[id] = struct{}{}
+	s.endedOrder = append(s.endedOrder, id)
+	if len(s.endedOrder) > MaxEndedSessions {
+		delete(s.ended, s.endedOrder[0])
+		s.endedOrder = s.endedOrder[1:]
+	}
+	return changes
+}
+
+func (sess *session) ack(below uint64) {
+	if below <= sess.ackedBelow {
+		return
+	}
+	sess.ackedBelow = below
+	i := sort.Search(len(sess.results), func(i int) bool { return sess.results[i].id >= below })
+	sess.results = append(sess.results[:0:0], sess.results[i:]...)
+}
+
+func (sess *session) lookup(id uint64) ([]byte, bool) {
+	i := sort.Search(len(sess.results), func(i int) bool { return sess.results[i].id >= id })
+	if i < len(sess.results) && sess.results[i].id == id {
+		return sess.results[i].result, true
+	}
+	return nil, false
+}
+
+func (sess *session) record(id uint64, result []byte) {
+	i := sort.Search(len(sess.results), func(i int) bool { return sess.results[i].id >= id })
+	sess.results = append(sess.results, requestResult{})
+	copy(sess.results[i+1:], sess.results[i:])
+	sess.results[i] = requestResult{id: id, result: result}
+	if len(sess.results) > api.MaxSessionRequestWindow {
+		// Forget the oldest; a retry of it is now stale rather than re-applied.
+		sess.ackedBelow = sess.results[0].id + 1
+		sess.results = sess.results[1:]
+	}
+}
+
+// --- nodes ---
+
+func checkValue(v []byte) *api.Error {
+	if len(v) > api.MaxValueSize {
+		return api.Errorf(api.CodeValueTooLarge, "value is %d bytes, limit %d", len(v), api.MaxValueSize)
+	}
+	return nil
+}
+
+func asAPIError(err error) *api.Error {
+	if err == nil {
+		return nil
+	}
+	if e, ok := err.(*api.Error); ok {
+		return e
+	}
+	return api.Errorf(api.CodeInternal, "%v", err)
+}
+
+// checkNodePath validates a client path: well formed, below a prefix root
+// this cell holds.
+func (s *State) checkNodePath(p string) *api.Error {
+	if err := api.ValidatePath(p); err != nil {
+		return asAPIError(err)
+	}
+	if api.Parent(p) == "/" {
+		return api.Errorf(api.CodeInvalidPath, "%s is a prefix root, managed by the cell", p)
+	}
+	if _, ok := s.nodes[api.Prefix(p)]; !ok {
+		return api.Errorf(api.CodeWrongCell, "this cell does not serve prefix %s", api.Prefix(p))
+	}
+	return nil
+}
+
+func (s *State) create(index uint64, c *Command) (Result, []Change) {
+	if err := s.checkNodePath(c.Path); err != nil {
+		return Result{Err: err}, nil
+	}
+	if err := checkValue(c.Value); err != nil {
+		return Result{Err: err}, nil
+	}
+	if !c.Lock.Valid() {
+		return Result{Err: api.Errorf(api.CodeBadRequest, "unknown lock mode %q", c.Lock)}, nil
+	}
+	if c.Lock != api.LockNone && (!c.Ephemeral || !c.Sequential) {
+		return Result{Err: api.Errorf(api.CodeBadRequest, "a lock node must be ephemeral and sequential")}, nil
+	}
+	var sess *session
+	if c.Ephemeral {
+		if c.Session == 0 {
+			return Result{Err: api.Errorf(api.CodeNoSession, "an ephemeral node needs a session")}, nil
+		}
+		var err *api.Error
+		if sess, err = s.liveSession(c.Session); err != nil {
+			return Result{Err: err}, nil
+		}
+	}
+	parentPath := api.Parent(c.Path)
+	parent, ok := s.nodes[parentPath]
+	if !ok && !c.MakeParents {
+		return Result{Err: api.Errorf(api.CodeNoNode, "parent %s does not exist", parentPath)}, nil
+	}
+	if ok && parent.ephemeral {
+		return Result{Err: api.Errorf(api.CodeBadRequest, "ephemeral node %s cannot have children", parentPath)}, nil
+	}
+	if !ok {
+		// make_parents would create the missing ancestors below the nearest
+		// existing one, which must not be ephemeral either. The walk ends at
+		// the latest at the prefix root, which checkNodePath found.
+		q := api.Parent(parentPath)
+		for s.nodes[q] == nil {
+			q = api.Parent(q)
+		}
+		if s.nodes[q].ephemeral {
+			return Result{Err: api.Errorf(api.CodeBadRequest, "ephemeral node %s cannot have children", q)}, nil
+		}
+	}
+	path := c.Path
+	if c.Sequential {
+		next := uint64(0)
+		if parent != nil {
+			next = parent.nextSeq
+		}
+		if next > maxSeq {
+			return Result{Err: api.Errorf(api.CodeBadRequest, "sequence counter of %s is exhausted", parentPath)}, nil
+		}
+		path = fmt.Sprintf("%s%0*d", c.Path, seqDigits, next)
+		if len(path) > api.MaxPathLen {
+			return Result{Err: api.Errorf(api.CodeInvalidPath, "sequential path is %d bytes, limit %d", len(path), api.MaxPathLen)}, nil
+		}
+	}
+	if _, exists := s.nodes[path]; exists {
+		return Result{Err: api.Errorf(api.CodeNodeExists, "%s exists", path)}, nil
+	}
+	// Checks done; from here the command applies in full.
+	var changes []Change
+	if parent == nil {
+		parent, changes = s.makeParents(index, parentPath)
+	}
+	n := &node{
+		path: path, parent: parent, value: cloneBytes(c.Value), version: 1,
+		createIndex: index, modifyIndex: index, childIndex: index,
+		ephemeral: c.Ephemeral, lock: c.Lock, children: map[string]*node{},
+	}
+	if c.Sequential {
+		n.seq = parent.nextSeq
+		parent.nextSeq++
+	}
+	if sess != nil {
+		n.owner = sess.id
+		sess.ephemerals[path] = struct{}{}
+	}
+	s.link(index, n)
+	changes = append(changes, Change{Path: path, Type: ChangeCreated, Index: index}, Change{Path: parent.path, Type: ChangeChildren, Index: index})
+	res := Result{Node: s.meta(n, false)}
+	if n.lock != api.LockNone {
+		res.Token = s.token(n)
+		if w := waitFor(n); w != nil {
+			res.WaitFor = w.path
+		}
+	}
+	return res, changes
+}
+
+// makeParents creates the missing persistent ancestors of p (below its
+// prefix root, which exists: checkNodePath ensured it) and returns p's node.
+func (s *State) makeParents(index uint64, p string) (*node, []Change) {
+	var missing []string
+	for q := p; ; q = api.Parent(q) {
+		if _, ok := s.nodes[q]; ok {
+			break
+		}
+		missing = append(missing, q)
+	}
+	var changes []Change
+	for i := len(missing) - 1; i >= 0; i-- {
+		q := missing[i]
+		n := &node{path: q, parent: s.nodes[api.Parent(q)], version: 1, createIndex: index, modifyIndex: index, childIndex: index, children: map[string]*node{}}
+		s.link(index, n)
+		changes = append(changes, Change{Path: q, Type: ChangeCreated, Index: index}, Change{Path: n.parent.path, Type: ChangeChildren, Index: index})
+	}
+	return s.nodes[p], changes
+}
+
+func (s *State) link(index uint64, n *node) {
+	s.nodes[n.path] = n
+	n.parent.children[api.Base(n.path)] = n
+	n.parent.childIndex = index
+	if n.lock != api.LockNone {
+		n.parent.lockKids = append(n.parent.lockKids, n)
+	}
+}
+
+func (s *State) put(index uint64, c *Command) (Result, []Change) {
+	if err := s.checkNodePath(c.Path); err != nil {
+		return Result{Err: err}, nil
+	}
+	if err := checkValue(c.Value); err != nil {
+		return Result{Err: err}, nil
+	}
+	n, ok := s.nodes[c.Path]
+	if !ok {
+		if c.Version != nil && *c.Version != 0 {
+			return Result{Err: api.Errorf(api.CodeNoNode, "%s does not exist", c.Path)}, nil
+		}
+		create := Command{Op: OpCreate, Path: c.Path, Value: c.Value, MakeParents: c.MakeParents}
+		return s.create(index, &create)
+	}
+	if c.Version != nil {
+		if *c.Version == 0 {
+			return Result{Err: api.Errorf(api.CodeNodeExists, "%s exists", c.Path)}, nil
+		}
+		if *c.Version != n.version {
+			return Result{Err: api.Errorf(api.CodeVersionMismatch, "%s is at version %d, not %d", c.Path, n.version, *c.Version)}, nil
+		}
+	}
+	n.value = cloneBytes(c.Value)
+	n.version++
+	n.modifyIndex = index
+	return Result{Node: s.meta(n, false)}, []Change{{Path: n.path, Type: ChangeData, Index: index}}
+}
+
+func (s *State) delete(index uint64, c *Command) (Result, []Change) {
+	if err := s.checkNodePath(c.Path); err != nil {
+		return Result{Err: err}, nil
+	}
+	n, ok := s.nodes[c.Path]
+	if !ok {
+		return Result{Err: api.Errorf(api.CodeNoNode, "%s does not exist", c.Path)}, nil
+	}
+	if c.Version != nil && *c.Version != n.version {
+		return Result{Err: api.Errorf(api.CodeVersionMismatch, "%s is at version %d, not %d", c.Path, n.version, *c.Version)}, nil
+	}
+	if len(n.children) > 0 {
+		return Result{Err: api.Errorf(api.CodeNotEmpty, "%s has %d children", c.Path, len(n.children))}, nil
+	}
+	meta := s.meta(n, false)
+	return Result{Node: meta}, s.removeNode(index, n)
+}
+
+// removeNode unlinks a childless node.
+func (s *State) removeNode(index uint64, n *node) []Change {
+	p := n.parent
+	delete(p.children, api.Base(n.path))
+	delete(s.nodes, n.path)
+	p.childIndex = index
+	if n.lock != api.LockNone {
+		for i, k := range p.lockKids {
+			if k == n {
+				p.lockKids = append(p.lockKids[:i:i], p.lockKids[i+1:]...)
+				break
+			}
+		}
+	}
+	if n.ephemeral {
+		if sess, ok := s.sessions[n.owner]; ok {
+			delete(sess.ephemerals, n.path)
+		}
+	}
+	return []Change{{Path: n.path, Type: ChangeDeleted, Index: index}, {Path: p.path, Type: ChangeChildren, Index: index}}
+}
+
+func (s *State) ensurePrefix(index uint64, c *Command) (Result, []Change) {
+	if err := api.ValidatePath(c.Path); err != nil {
+		return Result{Err: asAPIError(err)}, nil
+	}
+	if api.Parent(c.Path) != "/" {
+		return Result{Err: api.Errorf(api.CodeInvalidPath, "%s is not a top-level prefix", c.Path)}, nil
+	}
+	if n, ok := s.nodes[c.Path]; ok {
+		if c.Epoch > n.dirEpoch { // the directory epoch only goes up
+			n.dirEpoch = c.Epoch
+		}
+		return Result{Node: s.meta(n, false), Epoch: n.dirEpoch}, nil
+	}
+	n := &node{path: c.Path, parent: s.root, version: 1, createIndex: index, modifyIndex: index, childIndex: index, dirEpoch: max(c.Epoch, 1), children: map[string]*node{}}
+	s.link(index, n)
+	return Result{Node: s.meta(n, false), Epoch: n.dirEpoch}, []Change{{Path: n.path, Type: ChangeCreated, Index: index}}
+}
+
+// --- locks ---
+
+// waitFor is the lock sibling n must see deleted before it re-checks, nil if
+// n holds the lock. An exclusive node waits for the nearest lower lock node
+// of either mode; a shared node for the nearest lower exclusive one.
+func waitFor(n *node) *node {
+	kids := n.parent.lockKids
+	i := sort.Search(len(kids), func(i int) bool { return kids[i].seq >= n.seq })
+	for j := i - 1; j >= 0; j-- {
+		if n.lock == api.LockExclusive || kids[j].lock == api.LockExclusive {
+			return kids[j]
+		}
+	}
+	return nil
+}
+
+// token is the fencing token of a lock node: its create index under its
+// prefix's directory epoch.
+func (s *State) token(n *node) uint64 {
+	return api.MakeToken(s.nodes[api.Prefix(n.path)].dirEpoch, n.createIndex)
+}
+
+// --- reads ---
+
+func (s *State) meta(n *node, withValue bool) *api.Node {
+	m := &api.Node{
+		Path: n.path, Version: n.version, CreateIndex: n.createIndex, ModifyIndex: n.modifyIndex,
+		ChildIndex: n.childIndex, Ephemeral: n.ephemeral, Owner: n.owner, Lock: n.lock, NumChildren: len(n.children),
+	}
+	if withValue {
+		m.Value = cloneBytes(n.value)
+	}
+	return m
+}
+
+// Get returns a node with its value.
+func (s *State) Get(path string) (api.Node, bool) {
+	n, ok := s.nodes[path]
+	if !ok {
+		return api.Node{}, false
+	}
+	return *s.meta(n, true), true
+}
+
+// Children returns a node and its children's names, sorted.
+func (s *State) Children(path string) (api.Node, []string, bool) {
+	n, ok := s.nodes[path]
+	if !ok {
+		return api.Node{}, nil, false
+	}
+	names := make([]string, 0, len(n.children))
+	for name := range n.children {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return *s.meta(n, false), names, true
+}
+
+// LockState says whether the lock node at path exists, holds its lock, and
+// which sibling it waits for otherwise.
+func (s *State) LockState(path string) (exists, held bool, waitingFor string, token uint64) {
+	n, ok := s.nodes[path]
+	if !ok || n.lock == api.LockNone {
+		return false, false, "", 0
+	}
+	if w := waitFor(n); w != nil {
+		return true, false, w.path, s.token(n)
+	}
+	return true, true, "", s.token(n)
+}
+
+// SessionExists reports whether a session is live, and its error if not.
+func (s *State) SessionExists(id uint64) *api.Error {
+	_, err := s.liveSession(id)
+	return err
+}
+
+// Sessions returns every live session's id and lease, in id order.
+func (s *State) Sessions() []SessionInfo {
+	out := make([]SessionInfo, 0, len(s.sessions))
+	for _, sess := range s.sessions {
+		out = append(out, SessionInfo{ID: sess.id, LeaseMS: sess.leaseMS})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// SessionInfo is a live session as the session manager sees it.
+type SessionInfo struct {
+	ID      uint64
+	LeaseMS int64
+}
+
+// WatchCheck decides whether a watch armed at since must fire at once
+// because the node changed after since, and with which event. For a missing
+// node it uses the nearest existing ancestor's child index, which moves on
+// any create or delete below it: a node created and deleted while the client
+// was away still fires the watch (the record outlives the node).
+func (s *State) WatchCheck(path string, kind api.WatchKind, since uint64) (api.EventType, bool) {
+	n, ok := s.nodes[path]
+	if ok {
+		switch kind {
+		case api.WatchData:
+			if n.createIndex > since {
+				return api.EventCreated, true
+			}
+			if n.modifyIndex > since {
+				return api.EventDataChanged, true
+			}
+		case api.WatchChildren:
+			if n.childIndex > since {
+				return api.EventChildrenChanged, true
+			}
+		}
+		return "", false
+	}
+	if kind == api.WatchChildren {
+		return api.EventDeleted, true
+	}
+	for q := api.Parent(path); ; q = api.Parent(q) {
+		a := s.root
+		if q != "/" {
+			var found bool
+			if a, found = s.nodes[q]; !found {
+				continue
+			}
+		}
+		if a.childIndex > since || a.createIndex > since {
+			return api.EventDeleted, true
+		}
+		return "", false
+	}
+}
+
+func cloneBytes(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return append([]byte(nil), b...)
+}
+
+// CheckInvariants verifies the structure's internal consistency. Tests and
+// fuzzers call it after every apply.
+func (s *State) CheckInvariants() error {
+	count := 0
+	var walk func(n *node) error
+	walk = func(n *node) error {
+		for name, k := range n.children {
+			count++
+			if k.parent != n || api.Join(n.path, name) != k.path || s.nodes[k.path] != k {
+				return fmt.Errorf("child %s of %s is mislinked", name, n.path)
+			}
+			if k.ephemeral {
+				sess, ok := s.sessions[k.owner]
+				if !ok {
+					return fmt.Errorf("ephemeral %s owned by dead session %d", k.path, k.owner)
+				}
+				if _, ok := sess.ephemerals[k.path]; !ok {
+					return fmt.Errorf("ephemeral %s missing from session %d", k.path, k.owner)
+				}
+				if len(k.children) > 0 {
+					return fmt.Errorf("ephemeral %s has children", k.path)
+				}
+			}
+			if err := walk(k); err != nil {
+				return err
+			}
+		}
+		locks := 0
+		for _, k := range n.children {
+			if k.lock != api.LockNone {
+				locks++
+			}
+		}
+		if locks != len(n.lockKids) {
+			return fmt.Errorf("%s has %d lock children but %d in order", n.path, locks, len(n.lockKids))
+		}
+		for i := 1; i < len(n.lockKids); i++ {
+			if n.lockKids[i-1].seq >= n.lockKids[i].seq {
+				return fmt.Errorf("%s lock order broken", n.path)
+			}
+		}
+		return nil
+	}
+	if err := walk(s.root); err != nil {
+		return err
+	}
+	if count != len(s.nodes) {
+		return fmt.Errorf("%d nodes reachable, %d indexed", count, len(s.nodes))
+	}
+	for id, sess := range s.sessions {
+		for p := range sess.ephemerals {
+			if n, ok := s.nodes[p]; !ok || n.owner != id || !strings.HasPrefix(p, "/") {
+				return fmt.Errorf("session %d lists %s it does not own", id, p)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,205 @@
+// Package lockd is one lockd process: a dragonboat NodeHost hosting a replica
+// of every configured cell, and the HTTP API in front of them.
+package lockd
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lni/dragonboat/v4/config"
+
+	"github.com/lockservice/lockd/api"
+)
+
+// Peer is one lockd of the cluster.
+type Peer struct {
+	ID       uint64 `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	APIAddr  string `json:"api_addr"`
+}
+
+// CellConfig is one cell: a Raft shard with a replica on every peer.
+type CellConfig struct {
+	Name     string   `json:"name"`
+	ShardID  uint64   `json:"shard_id"`
+	Prefixes []string `json:"prefixes"`
+	Epoch    uint64   `json:"epoch,omitempty"` // directory epoch, default 1
+}
+
+// Config is a lockd's configuration. Every lockd of a cluster has the same
+// Peers and Cells; ReplicaID picks which peer this one is.
+type Config struct {
+	ReplicaID uint64       `json:"replica_id"`
+	DataDir   string       `json:"data_dir"`
+	Peers     []Peer       `json:"peers"`
+	Cells     []CellConfig `json:"cells"`
+
+	// Lease is the default session lease (spec: 12 s).
+	Lease Duration `json:"lease,omitempty"`
+	// RTTMillisecond is one Raft tick. Heartbeats every HeartbeatRTT ticks,
+	// elections after a timeout drawn from [ElectionRTT, 2·ElectionRTT) ticks.
+	// Defaults 100 ms, 1, 10: heartbeats every 100 ms, elections in 1–2 s.
+	RTTMillisecond     uint64 `json:"rtt_ms,omitempty"`
+	HeartbeatRTT       uint64 `json:"heartbeat_rtt,omitempty"`
+	ElectionRTT        uint64 `json:"election_rtt,omitempty"`
+	SnapshotEntries    uint64 `json:"snapshot_entries,omitempty"`
+	CompactionOverhead uint64 `json:"compaction_overhead,omitempty"`
+	// LogDB is dragonboat's LogDB memory preset: tiny (≤256 MB), small
+	// (≤1 GB), medium (≤4 GB) or large (≤8 GB).
+	LogDB string `json:"logdb,omitempty"`
+	// DeploymentID keeps unrelated clusters on one network from talking.
+	DeploymentID uint64 `json:"deployment_id,omitempty"`
+}
+
+// Duration is a time.Duration that reads and writes JSON as "12s".
+type Duration time.Duration
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads "12s" or a number of nanoseconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := time.ParseDuration(s)
+		*d = Duration(v)
+		return err
+	}
+	var n int64
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("duration: %s", b)
+	}
+	*d = Duration(n)
+	return nil
+}
+
+// LoadConfig reads a JSON config file.
+func LoadConfig(path string) (Config, error) {
+	var c Config
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return c, err
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		return c, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// withDefaults fills unset fields.
+func (c Config) withDefaults() Config {
+	if c.Lease == 0 {
+		c.Lease = Duration(api.DefaultLease)
+	}
+	if c.RTTMillisecond == 0 {
+		c.RTTMillisecond = 100
+	}
+	if c.HeartbeatRTT == 0 {
+		c.HeartbeatRTT = 1
+	}
+	if c.ElectionRTT == 0 {
+		c.ElectionRTT = 10
+	}
+	if c.SnapshotEntries == 0 {
+		c.SnapshotEntries = 100_000
+	}
+	if c.CompactionOverhead == 0 {
+		c.CompactionOverhead = c.SnapshotEntries / 10
+	}
+	if c.LogDB == "" {
+		c.LogDB = "small"
+	}
+	for i := range c.Cells {
+		if c.Cells[i].Epoch == 0 {
+			c.Cells[i].Epoch = 1
+		}
+	}
+	return c
+}
+
+// Validate checks a config with defaults applied.
+func (c Config) Validate() error {
+	if c.DataDir == "" {
+		return fmt.Errorf("config: no data dir")
+	}
+	if len(c.Peers) != 3 && len(c.Peers) != 5 {
+		return fmt.Errorf("config: %d peers; a cell has 5 replicas (3 allowed)", len(c.Peers))
+	}
+	ids := map[uint64]bool{}
+	for _, p := range c.Peers {
+		if p.ID == 0 || ids[p.ID] {
+			return fmt.Errorf("config: peer id %d is zero or repeated", p.ID)
+		}
+		if p.RaftAddr == "" || p.APIAddr == "" {
+			return fmt.Errorf("config: peer %d needs raft and api addresses", p.ID)
+		}
+		ids[p.ID] = true
+	}
+	if !ids[c.ReplicaID] {
+		return fmt.Errorf("config: replica id %d is not among the peers", c.ReplicaID)
+	}
+	if len(c.Cells) == 0 {
+		return fmt.Errorf("config: no cells")
+	}
+	if lease := time.Duration(c.Lease); lease < api.MinLease || lease > api.MaxLease {
+		return fmt.Errorf("config: lease %v outside [%v, %v]", lease, api.MinLease, api.MaxLease)
+	}
+	if _, err := logDBConfig(c.LogDB); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Self returns this lockd's peer entry.
+func (c Config) Self() Peer {
+	for _, p := range c.Peers {
+		if p.ID == c.ReplicaID {
+			return p
+		}
+	}
+	return Peer{}
+}
+
+func logDBConfig(name string) (config.LogDBConfig, error) {
+	switch name {
+	case "tiny":
+		return config.GetTinyMemLogDBConfig(), nil
+	case "small":
+		return config.GetSmallMemLogDBConfig(), nil
+	case "medium":
+		return config.GetMediumMemLogDBConfig(), nil
+	case "large":
+		return config.GetDefaultLogDBConfig(), nil
+	}
+	return config.LogDBConfig{}, fmt.Errorf("config: logdb %q is not tiny, small, medium or large", name)
+}
+
+// ParsePeer parses "ID,RAFT_ADDR,API_ADDR".
+func ParsePeer(s string) (Peer, error) {
+	f := strings.Split(s, ",")
+	if len(f) != 3 {
+		return Peer{}, fmt.Errorf("peer %q: want ID,RAFT_ADDR,API_ADDR", s)
+	}
+	id, err := strconv.ParseUint(f[0], 10, 64)
+	if err != nil {
+		return Peer{}, fmt.Errorf("peer %q: bad id", s)
+	}
+	return Peer{ID: id, RaftAddr: f[1], APIAddr: f[2]}, nil
+}
+
+// ParseCell parses "NAME,SHARD_ID,PREFIX[+PREFIX...]".
+func ParseCell(s string) (CellConfig, error) {
+	f := strings.Split(s, ",")
+	if len(f) != 3 {
+		return CellConfig{}, fmt.Errorf("cell %q: want NAME,SHARD_ID,PREFIX[+PREFIX]", s)
+	}
+	id, err := strconv.ParseUint(f[1], 10, 64)
+	if err != nil {
+		return CellConfig{}, fmt.Errorf("cell %q: bad shard id", s)
+	}
+	return CellConfig{Name: f[0], ShardID: id, Prefixes: strings.Split(f[2], "+")}, nil
+}

@@ -1,0 +1,144 @@
+// Package watch is the leader's table of one-shot watches. It is soft state
+// beside the state machine: it lives only on the replica that leads, is
+// emptied when leadership is lost, and is rebuilt by clients re-registering
+// with the last index they saw.
+package watch
+
+import (
+	"sync"
+
+	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/server/fsm"
+)
+
+// Sink receives fired events for delivery on a session.
+type Sink interface {
+	Deliver(session uint64, ev api.Event)
+}
+
+type key struct {
+	path string
+	kind api.WatchKind
+}
+
+// Table maps (path, kind) to the sessions watching it. Each watch fires once.
+type Table struct {
+	mu        sync.Mutex
+	sink      Sink
+	watchers  map[key]map[uint64]struct{}
+	bySession map[uint64]map[key]struct{}
+	fired     uint64 // events delivered, for metrics
+}
+
+// NewTable returns an empty table delivering to sink.
+func NewTable(sink Sink) *Table {
+	return &Table{sink: sink, watchers: map[key]map[uint64]struct{}{}, bySession: map[uint64]map[key]struct{}{}}
+}
+
+// Register arms a watch. Registering the same (session, path, kind) twice
+// is one watch.
+func (t *Table) Register(session uint64, path string, kind api.WatchKind) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := key{path, kind}
+	ws := t.watchers[k]
+	if ws == nil {
+		ws = map[uint64]struct{}{}
+		t.watchers[k] = ws
+	}
+	ws[session] = struct{}{}
+	ks := t.bySession[session]
+	if ks == nil {
+		ks = map[key]struct{}{}
+		t.bySession[session] = ks
+	}
+	ks[k] = struct{}{}
+}
+
+// FireNow delivers an event for a watch that must fire at registration (the
+// node changed after the client's last seen index).
+func (t *Table) FireNow(session uint64, ev api.Event) {
+	t.mu.Lock()
+	t.fired++
+	t.mu.Unlock()
+	t.sink.Deliver(session, ev)
+}
+
+// Apply fires every watch the changes of one committed entry trigger and
+// returns how many events it delivered.
+func (t *Table) Apply(changes []fsm.Change) int {
+	if len(changes) == 0 {
+		return 0
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.watchers) == 0 {
+		return 0
+	}
+	n := 0
+	for _, c := range changes {
+		switch c.Type {
+		case fsm.ChangeCreated:
+			n += t.fire(c.Path, api.WatchData, api.EventCreated, c.Index)
+		case fsm.ChangeData:
+			n += t.fire(c.Path, api.WatchData, api.EventDataChanged, c.Index)
+		case fsm.ChangeDeleted:
+			n += t.fire(c.Path, api.WatchData, api.EventDeleted, c.Index)
+			n += t.fire(c.Path, api.WatchChildren, api.EventDeleted, c.Index)
+		case fsm.ChangeChildren:
+			n += t.fire(c.Path, api.WatchChildren, api.EventChildrenChanged, c.Index)
+		}
+	}
+	t.fired += uint64(n)
+	return n
+}
+
+func (t *Table) fire(path string, kind api.WatchKind, typ api.EventType, index uint64) int {
+	k := key{path, kind}
+	ws := t.watchers[k]
+	if len(ws) == 0 {
+		return 0
+	}
+	delete(t.watchers, k)
+	ev := api.Event{Type: typ, Path: path, Kind: kind, Index: index}
+	for s := range ws {
+		delete(t.bySession[s], k)
+		if len(t.bySession[s]) == 0 {
+			delete(t.bySession, s)
+		}
+		t.sink.Deliver(s, ev)
+	}
+	return len(ws)
+}
+
+// DropSession forgets every watch of an ended session.
+func (t *Table) DropSession(session uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k := range t.bySession[session] {
+		ws := t.watchers[k]
+		delete(ws, session)
+		if len(ws) == 0 {
+			delete(t.watchers, k)
+		}
+	}
+	delete(t.bySession, session)
+}
+
+// Reset forgets every watch (leadership lost).
+func (t *Table) Reset() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.watchers = map[key]map[uint64]struct{}{}
+	t.bySession = map[uint64]map[key]struct{}{}
+}
+
+// Stats returns the number of armed watches and events delivered so far.
+func (t *Table) Stats() (armed int, fired uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, ws := range t.watchers {
+		armed += len(ws)
+	}
+	return armed, t.fired
+}

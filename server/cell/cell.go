@@ -68,7 +68,7 @@ func Start(nh *dragonboat.NodeHost, cfg Config) (*Cell, error) {
 	}
 	c := &Cell{cfg: cfg, nh: nh, stop: make(chan struct{})}
 	c.log = cfg.Logger.With("cell", cfg.Info.Name, "shard", cfg.Info.ShardID)
-	c.sessions = session.New(session.Config{Expire: c.proposeExpiry, Logger: c.log})
+	c.sessions = session.New(session.Config{Expire: c.proposeExpiry, Tick: c.proposeTick, Confirm: c.proposeConfirm, Logger: c.log})
 	c.watches = watch.NewTable(c.sessions)
 
 	members := map[uint64]dragonboat.Target{}
@@ -268,6 +268,16 @@ func (c *Cell) proposeExpiry(ctx context.Context, id, epoch uint64) error {
 	if errors.Is(err, api.ErrSessionExpired) || errors.Is(err, api.ErrNoSession) {
 		return nil // already gone
 	}
+	return err
+}
+
+func (c *Cell) proposeTick(ctx context.Context, epoch uint64, elapsed time.Duration) error {
+	_, err := c.propose(ctx, &fsm.Command{Op: fsm.OpLeaderTick, Epoch: epoch, ElapsedMS: elapsed.Milliseconds()})
+	return err
+}
+
+func (c *Cell) proposeConfirm(ctx context.Context, epoch uint64, sessions []uint64) error {
+	_, err := c.propose(ctx, &fsm.Command{Op: fsm.OpConfirm, Epoch: epoch, Sessions: sessions})
 	return err
 }
 

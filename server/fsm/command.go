@@ -29,6 +29,15 @@ const (
 	// leader epoch; the new leader's session manager starts only once it has
 	// applied it, and expiries decided under an older epoch are refused.
 	OpLeaderStart Op = "leader_start"
+	// OpLeaderTick records how long the current leader has led (by its own
+	// monotonic clock, a lower bound). It drives the virtual leader clock
+	// that bounds how long repeated fail-overs can keep a dead session alive
+	// (etcd #9888). Epoch-guarded.
+	OpLeaderTick Op = "leader_tick"
+	// OpConfirm records that sessions renewed under the current leader.
+	// A session's first KeepAlive under a leader is acknowledged only after
+	// its confirm commits. Epoch-guarded.
+	OpConfirm Op = "confirm"
 	// OpEnsurePrefix creates a prefix's root node (idempotent) and sets the
 	// directory epoch that goes into the high bits of its tokens.
 	OpEnsurePrefix Op = "ensure_prefix"
@@ -55,8 +64,13 @@ type Command struct {
 	// Target is the session an expire_session ends.
 	Target uint64 `json:"target,omitempty"`
 
+	// ElapsedMS: for leader_tick, how long the leader has led.
+	ElapsedMS int64 `json:"elapsed_ms,omitempty"`
+	// Sessions: for confirm, the sessions that renewed.
+	Sessions []uint64 `json:"sessions,omitempty"`
+
 	ReplicaID uint64 `json:"replica_id,omitempty"` // leader_start
-	Term      uint64 `json:"term,omitempty"`      // leader_start
+	Term      uint64 `json:"term,omitempty"`       // leader_start
 }
 
 // Encode serialises a command for the log.

@@ -26,6 +26,7 @@ type snapHeader struct {
 	LeaderID   uint64   `json:"leader_id"`
 	LeaderTerm uint64   `json:"leader_term"`
 	RootChild  uint64   `json:"root_child_index"`
+	ElapsedMS  int64    `json:"leader_elapsed_ms,omitempty"`
 	Sessions   int      `json:"sessions"`
 	Nodes      int      `json:"nodes"`
 	Ended      []uint64 `json:"ended"`
@@ -35,6 +36,8 @@ type snapSession struct {
 	ID         uint64          `json:"id"`
 	LeaseMS    int64           `json:"lease_ms"`
 	AckedBelow uint64          `json:"acked_below,omitempty"`
+	SilentMS   int64           `json:"silent_ms,omitempty"`
+	Confirmed  uint64          `json:"confirmed_epoch,omitempty"`
 	Results    []snapReqResult `json:"results,omitempty"`
 }
 
@@ -64,14 +67,14 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 	enc := json.NewEncoder(bw)
 	h := snapHeader{
 		Format: snapshotFormat, Index: s.index, Epoch: s.epoch, LeaderID: s.leaderID, LeaderTerm: s.leaderTerm,
-		RootChild: s.root.childIndex, Sessions: len(s.sessions), Nodes: len(s.nodes), Ended: s.endedOrder,
+		RootChild: s.root.childIndex, ElapsedMS: s.leaderElapsedMS, Sessions: len(s.sessions), Nodes: len(s.nodes), Ended: s.endedOrder,
 	}
 	if err := enc.Encode(&h); err != nil {
 		return err
 	}
 	for _, info := range s.Sessions() {
 		sess := s.sessions[info.ID]
-		ss := snapSession{ID: sess.id, LeaseMS: sess.leaseMS, AckedBelow: sess.ackedBelow}
+		ss := snapSession{ID: sess.id, LeaseMS: sess.leaseMS, AckedBelow: sess.ackedBelow, SilentMS: sess.silentMS, Confirmed: sess.confirmedEpoch}
 		for _, r := range sess.results {
 			ss.Results = append(ss.Results, snapReqResult{ID: r.id, Result: r.result})
 		}
@@ -111,6 +114,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	s := New()
 	s.index, s.epoch, s.leaderID, s.leaderTerm = h.Index, h.Epoch, h.LeaderID, h.LeaderTerm
 	s.root.childIndex = h.RootChild
+	s.leaderElapsedMS = h.ElapsedMS
 	for _, id := range h.Ended {
 		s.ended[id] = struct{}{}
 	}
@@ -120,7 +124,10 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		if err := dec.Decode(&ss); err != nil {
 			return nil, fmt.Errorf("snapshot session %d: %w", i, err)
 		}
-		sess := &session{id: ss.ID, leaseMS: ss.LeaseMS, ackedBelow: ss.AckedBelow, ephemerals: map[string]struct{}{}}
+		if _, dup := s.sessions[ss.ID]; dup {
+			return nil, fmt.Errorf("snapshot session %d appears twice", ss.ID)
+		}
+		sess := &session{id: ss.ID, leaseMS: ss.LeaseMS, ackedBelow: ss.AckedBelow, silentMS: ss.SilentMS, confirmedEpoch: ss.Confirmed, ephemerals: map[string]struct{}{}}
 		for _, r := range ss.Results {
 			sess.results = append(sess.results, requestResult{id: r.ID, result: r.Result})
 		}
@@ -130,6 +137,13 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		var sn snapNode
 		if err := dec.Decode(&sn); err != nil {
 			return nil, fmt.Errorf("snapshot node %d: %w", i, err)
+		}
+		// Validate before the path arithmetic below, which assumes a valid path.
+		if err := api.ValidatePath(sn.Path); err != nil {
+			return nil, fmt.Errorf("snapshot node %d: %w", i, err)
+		}
+		if _, dup := s.nodes[sn.Path]; dup {
+			return nil, fmt.Errorf("snapshot node %s appears twice", sn.Path)
 		}
 		parent := s.root
 		if pp := api.Parent(sn.Path); pp != "/" {
@@ -164,6 +178,9 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	var extra json.RawMessage
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("snapshot has trailing data")
+	}
+	if err := s.CheckInvariants(); err != nil {
+		return nil, fmt.Errorf("snapshot is inconsistent: %w", err)
 	}
 	return s, nil
 }

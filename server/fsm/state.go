@@ -51,6 +51,12 @@ type session struct {
 	ackedBelow uint64
 	results    []requestResult // sorted by id, at most api.MaxSessionRequestWindow
 	ephemerals map[string]struct{}
+	// confirmedEpoch is the last leader epoch under which the session
+	// renewed (or was opened); silentMS is the recorded length of the
+	// leaderships since then, a lower bound on the time since its last
+	// acknowledged KeepAlive.
+	confirmedEpoch uint64
+	silentMS       int64
 }
 
 // State is the cell's namespace and sessions.
@@ -59,11 +65,14 @@ type State struct {
 	epoch      uint64 // leader epoch: number of leader_start entries applied
 	leaderID   uint64 // replica that committed the last leader_start
 	leaderTerm uint64
-	root       *node
-	nodes      map[string]*node // every node but the root, by path
-	sessions   map[uint64]*session
-	ended      map[uint64]struct{}
-	endedOrder []uint64 // FIFO of ended ids, oldest first
+	// leaderElapsedMS is how long the current leader has led, as its
+	// leader_tick entries recorded.
+	leaderElapsedMS int64
+	root            *node
+	nodes           map[string]*node // every node but the root, by path
+	sessions        map[uint64]*session
+	ended           map[uint64]struct{}
+	endedOrder      []uint64 // FIFO of ended ids, oldest first
 }
 
 // New returns an empty state: just the root.
@@ -159,9 +168,12 @@ func (s *State) apply(index uint64, c *Command) (Result, []Change) {
 	case OpDelete:
 		res, changes = s.delete(index, c)
 	case OpLeaderStart:
-		s.epoch++
-		s.leaderID, s.leaderTerm = c.ReplicaID, c.Term
+		s.leaderStart(c)
 		res = Result{Epoch: s.epoch}
+	case OpLeaderTick:
+		res = s.leaderTick(c)
+	case OpConfirm:
+		res = s.confirm(c)
 	case OpEnsurePrefix:
 		res, changes = s.ensurePrefix(index, c)
 	default:
@@ -187,7 +199,7 @@ func clampLease(ms int64) int64 {
 
 func (s *State) openSession(index uint64, c *Command) Result {
 	// The session id is the index of its open entry: unique, deterministic.
-	sess := &session{id: index, leaseMS: clampLease(c.LeaseMS), ephemerals: map[string]struct{}{}}
+	sess := &session{id: index, leaseMS: clampLease(c.LeaseMS), confirmedEpoch: s.epoch, ephemerals: map[string]struct{}{}}
 	s.sessions[index] = sess
 	return Result{Session: index, LeaseMS: sess.leaseMS, Epoch: s.epoch}
 }
@@ -222,6 +234,40 @@ func (s *State) expireSession(index uint64, c *Command) (Result, []Change) {
 		return Result{Err: err}, nil
 	}
 	return Result{Session: c.Target}, s.endSession(index, c.Target)
+}
+
+// leaderStart bumps the leader epoch. Every session that did not renew under
+// the leadership now ending is charged that leadership's recorded length: a
+// new leader grants it only what is left of its lease.
+func (s *State) leaderStart(c *Command) {
+	for _, sess := range s.sessions {
+		if sess.confirmedEpoch < s.epoch {
+			sess.silentMS += s.leaderElapsedMS
+		}
+	}
+	s.epoch++
+	s.leaderID, s.leaderTerm = c.ReplicaID, c.Term
+	s.leaderElapsedMS = 0
+}
+
+func (s *State) leaderTick(c *Command) Result {
+	if c.Epoch != s.epoch {
+		return Result{Err: api.Errorf(api.CodeNotLeader, "tick from leader epoch %d, now %d", c.Epoch, s.epoch)}
+	}
+	s.leaderElapsedMS = max(s.leaderElapsedMS, c.ElapsedMS)
+	return Result{}
+}
+
+func (s *State) confirm(c *Command) Result {
+	if c.Epoch != s.epoch {
+		return Result{Err: api.Errorf(api.CodeNotLeader, "confirm from leader epoch %d, now %d", c.Epoch, s.epoch)}
+	}
+	for _, id := range c.Sessions {
+		if sess, ok := s.sessions[id]; ok {
+			sess.confirmedEpoch, sess.silentMS = s.epoch, 0
+		}
+	}
+	return Result{}
 }
 
 // endSession deletes the session's ephemeral nodes, in path order, and
@@ -597,7 +643,7 @@ func (s *State) SessionExists(id uint64) *api.Error {
 func (s *State) Sessions() []SessionInfo {
 	out := make([]SessionInfo, 0, len(s.sessions))
 	for _, sess := range s.sessions {
-		out = append(out, SessionInfo{ID: sess.id, LeaseMS: sess.leaseMS})
+		out = append(out, SessionInfo{ID: sess.id, LeaseMS: sess.leaseMS, SilentMS: sess.silentMS, ConfirmedEpoch: sess.confirmedEpoch})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
@@ -607,6 +653,10 @@ func (s *State) Sessions() []SessionInfo {
 type SessionInfo struct {
 	ID      uint64
 	LeaseMS int64
+	// SilentMS is the recorded silence: a new leader grants LeaseMS-SilentMS.
+	SilentMS int64
+	// ConfirmedEpoch is the last leader epoch the session renewed under.
+	ConfirmedEpoch uint64
 }
 
 // WatchCheck decides whether a watch armed at since must fire at once

@@ -68,6 +68,8 @@ func quietDragonboat() {
 		for _, name := range []string{"config", "dragonboat", "gossip", "logdb", "LogDB", "pebblekv", "raft", "raft-mt", "raftpb", "registry", "rsm", "server", "settings", "tan", "tools", "transport"} {
 			dblogger.GetLogger(name).SetLevel(dblogger.WARNING)
 		}
+		// Elections are routine; raft logs each step of one as a warning.
+		dblogger.GetLogger("raft").SetLevel(dblogger.ERROR)
 	})
 }
 

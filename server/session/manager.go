@@ -19,23 +19,40 @@ import (
 // Expirer commits the expiry of a session decided under a leader epoch.
 type Expirer func(ctx context.Context, session, epoch uint64) error
 
+// Ticker commits how long this leader has led under epoch.
+type Ticker func(ctx context.Context, epoch uint64, elapsed time.Duration) error
+
+// Confirmer commits that sessions renewed under epoch.
+type Confirmer func(ctx context.Context, epoch uint64, sessions []uint64) error
+
 // Config configures a Manager.
 type Config struct {
-	Expire Expirer
-	// Tick is how often leases are checked; expiry is late by at most Tick.
-	Tick time.Duration
+	Expire  Expirer
+	Tick    Ticker
+	Confirm Confirmer
+	// TickEvery is how often the leader records how long it has led.
+	TickEvery time.Duration
+	// ConfirmDelay gathers first KeepAlives after a fail-over into one entry.
+	ConfirmDelay time.Duration
+	// CheckEvery is how often leases are checked; expiry is late by at most this.
+	CheckEvery time.Duration
 	// MaxConcurrentExpiries bounds expiry proposals in flight.
 	MaxConcurrentExpiries int
 	Now                   func() time.Time
 	Logger                *slog.Logger
 }
 
+// MaxSessionsPerConfirm bounds one confirm entry.
+const MaxSessionsPerConfirm = 4096
+
 type lease struct {
-	dur      time.Duration
-	expiry   time.Time
-	expiring bool // an expiry proposal is in flight
-	events   []api.Event
-	wake     chan struct{} // closed to release the waiting KeepAlive
+	dur    time.Duration
+	expiry time.Time
+	// confirmed: the state knows the session renewed under this leader.
+	confirmed bool
+	expiring  bool // an expiry proposal is in flight
+	events    []api.Event
+	wake      chan struct{} // closed to release the waiting KeepAlive
 }
 
 // Manager tracks the leases of every session while its replica leads.
@@ -45,11 +62,19 @@ type Manager struct {
 	mu      sync.Mutex
 	active  bool
 	epoch   uint64
+	since   time.Time // when this leadership's manager started
 	leases  map[uint64]*lease
 	stopped chan struct{} // closed when leadership ends
 
 	done chan struct{}
 	wg   sync.WaitGroup
+
+	// confirm batching: first KeepAlives under a leader wait for one entry.
+	confirmMu   sync.Mutex
+	confirmIDs  []uint64
+	confirmDone chan struct{} // closed when the pending batch is decided
+	confirmErr  *error
+	confirmKick chan struct{}
 
 	keepAlives atomic.Uint64
 	expiries   atomic.Uint64
@@ -62,8 +87,14 @@ var ErrUnknown = api.Errorf(api.CodeNoSession, "no lease for session")
 
 // New starts a manager (inactive until Start).
 func New(cfg Config) *Manager {
-	if cfg.Tick <= 0 {
-		cfg.Tick = 100 * time.Millisecond
+	if cfg.CheckEvery <= 0 {
+		cfg.CheckEvery = 100 * time.Millisecond
+	}
+	if cfg.TickEvery <= 0 {
+		cfg.TickEvery = time.Second
+	}
+	if cfg.ConfirmDelay <= 0 {
+		cfg.ConfirmDelay = 5 * time.Millisecond
 	}
 	if cfg.MaxConcurrentExpiries <= 0 {
 		cfg.MaxConcurrentExpiries = 32
@@ -74,10 +105,11 @@ func New(cfg Config) *Manager {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	m := &Manager{cfg: cfg, leases: map[uint64]*lease{}, stopped: make(chan struct{}), done: make(chan struct{})}
+	m := &Manager{cfg: cfg, leases: map[uint64]*lease{}, stopped: make(chan struct{}), done: make(chan struct{}), confirmKick: make(chan struct{}, 1)}
 	close(m.stopped)
-	m.wg.Add(1)
+	m.wg.Add(2)
 	go m.loop()
+	go m.confirmLoop()
 	return m
 }
 
@@ -89,17 +121,22 @@ func (m *Manager) Close() {
 }
 
 // Start activates the manager under a new leader epoch and gives every
-// session a full lease from now: a fail-over never expires anyone.
+// session a full lease from now, less the silence the state has recorded for
+// it: a fail-over never expires a live session, and repeated fail-overs
+// cannot keep a dead one alive forever. This is safe because the recorded
+// silence is a lower bound on the time since the session's last
+// acknowledged KeepAlive.
 func (m *Manager) Start(epoch uint64, sessions []fsm.SessionInfo) {
 	now := m.cfg.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.deactivateLocked()
-	m.active, m.epoch = true, epoch
+	m.active, m.epoch, m.since = true, epoch, now
 	m.stopped = make(chan struct{})
 	for _, s := range sessions {
 		d := time.Duration(s.LeaseMS) * time.Millisecond
-		m.leases[s.ID] = &lease{dur: d, expiry: now.Add(d)}
+		silent := time.Duration(s.SilentMS) * time.Millisecond
+		m.leases[s.ID] = &lease{dur: d, expiry: now.Add(d - silent), confirmed: s.ConfirmedEpoch == epoch}
 	}
 	m.cfg.Logger.Info("session manager started", "epoch", epoch, "sessions", len(sessions))
 }
@@ -138,7 +175,7 @@ func (m *Manager) Opened(id uint64, leaseMS int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.active {
-		m.leases[id] = &lease{dur: d, expiry: now.Add(d)}
+		m.leases[id] = &lease{dur: d, expiry: now.Add(d), confirmed: true}
 	}
 }
 
@@ -196,6 +233,22 @@ func (m *Manager) KeepAlive(ctx context.Context, id uint64, wait time.Duration) 
 		return nil, 0, api.Errorf(api.CodeSessionExpired, "session %d lease ran out", id)
 	}
 	l.expiry = m.cfg.Now().Add(l.dur)
+	if !l.confirmed {
+		// First renewal under this leader: the state must know of it before
+		// it is acknowledged, or the next leader would charge the session
+		// this whole leadership as silence.
+		epoch := m.epoch
+		m.mu.Unlock()
+		if err := m.confirm(ctx, id); err != nil {
+			return nil, 0, err
+		}
+		m.mu.Lock()
+		if cur, ok := m.leases[id]; !ok || cur != l || !m.active || m.epoch != epoch {
+			m.mu.Unlock()
+			return nil, 0, api.Errorf(api.CodeUnavailable, "session %d changed while confirming", id)
+		}
+		l.confirmed = true
+	}
 	if len(l.events) > 0 || wait <= 0 {
 		evs := l.events
 		l.events = nil
@@ -245,13 +298,18 @@ func (m *Manager) Stats() (leases int, keepAlives, expiries, droppedEvents uint6
 
 func (m *Manager) loop() {
 	defer m.wg.Done()
-	t := time.NewTicker(m.cfg.Tick)
+	t := time.NewTicker(m.cfg.CheckEvery)
 	defer t.Stop()
+	lt := time.NewTicker(m.cfg.TickEvery)
+	defer lt.Stop()
 	sem := make(chan struct{}, m.cfg.MaxConcurrentExpiries)
 	for {
 		select {
 		case <-m.done:
 			return
+		case <-lt.C:
+			m.tick()
+			continue
 		case <-t.C:
 		}
 		for _, id := range m.dueForExpiry(cap(sem) - len(sem)) {
@@ -264,6 +322,97 @@ func (m *Manager) loop() {
 			}(id.session, id.epoch)
 		}
 	}
+}
+
+// tick records how long this leader has led. Committed ticks are what a later
+// leader charges a session that never renewed under this one.
+func (m *Manager) tick() {
+	if m.cfg.Tick == nil {
+		return
+	}
+	m.mu.Lock()
+	active, epoch, elapsed := m.active, m.epoch, m.cfg.Now().Sub(m.since)
+	m.mu.Unlock()
+	if !active {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.TickEvery)
+	defer cancel()
+	if err := m.cfg.Tick(ctx, epoch, elapsed); err != nil {
+		m.cfg.Logger.Debug("leader tick not committed", "epoch", epoch, "err", err)
+	}
+}
+
+// confirm adds a session to the pending confirm batch and waits for the
+// batch to commit (group commit: one entry for every first KeepAlive that
+// arrives together after a fail-over).
+func (m *Manager) confirm(ctx context.Context, id uint64) error {
+	if m.cfg.Confirm == nil {
+		return nil
+	}
+	m.confirmMu.Lock()
+	if m.confirmDone == nil {
+		m.confirmDone = make(chan struct{})
+		m.confirmErr = new(error)
+	}
+	m.confirmIDs = append(m.confirmIDs, id)
+	done, errp := m.confirmDone, m.confirmErr
+	m.confirmMu.Unlock()
+	select {
+	case m.confirmKick <- struct{}{}:
+	default:
+	}
+	select {
+	case <-done:
+		return *errp
+	case <-ctx.Done():
+		return api.Errorf(api.CodeUnavailable, "confirm: %v", ctx.Err())
+	}
+}
+
+func (m *Manager) confirmLoop() {
+	defer m.wg.Done()
+	for {
+		select {
+		case <-m.done:
+			m.flushConfirms(api.Errorf(api.CodeUnavailable, "shutting down"))
+			return
+		case <-m.confirmKick:
+		}
+		select {
+		case <-time.After(m.cfg.ConfirmDelay):
+		case <-m.done:
+			m.flushConfirms(api.Errorf(api.CodeUnavailable, "shutting down"))
+			return
+		}
+		m.flushConfirms(nil)
+	}
+}
+
+// flushConfirms commits the pending batch (or fails it with err).
+func (m *Manager) flushConfirms(err error) {
+	m.confirmMu.Lock()
+	ids, done, errp := m.confirmIDs, m.confirmDone, m.confirmErr
+	m.confirmIDs, m.confirmDone, m.confirmErr = nil, nil, nil
+	m.confirmMu.Unlock()
+	if done == nil {
+		return
+	}
+	if err == nil {
+		m.mu.Lock()
+		active, epoch := m.active, m.epoch
+		m.mu.Unlock()
+		if !active {
+			err = api.Errorf(api.CodeNotLeader, "leadership lost")
+		}
+		for i := 0; err == nil && i < len(ids); i += MaxSessionsPerConfirm {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err = m.cfg.Confirm(ctx, epoch, ids[i:min(i+MaxSessionsPerConfirm, len(ids))])
+			cancel()
+		}
+	}
+	*errp = err
+	close(done)
 }
 
 type due struct{ session, epoch uint64 }

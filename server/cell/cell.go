@@ -105,6 +105,33 @@ func (c *Cell) Close() {
 	c.wg.Wait()
 }
 
+// HandOff asks Raft to move leadership to another replica if this one leads,
+// and waits up to timeout for it to move: a clean stop then costs clients a
+// leader change of a few heartbeats, not an election timeout.
+func (c *Cell) HandOff(timeout time.Duration) {
+	leader, _, valid, err := c.nh.GetLeaderID(c.cfg.Info.ShardID)
+	if err != nil || !valid || leader != c.cfg.ReplicaID {
+		return
+	}
+	for id := range c.cfg.APIAddrs {
+		if id == c.cfg.ReplicaID {
+			continue
+		}
+		if err := c.nh.RequestLeaderTransfer(c.cfg.Info.ShardID, id); err != nil {
+			continue
+		}
+		deadline := time.Now().Add(timeout)
+		for time.Now().Before(deadline) {
+			if l, _, ok, _ := c.nh.GetLeaderID(c.cfg.Info.ShardID); ok && l != c.cfg.ReplicaID {
+				c.log.Info("leadership handed off", "to", l)
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return
+	}
+}
+
 // Info is the cell's directory entry.
 func (c *Cell) Info() api.CellInfo { return c.cfg.Info }
 

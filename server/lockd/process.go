@@ -164,8 +164,18 @@ func Start(cfg Config, log *slog.Logger) (*Process, error) {
 // Served is closed with the HTTP server's exit error.
 func (p *Process) Served() <-chan error { return p.served }
 
-// Close stops the API, the cells and the NodeHost.
+// Close hands off leadership of the cells this lockd leads, then stops the
+// API, the cells and the NodeHost.
 func (p *Process) Close() {
+	var wg sync.WaitGroup
+	for _, c := range p.cells {
+		wg.Add(1)
+		go func(c *cell.Cell) {
+			defer wg.Done()
+			c.HandOff(2 * time.Second)
+		}(c)
+	}
+	wg.Wait()
 	if p.http != nil {
 		_ = p.http.Shutdown()
 	}

@@ -1,0 +1,213 @@
+package ctl
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"text/tabwriter"
+
+	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/sdk"
+	"github.com/spf13/cobra"
+)
+
+func putCmd(g *globals) *cobra.Command {
+	var version uint64
+	cmd := &cobra.Command{
+		Use:   "put PATH VALUE",
+		Short: "Write a persistent node's value (create or overwrite; CAS with --version)",
+		Long: "Write VALUE to the persistent node PATH and print its new version.\n" +
+			"With --version N the write is a compare-and-set on version N;\n" +
+			"--version 0 means the node must not exist yet.",
+		Args: exactArgs("PATH", "VALUE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var opts []sdk.PutOption
+			if cmd.Flags().Changed("version") {
+				opts = append(opts, sdk.WithVersion(version))
+			}
+			return g.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				n, err := c.Put(ctx, args[0], []byte(args[1]), opts...)
+				if err != nil {
+					return err
+				}
+				if g.output == "json" {
+					return writeJSON(cmd.OutOrStdout(), n)
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "version: %d\n", n.Version)
+				return err
+			})
+		},
+	}
+	cmd.Flags().Uint64Var(&version, "version", 0, "only write if the node is at this version (0: must not exist)")
+	return cmd
+}
+
+func getCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "get PATH",
+		Short: "Print a node's value and version",
+		Args:  exactArgs("PATH"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				n, err := c.Get(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				if g.output == "json" {
+					return writeJSON(cmd.OutOrStdout(), n)
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s\nversion: %d\n", n.Value, n.Version)
+				return err
+			})
+		},
+	}
+}
+
+// lsOutput is ls's JSON output.
+type lsOutput struct {
+	Path     string   `json:"path"`
+	Children []string `json:"children"`
+	Node     api.Node `json:"node"`
+}
+
+func lsCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "ls PATH",
+		Short: "List a node's children, one per line",
+		Args:  exactArgs("PATH"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				kids, n, err := c.Children(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				if g.output == "json" {
+					if kids == nil {
+						kids = []string{}
+					}
+					return writeJSON(cmd.OutOrStdout(), lsOutput{Path: args[0], Children: kids, Node: n})
+				}
+				for _, k := range kids {
+					if _, err := fmt.Fprintln(cmd.OutOrStdout(), k); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		},
+	}
+}
+
+func rmCmd(g *globals) *cobra.Command {
+	var version uint64
+	cmd := &cobra.Command{
+		Use:   "rm PATH",
+		Short: "Delete a childless node (only at --version N, if given)",
+		Args:  exactArgs("PATH"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var opts []sdk.DeleteOption
+			if cmd.Flags().Changed("version") {
+				opts = append(opts, sdk.WithVersion(version))
+			}
+			return g.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				return c.Delete(ctx, args[0], opts...)
+			})
+		},
+	}
+	cmd.Flags().Uint64Var(&version, "version", 0, "only delete if the node is at this version")
+	return cmd
+}
+
+// statusRow is one endpoint's answer, as status -o json prints it.
+type statusRow struct {
+	Endpoint string              `json:"endpoint"`
+	Status   *api.StatusResponse `json:"status,omitempty"`
+	Error    *api.Error          `json:"error,omitempty"`
+}
+
+func statusCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status",
+		Short: "Show every endpoint's view of its cells",
+		Long: "Query /v1/status on every endpoint and print one row per cell replica.\n" +
+			"An endpoint that does not answer gets a row saying so; the command\n" +
+			"fails only if none answers.",
+		Args: exactArgs(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
+			defer cancel()
+			eps := g.endpointList()
+			rows := make([]statusRow, len(eps))
+			var wg sync.WaitGroup
+			for i, ep := range eps {
+				wg.Go(func() {
+					rows[i].Endpoint = ep
+					st, err := sdk.FetchStatus(ctx, ep, g.authToken)
+					if err != nil {
+						rows[i].Error = asAPIError(err)
+						return
+					}
+					rows[i].Status = &st
+				})
+			}
+			wg.Wait()
+			answered := 0
+			for _, r := range rows {
+				if r.Status != nil {
+					answered++
+				}
+			}
+			var err error
+			if g.output == "json" {
+				err = writeJSON(cmd.OutOrStdout(), rows)
+			} else {
+				err = writeStatusTable(cmd, rows)
+			}
+			if err != nil {
+				return err
+			}
+			if answered == 0 {
+				return api.Errorf(api.CodeUnavailable, "no endpoint answered (%d tried)", len(eps))
+			}
+			return nil
+		},
+	}
+}
+
+func writeStatusTable(cmd *cobra.Command, rows []statusRow) error {
+	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ENDPOINT\tCELL\tREPLICA\tROLE\tLEADER\tTERM\tAPPLIED\tEPOCH")
+	for _, r := range rows {
+		switch {
+		case r.Error != nil && r.Error.Code == api.CodeUnavailable:
+			fmt.Fprintf(tw, "%s\t-\t-\tunreachable\t-\t-\t-\t-\n", r.Endpoint)
+		case r.Error != nil:
+			fmt.Fprintf(tw, "%s\t-\t-\terror: %s\t-\t-\t-\t-\n", r.Endpoint, r.Error.Code)
+		case len(r.Status.Cells) == 0:
+			fmt.Fprintf(tw, "%s\t-\t%d\tno cells\t-\t-\t-\t-\n", r.Endpoint, r.Status.ReplicaID)
+		default:
+			for _, c := range r.Status.Cells {
+				leader := c.LeaderAPI
+				if leader == "" && c.LeaderID != 0 {
+					leader = fmt.Sprintf("replica %d", c.LeaderID)
+				}
+				if leader == "" {
+					leader = "-"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\n", r.Endpoint, c.Cell, c.ReplicaID, c.Role, leader, c.Term, c.AppliedIndex, c.Epoch)
+			}
+		}
+	}
+	return tw.Flush()
+}
+
+func asAPIError(err error) *api.Error {
+	if e, ok := err.(*api.Error); ok {
+		return e
+	}
+	code := api.CodeOf(err)
+	if code == "" {
+		code = api.CodeInternal
+	}
+	return &api.Error{Code: code, Message: err.Error()}
+}

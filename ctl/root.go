@@ -1,0 +1,178 @@
+// Package ctl is lockctl, the command-line client of lockd: the cobra
+// command tree, runnable in-process (Execute returns errors; nothing here
+// calls os.Exit). Every command but status goes through the SDK.
+package ctl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/sdk"
+	"github.com/spf13/cobra"
+)
+
+// DefaultEndpoints is the local development cluster.
+const DefaultEndpoints = "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003,127.0.0.1:7004,127.0.0.1:7005"
+
+// Environment variables that supply defaults for the global flags.
+const (
+	EnvEndpoints = "LOCKCTL_ENDPOINTS"
+	EnvAuthToken = "LOCKCTL_AUTH_TOKEN"
+)
+
+// globals are the persistent flags.
+type globals struct {
+	endpoints string
+	authToken string
+	timeout   time.Duration
+	output    string
+}
+
+func (g *globals) endpointList() []string {
+	var out []string
+	for _, e := range strings.Split(g.endpoints, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// usageError is a command-line mistake: a bad_request, exit status 2.
+type usageError struct{ err *api.Error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return &usageError{api.Errorf(api.CodeBadRequest, format, args...)}
+}
+
+// NewRootCommand builds the lockctl command tree. Flag defaults come from
+// the environment (LOCKCTL_ENDPOINTS, LOCKCTL_AUTH_TOKEN) as it is when
+// this is called.
+func NewRootCommand() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:           "lockctl",
+		Short:         "lockctl is the command-line client of the lockd lock service",
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			switch g.output {
+			case "text", "json":
+			default:
+				return usagef("--output must be text or json, not %q", g.output)
+			}
+			if len(g.endpointList()) == 0 {
+				return usagef("no endpoints: set --endpoints or %s", EnvEndpoints)
+			}
+			if g.timeout <= 0 {
+				return usagef("--timeout must be positive")
+			}
+			return nil
+		},
+	}
+	endpoints := os.Getenv(EnvEndpoints)
+	if endpoints == "" {
+		endpoints = DefaultEndpoints
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.endpoints, "endpoints", endpoints, "comma-separated lockd API addresses (env "+EnvEndpoints+")")
+	pf.StringVar(&g.authToken, "auth-token", os.Getenv(EnvAuthToken), "auth token sent as a bearer token (env "+EnvAuthToken+")")
+	pf.DurationVar(&g.timeout, "timeout", 10*time.Second, "deadline for the whole command")
+	pf.StringVarP(&g.output, "output", "o", "text", "output format: text or json")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usagef("%v", err) })
+
+	root.AddCommand(putCmd(g), getCmd(g), lsCmd(g), rmCmd(g), statusCmd(g))
+	return root
+}
+
+// Execute runs lockctl with args (without the program name), writing
+// output to stdout. It returns the command's error; FormatError renders it
+// as the one line lockctl prints on stderr and ExitCode gives the status.
+// stderr receives help and usage text only.
+func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	root := NewRootCommand()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err != nil && api.CodeOf(err) == "" && !errors.Is(err, sdk.ErrClosed) {
+		// Cobra's own complaints (unknown command, bad arguments).
+		err = &usageError{api.Errorf(api.CodeBadRequest, "%v", err)}
+	}
+	return err
+}
+
+// FormatError is the single stderr line for err, naming its code:
+// "lockctl: no_node: /demo/x does not exist".
+func FormatError(err error) string {
+	msg := err.Error()
+	if api.CodeOf(err) == "" {
+		msg = string(api.CodeInternal) + ": " + msg
+	}
+	return "lockctl: " + strings.Join(strings.Fields(msg), " ")
+}
+
+// ExitCode is lockctl's exit status for err: 0 for nil, 2 for usage
+// errors, 1 otherwise.
+func ExitCode(err error) int {
+	var ue *usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ue):
+		return 2
+	default:
+		return 1
+	}
+}
+
+// Main runs lockctl as a program would and returns its exit status.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	err := Execute(ctx, args, stdout, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, FormatError(err))
+	}
+	return ExitCode(err)
+}
+
+// exactArgs is cobra.ExactArgs with a usage error naming the arguments.
+func exactArgs(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != len(names) {
+			return usagef("%s takes %d argument(s) (%s), got %d", cmd.Name(), len(names), strings.Join(names, " "), len(args))
+		}
+		return nil
+	}
+}
+
+// withClient runs fn with an SDK client and a context bounded by --timeout.
+func (g *globals) withClient(cmd *cobra.Command, fn func(ctx context.Context, c *sdk.Client) error) error {
+	ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
+	defer cancel()
+	c, err := sdk.New(ctx, sdk.Config{
+		Endpoints:      g.endpointList(),
+		AuthToken:      g.authToken,
+		RequestTimeout: min(g.timeout, sdk.DefaultRequestTimeout),
+	})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return fn(ctx, c)
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

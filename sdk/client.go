@@ -1,0 +1,363 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lockservice/lockd/api"
+)
+
+// Client is a connection to a lockd deployment: every cell in its
+// directory. It is safe for concurrent use. Close it to end its sessions
+// and stop its goroutines.
+type Client struct {
+	cfg     Config
+	log     *slog.Logger
+	timeout time.Duration
+
+	bulk *transport // every call but KeepAlive
+	ka   *transport // KeepAlives only
+
+	seeds *cellState // Config.Endpoints, for directory loads
+	dir   atomic.Pointer[directory]
+	dirMu sync.Mutex // serialises directory refreshes
+
+	// ctx ends when Close starts: it stops keepalive loops, backoff sleeps
+	// and waits for sessions.
+	ctx    context.Context
+	cancel context.CancelFunc
+	closed atomic.Bool
+	// bg counts every session goroutine, including those of sessions that
+	// have ended and been replaced; Close waits for them.
+	bg sync.WaitGroup
+
+	mu    sync.Mutex
+	slots map[string]*sessionSlot // by cell name
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// directory is an immutable snapshot of the prefix → cell map.
+type directory struct {
+	raw      api.DirectoryResponse
+	cells    map[string]*cellState // by name
+	byPrefix map[string]*cellState
+}
+
+// cellState is what the client knows about reaching one cell: its
+// replicas and the last replica that answered as leader. It outlives
+// directory refreshes.
+type cellState struct {
+	name string
+
+	mu        sync.Mutex
+	endpoints []string
+	leader    string // last known leader; "" when unknown
+	next      int    // rotation cursor into endpoints when leader is unknown
+}
+
+func newCellState(name string, endpoints []string) *cellState {
+	return &cellState{name: name, endpoints: slices.Clone(endpoints)}
+}
+
+// pick is the endpoint for the next attempt.
+func (cs *cellState) pick() string {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.leader != "" {
+		return cs.leader
+	}
+	if len(cs.endpoints) == 0 {
+		return ""
+	}
+	return cs.endpoints[cs.next%len(cs.endpoints)]
+}
+
+// failed forgets addr as leader and moves the rotation past it.
+func (cs *cellState) failed(addr string) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.leader == addr {
+		cs.leader = ""
+	}
+	if i := slices.Index(cs.endpoints, addr); i >= 0 {
+		cs.next = i + 1
+	} else {
+		cs.next++
+	}
+}
+
+// redirect records a not_leader reply from addr carrying hint.
+func (cs *cellState) redirect(addr, hint string) {
+	if hint == "" || hint == addr {
+		cs.failed(addr)
+		return
+	}
+	cs.mu.Lock()
+	cs.leader = hint
+	cs.mu.Unlock()
+}
+
+// answered records that addr served a leader-only route.
+func (cs *cellState) answered(addr string) {
+	cs.mu.Lock()
+	cs.leader = addr
+	cs.mu.Unlock()
+}
+
+func (cs *cellState) setEndpoints(eps []string) {
+	cs.mu.Lock()
+	cs.endpoints = slices.Clone(eps)
+	cs.mu.Unlock()
+}
+
+// currentLeader returns the last known leader of the cell, "" if unknown.
+func (cs *cellState) currentLeader() string {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.leader
+}
+
+// New connects to the deployment at cfg.Endpoints: it loads the directory,
+// retrying until ctx ends. No session is opened until one is needed.
+func New(ctx context.Context, cfg Config) (*Client, error) {
+	var seeds []string
+	for _, e := range cfg.Endpoints {
+		for _, p := range strings.Split(e, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				seeds = append(seeds, p)
+			}
+		}
+	}
+	if len(seeds) == 0 {
+		return nil, api.Errorf(api.CodeBadRequest, "sdk: no endpoints configured")
+	}
+	cfg.Endpoints = seeds
+	c := &Client{
+		cfg:     cfg,
+		log:     cfg.logger(),
+		timeout: cfg.requestTimeout(),
+		bulk:    newTransport("bulk", cfg.AuthToken, bulkMaxConns),
+		ka:      newTransport("keepalive", cfg.AuthToken, keepAliveMaxConns),
+		seeds:   newCellState("", seeds),
+		slots:   make(map[string]*sessionSlot),
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if err := c.RefreshDirectory(ctx); err != nil {
+		c.cancel()
+		c.bulk.close()
+		c.ka.close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// RefreshDirectory reloads the prefix → cell map from any known replica.
+// New loads it once; call this after a prefix has moved or a cell was
+// added. Leader knowledge of cells that stay is kept.
+func (c *Client) RefreshDirectory(ctx context.Context) error {
+	c.dirMu.Lock()
+	defer c.dirMu.Unlock()
+	// Seeds first, then every replica the current directory knows of.
+	if old := c.dir.Load(); old != nil {
+		eps := slices.Clone(c.cfg.Endpoints)
+		for _, cell := range old.raw.Cells {
+			for _, e := range cell.Endpoints {
+				if !slices.Contains(eps, e) {
+					eps = append(eps, e)
+				}
+			}
+		}
+		c.seeds.setEndpoints(eps)
+	}
+	var resp api.DirectoryResponse
+	if err := c.do(ctx, c.seeds, &call{method: "GET", route: api.RouteDirectory, resp: &resp, anyReplica: true, retryUnsure: true}); err != nil {
+		return err
+	}
+	old := c.dir.Load()
+	d := &directory{raw: resp, cells: make(map[string]*cellState), byPrefix: make(map[string]*cellState)}
+	for _, cell := range resp.Cells {
+		var cs *cellState
+		if old != nil {
+			cs = old.cells[cell.Name]
+		}
+		if cs == nil {
+			cs = newCellState(cell.Name, cell.Endpoints)
+		} else {
+			cs.setEndpoints(cell.Endpoints)
+		}
+		d.cells[cell.Name] = cs
+		for _, p := range cell.Prefixes {
+			d.byPrefix[p] = cs
+		}
+	}
+	c.dir.Store(d)
+	return nil
+}
+
+// Directory returns the directory the client routes by.
+func (c *Client) Directory() api.DirectoryResponse {
+	return c.dir.Load().raw
+}
+
+// CellFor returns the name of the cell serving path, or a wrong_cell error
+// if no cell in the directory serves its prefix.
+func (c *Client) CellFor(path string) (string, error) {
+	cs, err := c.cellForPath(path)
+	if err != nil {
+		return "", err
+	}
+	return cs.name, nil
+}
+
+func (c *Client) cellForPath(path string) (*cellState, error) {
+	if err := api.ValidatePath(path); err != nil {
+		return nil, err
+	}
+	p := api.Prefix(path)
+	cs := c.dir.Load().byPrefix[p]
+	if cs == nil {
+		return nil, api.Errorf(api.CodeWrongCell, "no cell serves prefix %s", p)
+	}
+	return cs, nil
+}
+
+func (c *Client) cellByName(name string) (*cellState, error) {
+	cs := c.dir.Load().cells[name]
+	if cs == nil {
+		return nil, api.Errorf(api.CodeWrongCell, "no cell named %q in the directory", name)
+	}
+	return cs, nil
+}
+
+// sessionSlot holds a cell's current session and makes concurrent callers
+// share one open.
+type sessionSlot struct {
+	mu      sync.Mutex
+	cur     *Session
+	opening chan struct{} // non-nil while an open is in flight
+}
+
+// Session returns the client's live session on cell, opening one if there
+// is none (the first, or because the last one expired or was closed).
+func (c *Client) Session(ctx context.Context, cell string) (*Session, error) {
+	cs, err := c.cellByName(cell)
+	if err != nil {
+		return nil, err
+	}
+	return c.session(ctx, cs)
+}
+
+func (c *Client) slot(cell string) *sessionSlot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sl := c.slots[cell]
+	if sl == nil {
+		sl = &sessionSlot{}
+		c.slots[cell] = sl
+	}
+	return sl
+}
+
+// session returns the cell's live session, opening one if needed.
+func (c *Client) session(ctx context.Context, cs *cellState) (*Session, error) {
+	sl := c.slot(cs.name)
+	for {
+		if c.closed.Load() {
+			return nil, ErrClosed
+		}
+		sl.mu.Lock()
+		if s := sl.cur; s != nil && s.alive() {
+			sl.mu.Unlock()
+			return s, nil
+		}
+		if ch := sl.opening; ch != nil {
+			sl.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return nil, &gaveUpError{api.Errorf(api.CodeUnavailable, "waiting for a session on cell %s: %v", cs.name, ctx.Err()), ctx.Err()}
+			}
+		}
+		ch := make(chan struct{})
+		sl.opening = ch
+		sl.mu.Unlock()
+
+		s, err := c.openSession(ctx, cs)
+
+		sl.mu.Lock()
+		sl.opening = nil
+		if err == nil {
+			sl.cur = s
+		}
+		sl.mu.Unlock()
+		close(ch)
+		if err == nil && c.closed.Load() {
+			// Close ran while we were opening and did not see s.
+			_ = s.close(context.Background(), true)
+			return nil, ErrClosed
+		}
+		return s, err
+	}
+}
+
+// liveSession is the cell's session if one is live, else nil. It never opens one.
+func (c *Client) liveSession(cs *cellState) *Session {
+	c.mu.Lock()
+	sl := c.slots[cs.name]
+	c.mu.Unlock()
+	if sl == nil {
+		return nil
+	}
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if sl.cur != nil && sl.cur.alive() {
+		return sl.cur
+	}
+	return nil
+}
+
+// Close ends every session (telling each cell, bounded by the request
+// timeout), fails their watches, stops all of the client's goroutines and
+// closes its connections. Calls in flight return ErrClosed. Close is
+// idempotent; it returns the errors of the session closes, if any.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		c.closed.Store(true)
+		c.cancel()
+
+		c.mu.Lock()
+		var sessions []*Session
+		for _, sl := range c.slots {
+			sl.mu.Lock()
+			if sl.cur != nil {
+				sessions = append(sessions, sl.cur)
+			}
+			sl.mu.Unlock()
+		}
+		c.mu.Unlock()
+
+		ctx, cancel := context.WithTimeout(context.Background(), min(c.timeout, 3*time.Second))
+		errs := make([]error, len(sessions))
+		var wg sync.WaitGroup
+		for i, s := range sessions {
+			wg.Go(func() { errs[i] = s.close(ctx, true) })
+		}
+		wg.Wait()
+		cancel()
+
+		c.ka.close()
+		c.bulk.close()
+		c.bg.Wait()
+		c.closeErr = errors.Join(errs...)
+	})
+	return c.closeErr
+}

@@ -1,0 +1,53 @@
+package sdk
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Config configures a Client.
+type Config struct {
+	// Endpoints are API addresses ("host:port") of any lockd processes; the
+	// client loads the directory from the first that answers and learns
+	// every cell's replicas from it.
+	Endpoints []string
+	// AuthToken, if set, is sent as "Authorization: Bearer <token>" on
+	// every request.
+	AuthToken string
+	// Lease is the session lease to ask for; 0 takes the cell's default
+	// (api.DefaultLease). The cell clamps it to [api.MinLease, api.MaxLease].
+	Lease time.Duration
+	// Logger receives the client's diagnostics; nil discards them.
+	Logger *slog.Logger
+	// RequestTimeout bounds one attempt of a call (one HTTP exchange with
+	// one replica); the call as a whole is bounded by its context. 0 means
+	// DefaultRequestTimeout.
+	RequestTimeout time.Duration
+}
+
+// DefaultRequestTimeout is the attempt timeout when Config.RequestTimeout is 0.
+const DefaultRequestTimeout = 5 * time.Second
+
+const (
+	// bulkMaxConns bounds connections per endpoint for ordinary calls; it
+	// covers a full request window of one session.
+	bulkMaxConns = 512
+	// keepAliveMaxConns bounds KeepAlive connections per endpoint: one
+	// long-poll per session (one session per cell, and a process may host
+	// several cells), plus slack for abandoned ones finishing.
+	keepAliveMaxConns = 64
+)
+
+func (cfg Config) requestTimeout() time.Duration {
+	if cfg.RequestTimeout > 0 {
+		return cfg.RequestTimeout
+	}
+	return DefaultRequestTimeout
+}
+
+func (cfg Config) logger() *slog.Logger {
+	if cfg.Logger != nil {
+		return cfg.Logger
+	}
+	return slog.New(slog.DiscardHandler)
+}

@@ -1,0 +1,488 @@
+package sdk
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/lockservice/lockd/api"
+)
+
+// SessionEventType is what happened to a session.
+type SessionEventType string
+
+const (
+	// SessionFailover: the cell changed leader (its epoch changed). The
+	// session survives; its watches are being re-registered on the new
+	// leader.
+	SessionFailover SessionEventType = "failover"
+	// SessionExpired: the cell ended the session. Its ephemeral nodes and
+	// locks are gone and its watches have failed. It is the last event;
+	// the channel is closed after it.
+	SessionExpired SessionEventType = "expired"
+)
+
+// SessionEvent is a session-level event, delivered on Session.Events.
+type SessionEvent struct {
+	Type    SessionEventType
+	Cell    string
+	Session uint64
+	// Epoch is the cell's leader epoch as of the event.
+	Epoch uint64
+	// Err says why, for SessionExpired.
+	Err error
+	// Time is when the client observed the event.
+	Time time.Time
+}
+
+// Event types the SDK itself puts on watch channels; the server never
+// sends them. A watch channel carries one of them, then closes, when its
+// session ends before the watch fires.
+const (
+	// EventSessionExpired: the session expired; re-read (on a new session)
+	// to learn the node's state.
+	EventSessionExpired api.EventType = "session_expired"
+	// EventSessionClosed: the session or client was closed.
+	EventSessionClosed api.EventType = "session_closed"
+)
+
+const (
+	// sessionEventBuffer is the capacity of Session.Events; when a reader
+	// falls behind, the oldest event is dropped to make room.
+	sessionEventBuffer = 16
+	// minKeepAliveGap spaces KeepAlives whose replies come back early and
+	// empty, so a server that does not hold the long-poll is not flooded.
+	minKeepAliveGap = 50 * time.Millisecond
+	// keepAliveErrorPause is the pause after a KeepAlive round that failed
+	// at once with a non-retryable error.
+	keepAliveErrorPause = 250 * time.Millisecond
+)
+
+// Session is a client's session on one cell: a lease the cell keeps alive
+// while KeepAlives arrive, the owner of ephemeral nodes and locks, and the
+// channel watch events arrive on. Get one from Client.Session, or let the
+// client open one when a call needs it. It is safe for concurrent use.
+type Session struct {
+	c    *Client
+	cs   *cellState
+	id   uint64
+	log  *slog.Logger
+	reqs reqTracker
+
+	lease time.Duration // granted by the cell
+	wait  time.Duration // KeepAlive long-poll: lease/3
+
+	ctx    context.Context // ends when the session ends or the client closes
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // keepAliveLoop, rearmLoop
+	rearm  chan struct{}  // cap 1: watches are dirty
+
+	mu sync.Mutex
+	// epoch is the cell's leader epoch last seen; gen counts fail-overs.
+	epoch uint64
+	gen   uint64
+	// lastConfirmedSend is the send time (monotonic) of the latest
+	// KeepAlive (or the open) the cell answered: the cell's lease runs at
+	// least lease from it. The local lease clock is built on it.
+	lastConfirmedSend time.Time
+	index             uint64 // highest cell index seen in a session reply
+	err               error  // set once the session has ended
+	w                 watchSet
+	events            chan SessionEvent
+	done              chan struct{}
+}
+
+// openSession asks the cell for a session and starts its goroutines.
+func (c *Client) openSession(ctx context.Context, cs *cellState) (*Session, error) {
+	var resp api.SessionResponse
+	cl := &call{
+		route:       api.RouteSessionOpen,
+		req:         api.OpenSessionRequest{Cell: cs.name, LeaseMS: c.cfg.Lease.Milliseconds()},
+		resp:        &resp,
+		retryUnsure: true, // a duplicate open only leaves an unused session to expire
+	}
+	if err := c.do(ctx, cs, cl); err != nil {
+		return nil, err
+	}
+	lease := time.Duration(resp.LeaseMS) * time.Millisecond
+	if lease <= 0 {
+		lease = c.cfg.Lease
+	}
+	if lease <= 0 {
+		lease = api.DefaultLease
+	}
+	s := &Session{
+		c:                 c,
+		cs:                cs,
+		id:                resp.Session,
+		log:               c.log.With("cell", cs.name, "session", resp.Session),
+		lease:             lease,
+		wait:              min(lease/3, api.MaxKeepAliveWait),
+		rearm:             make(chan struct{}, 1),
+		epoch:             resp.Epoch,
+		lastConfirmedSend: cl.sent,
+		index:             resp.Index,
+		events:            make(chan SessionEvent, sessionEventBuffer),
+		done:              make(chan struct{}),
+	}
+	s.reqs.init()
+	s.w.init()
+	s.ctx, s.cancel = context.WithCancel(c.ctx)
+	s.wg.Add(2)
+	c.bg.Add(2)
+	go s.keepAliveLoop()
+	go s.rearmLoop()
+	s.log.Debug("session opened", "lease", lease, "epoch", resp.Epoch)
+	return s, nil
+}
+
+// ID is the session id the cell assigned.
+func (s *Session) ID() uint64 { return s.id }
+
+// Cell is the name of the session's cell.
+func (s *Session) Cell() string { return s.cs.name }
+
+// Lease is the lease length the cell granted.
+func (s *Session) Lease() time.Duration { return s.lease }
+
+// Epoch is the cell's leader epoch as last seen by the session.
+func (s *Session) Epoch() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.epoch
+}
+
+// Events delivers session-level events. It is buffered; if the reader
+// falls behind, the oldest events are dropped. It is closed when the
+// session ends (after SessionExpired, if it expired).
+func (s *Session) Events() <-chan SessionEvent { return s.events }
+
+// Done is closed when the session has ended: expired, closed, or its
+// client closed.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Err is nil while the session lives, then why it ended: an
+// ErrSessionExpired (or ErrNoSession) *api.Error, or ErrClosed.
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+func (s *Session) alive() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err == nil
+}
+
+// leaseBasis is what the local lease clock starts from: the send time of
+// the last KeepAlive the cell confirmed, and the lease length.
+func (s *Session) leaseBasis() (lastConfirmedSend time.Time, lease time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastConfirmedSend, s.lease
+}
+
+// Close ends the session: it stops the KeepAlives, tells the cell (which
+// deletes the session's ephemeral nodes and frees its locks), and fails
+// its watches with EventSessionClosed. The client opens a new session
+// the next time one is needed.
+func (s *Session) Close(ctx context.Context) error {
+	return s.close(ctx, false)
+}
+
+func (s *Session) close(ctx context.Context, duringClose bool) error {
+	s.mu.Lock()
+	ended := s.err != nil
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+	if ended {
+		return nil
+	}
+	err := s.c.do(ctx, s.cs, &call{
+		route:       api.RouteSessionClose,
+		req:         api.CloseSessionRequest{Cell: s.cs.name, Session: s.id},
+		retryUnsure: true,
+		duringClose: duringClose,
+	})
+	if sessionGone(err) {
+		err = nil
+	}
+	s.end(ErrClosed)
+	return err
+}
+
+// expire ends the session because the cell says it is gone.
+func (s *Session) expire(err error) { s.end(err) }
+
+// end marks the session ended with err (ErrClosed, or the cell's
+// session_expired/no_session error), fails its watches, reports
+// SessionExpired unless it was closed, and closes Events and Done.
+func (s *Session) end(err error) {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return
+	}
+	s.err = err
+	marker := EventSessionClosed
+	if err != ErrClosed {
+		marker = EventSessionExpired
+		s.emitLocked(SessionEvent{Type: SessionExpired, Err: err})
+		s.log.Warn("session expired", "err", err)
+	}
+	s.w.failAll(marker)
+	close(s.events)
+	close(s.done)
+	s.mu.Unlock()
+	s.cancel()
+}
+
+// emitLocked queues a session event, dropping the oldest if the buffer is full.
+func (s *Session) emitLocked(ev SessionEvent) {
+	ev.Cell, ev.Session, ev.Time = s.cs.name, s.id, time.Now()
+	if ev.Epoch == 0 {
+		ev.Epoch = s.epoch
+	}
+	for {
+		select {
+		case s.events <- ev:
+			return
+		default:
+		}
+		select {
+		case <-s.events:
+		default:
+		}
+	}
+}
+
+// keepAliveLoop renews the lease: a long-poll KeepAlive with wait_ms =
+// lease/3 on the KeepAlive connection pool, the next sent as soon as the
+// previous returns (so one reaches the cell at least every lease/3). Each reply confirms the lease from the request's send
+// time, may carry watch events, and reveals fail-over by a new epoch.
+func (s *Session) keepAliveLoop() {
+	defer s.c.bg.Done()
+	defer s.wg.Done()
+	req := api.KeepAliveRequest{Cell: s.cs.name, Session: s.id}
+	// An attempt may take the whole long-poll plus a margin for the reply.
+	attempt := s.wait + max(s.lease/6, 500*time.Millisecond)
+	for s.ctx.Err() == nil {
+		var resp api.SessionResponse
+		cl := &call{
+			route:       api.RouteSessionKeepAlive,
+			req:         &req,
+			resp:        &resp,
+			keepAlive:   true,
+			timeout:     attempt,
+			retryUnsure: true,
+		}
+		// A resent KeepAlive (after a redirect or a failure) asks for an
+		// immediate reply: the lease confirmation, and the epoch of a
+		// possible new leader, are wanted now, not after a long-poll.
+		cl.before = func() {
+			req.WaitMS = s.wait.Milliseconds()
+			if cl.attempts > 0 {
+				req.WaitMS = 0
+			}
+		}
+		// Bound a round by the lease so the loop regains control (and can
+		// judge the lease) even while no replica answers.
+		rctx, cancel := context.WithTimeout(s.ctx, s.lease)
+		err := s.c.do(rctx, s.cs, cl)
+		cancel()
+		if s.ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			if sessionGone(err) {
+				s.expire(err)
+				return
+			}
+			s.log.Warn("keepalive failed", "err", err, "attempts", cl.attempts)
+			if cl.attempts <= 1 {
+				sleepCtx(s.ctx, keepAliveErrorPause)
+			}
+			continue
+		}
+		s.confirmed(cl.sent, &resp)
+		if len(resp.Events) == 0 {
+			if d := time.Since(cl.sent); d < minKeepAliveGap {
+				sleepCtx(s.ctx, minKeepAliveGap-d)
+			}
+		}
+	}
+}
+
+// confirmed applies a KeepAlive reply to the session.
+func (s *Session) confirmed(sent time.Time, resp *api.SessionResponse) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return
+	}
+	if sent.After(s.lastConfirmedSend) {
+		s.lastConfirmedSend = sent
+	}
+	s.index = max(s.index, resp.Index)
+	rearm := s.w.dispatch(resp.Events)
+	if resp.Epoch != 0 && resp.Epoch != s.epoch {
+		s.log.Info("cell fail-over", "old_epoch", s.epoch, "epoch", resp.Epoch)
+		s.epoch = resp.Epoch
+		s.gen++
+		// The new leader holds none of the old one's in-memory watches.
+		if s.w.markAllDirty() {
+			rearm = true
+		}
+		s.emitLocked(SessionEvent{Type: SessionFailover, Epoch: resp.Epoch})
+	}
+	if rearm {
+		s.signalRearm()
+	}
+}
+
+func (s *Session) signalRearm() {
+	select {
+	case s.rearm <- struct{}{}:
+	default:
+	}
+}
+
+// rearmLoop re-registers dirty watches with /v1/watch, each with the index
+// it was armed at, so the cell fires at once any the session missed.
+func (s *Session) rearmLoop() {
+	defer s.c.bg.Done()
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-s.rearm:
+		}
+		s.mu.Lock()
+		specs := s.w.takeDirty()
+		s.mu.Unlock()
+		for len(specs) > 0 {
+			n := min(len(specs), api.MaxWatchesPerCall)
+			chunk := specs[:n]
+			specs = specs[n:]
+			var resp api.WatchResponse
+			err := s.c.do(s.ctx, s.cs, &call{
+				route:       api.RouteWatch,
+				req:         api.WatchRequest{Cell: s.cs.name, Session: s.id, Watches: chunk},
+				resp:        &resp,
+				retryUnsure: true, // registering a watch twice is harmless
+			})
+			switch {
+			case err == nil:
+			case s.ctx.Err() != nil:
+				return
+			case sessionGone(err):
+				s.expire(err)
+				return
+			default:
+				// The cell refused: tell the watchers to re-read rather
+				// than leave them waiting on a watch nobody holds.
+				s.log.Warn("watch re-registration failed", "err", err, "watches", len(chunk))
+				s.mu.Lock()
+				s.w.resyncSpecs(chunk)
+				s.mu.Unlock()
+			}
+		}
+	}
+}
+
+// sessionFor returns the cell's session: opened if need, else the live one or nil.
+func (c *Client) sessionFor(ctx context.Context, cs *cellState, need bool) (*Session, error) {
+	if need {
+		return c.session(ctx, cs)
+	}
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
+	return c.liveSession(cs), nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// reqTracker issues a session's request ids and computes acks. Ids start
+// at 1 and grow; ack is the lowest id still outstanding. A new id is
+// issued only while it stays within api.MaxSessionRequestWindow of the
+// lowest outstanding one, so the cell still holds the result of every id a
+// retry may resend.
+type reqTracker struct {
+	mu       sync.Mutex
+	last     uint64 // last id issued
+	low      uint64 // lowest outstanding id; 0 when none
+	inflight map[uint64]struct{}
+	wake     chan struct{} // closed (and replaced) when an id completes
+}
+
+func (t *reqTracker) init() {
+	t.inflight = make(map[uint64]struct{})
+	t.wake = make(chan struct{})
+}
+
+// begin issues the next id, waiting while the window is full.
+func (t *reqTracker) begin(ctx context.Context) (uint64, error) {
+	for {
+		t.mu.Lock()
+		if t.low == 0 || t.last+1-t.low < api.MaxSessionRequestWindow {
+			t.last++
+			id := t.last
+			t.inflight[id] = struct{}{}
+			if t.low == 0 {
+				t.low = id
+			}
+			t.mu.Unlock()
+			return id, nil
+		}
+		wake := t.wake
+		t.mu.Unlock()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return 0, &gaveUpError{api.Errorf(api.CodeUnavailable, "session request window full: %v", ctx.Err()), ctx.Err()}
+		}
+	}
+}
+
+// ack is the lowest outstanding id (every id below it has had its reply);
+// with nothing outstanding, the next id to be issued.
+func (t *reqTracker) ack() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.low == 0 {
+		return t.last + 1
+	}
+	return t.low
+}
+
+// end marks id as having had its reply (or been given up on).
+func (t *reqTracker) end(id uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.inflight, id)
+	if id == t.low {
+		if len(t.inflight) == 0 {
+			t.low = 0
+		} else {
+			for t.low++; t.low <= t.last; t.low++ {
+				if _, ok := t.inflight[t.low]; ok {
+					break
+				}
+			}
+		}
+	}
+	close(t.wake)
+	t.wake = make(chan struct{})
+}

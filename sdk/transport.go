@@ -1,0 +1,223 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// transport is one HTTP connection pool: a fasthttp.HostClient per endpoint,
+// dialled through a tracking dialer so Close can interrupt requests that are
+// still in flight. The client keeps two: one for bulk traffic and one for
+// KeepAlives only, so a long-poll never queues behind (or in front of) the
+// rest.
+type transport struct {
+	name     string
+	auth     string // value of the Authorization header, "" for none
+	maxConns int
+
+	mu     sync.Mutex
+	hosts  map[string]*fasthttp.HostClient
+	conns  map[*trackedConn]struct{}
+	closed bool
+
+	// wg counts requests whose caller gave up (context done) while the
+	// fasthttp call was still running; Close waits for them.
+	wg sync.WaitGroup
+}
+
+func newTransport(name, authToken string, maxConns int) *transport {
+	t := &transport{
+		name:     name,
+		maxConns: maxConns,
+		hosts:    make(map[string]*fasthttp.HostClient),
+		conns:    make(map[*trackedConn]struct{}),
+	}
+	if authToken != "" {
+		t.auth = "Bearer " + authToken
+	}
+	return t
+}
+
+// errTransportClosed is returned by requests on a closed transport.
+var errTransportClosed = errors.New("transport closed")
+
+// dialError marks a failure to connect: the request was never sent, so it
+// is safe to retry elsewhere even when the call is not idempotent.
+type dialError struct{ err error }
+
+func (e *dialError) Error() string { return "dial: " + e.err.Error() }
+func (e *dialError) Unwrap() error { return e.err }
+
+type trackedConn struct {
+	net.Conn
+	t    *transport
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	err := net.ErrClosed
+	c.once.Do(func() {
+		c.t.mu.Lock()
+		delete(c.t.conns, c)
+		c.t.mu.Unlock()
+		err = c.Conn.Close()
+	})
+	return err
+}
+
+func (t *transport) dial(addr string, timeout time.Duration) (net.Conn, error) {
+	t.mu.Lock()
+	closed := t.closed
+	t.mu.Unlock()
+	if closed {
+		return nil, &dialError{errTransportClosed}
+	}
+	if timeout <= 0 {
+		timeout = 3 * time.Second
+	}
+	nc, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return nil, &dialError{err}
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	c := &trackedConn{Conn: nc, t: t}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		_ = nc.Close()
+		return nil, &dialError{errTransportClosed}
+	}
+	t.conns[c] = struct{}{}
+	t.mu.Unlock()
+	return c, nil
+}
+
+func (t *transport) host(addr string) (*fasthttp.HostClient, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, &dialError{errTransportClosed}
+	}
+	hc := t.hosts[addr]
+	if hc == nil {
+		hc = &fasthttp.HostClient{
+			Addr:                      addr,
+			Name:                      "lockd-sdk",
+			DialTimeout:               t.dial,
+			MaxConns:                  t.maxConns,
+			MaxConnWaitTimeout:        maxConnWait, // queue for a connection rather than fail at once
+			MaxIdleConnDuration:       idleConnTimeout,
+			MaxIdemponentCallAttempts: 1, // the SDK has one retry loop: do
+			MaxResponseBodySize:       maxResponseBody,
+		}
+		t.hosts[addr] = hc
+	}
+	return hc, nil
+}
+
+// idleConnTimeout closes pooled connections idle this long, so the client
+// drops them before a server's idle timeout is likely to. (A variable so
+// tests can shorten the life of fasthttp's idle-connection janitor.)
+var idleConnTimeout = 5 * time.Second
+
+// maxConnWait is how long a request waits for a free connection when an
+// endpoint's pool is at its limit.
+const maxConnWait = time.Second
+
+// maxResponseBody bounds a reply body (a children list may be large).
+const maxResponseBody = 64 << 20
+
+// exchange is one HTTP request to one endpoint.
+type exchange struct {
+	method  string
+	addr    string
+	path    string
+	body    []byte
+	timeout time.Duration // bound on this attempt (capped by ctx's deadline)
+}
+
+// roundTrip performs one exchange. It returns the status, a copy of the
+// body and the time the request was handed to the connection (taken before
+// sending, so it never postdates the server's receipt). ctx cancellation
+// returns at once; the abandoned fasthttp call finishes in the background
+// within the attempt timeout, or sooner when the transport closes.
+func (t *transport) roundTrip(ctx context.Context, x exchange) (status int, body []byte, sent time.Time, err error) {
+	hc, err := t.host(x.addr)
+	if err != nil {
+		return 0, nil, time.Time{}, err
+	}
+	deadline := time.Now().Add(x.timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	req := fasthttp.AcquireRequest()
+	resp := fasthttp.AcquireResponse()
+	req.Header.SetMethod(x.method)
+	req.SetRequestURI("http://" + x.addr + x.path)
+	if t.auth != "" {
+		req.Header.Set("Authorization", t.auth)
+	}
+	if x.body != nil {
+		req.Header.SetContentType("application/json")
+		req.SetBodyRaw(x.body)
+	}
+
+	sent = time.Now()
+	if ctx.Done() == nil {
+		err = hc.DoDeadline(req, resp, deadline)
+	} else {
+		if err := ctx.Err(); err != nil {
+			fasthttp.ReleaseRequest(req)
+			fasthttp.ReleaseResponse(resp)
+			return 0, nil, sent, err
+		}
+		done := make(chan error, 1)
+		t.wg.Add(1)
+		go func() {
+			defer t.wg.Done()
+			done <- hc.DoDeadline(req, resp, deadline)
+		}()
+		select {
+		case err = <-done:
+		case <-ctx.Done():
+			// The goroutine still owns req and resp; they are left to the
+			// garbage collector rather than returned to the pool.
+			return 0, nil, sent, ctx.Err()
+		}
+	}
+	if err == nil {
+		status = resp.StatusCode()
+		body = append([]byte(nil), resp.Body()...)
+	}
+	fasthttp.ReleaseRequest(req)
+	fasthttp.ReleaseResponse(resp)
+	return status, body, sent, err
+}
+
+// close refuses new requests, closes every connection (failing requests in
+// flight) and waits for abandoned calls to finish.
+func (t *transport) close() {
+	t.mu.Lock()
+	t.closed = true
+	conns := make([]*trackedConn, 0, len(t.conns))
+	for c := range t.conns {
+		conns = append(conns, c)
+	}
+	hosts := t.hosts
+	t.hosts = map[string]*fasthttp.HostClient{}
+	t.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	for _, hc := range hosts {
+		hc.CloseIdleConnections()
+	}
+	t.wg.Wait()
+}

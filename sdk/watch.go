@@ -1,0 +1,210 @@
+package sdk
+
+import (
+	"github.com/lockservice/lockd/api"
+)
+
+// watchKey names a server-side watch: one path, one kind.
+type watchKey struct {
+	path string
+	kind api.WatchKind
+}
+
+// watch is one caller's one-shot watch: it receives exactly one event,
+// then its channel is closed.
+type watch struct {
+	key watchKey
+	arm uint64 // cell index of the read that armed it
+	ch  chan api.Event
+}
+
+func (w *watch) fire(ev api.Event) {
+	w.ch <- ev // cap 1 and fired once: never blocks
+	close(w.ch)
+}
+
+// matches reports whether ev fires w. An event at or below the index w was
+// armed at is older than w's read (it fired an earlier arming), so w stays
+// armed; an index of 0 on either side disables the check.
+func (w *watch) matches(ev api.Event) bool {
+	if ev.Type == api.EventResync {
+		return true
+	}
+	if ev.Path != w.key.path || (ev.Kind != "" && ev.Kind != w.key.kind) {
+		return false
+	}
+	return ev.Index == 0 || w.arm == 0 || ev.Index > w.arm
+}
+
+// maxOrphans bounds the events kept for reads in flight; past it they are
+// replaced by one resync, which fires every watch those reads arm.
+const maxOrphans = api.MaxPendingEvents
+
+// watchSet is a session's armed watches. It is guarded by the session's
+// mutex.
+//
+// A watch is armed on the cell by a read (get/children/lock state with a
+// watch), and its event may arrive in a KeepAlive reply before that read's
+// own reply. So while any such read is in flight (pending > 0), events are
+// also kept as orphans, and a watch registered when its read returns first
+// looks among them (for one newer than its read).
+type watchSet struct {
+	byKey   map[watchKey][]*watch
+	dirty   map[watchKey]struct{} // to re-register with /v1/watch
+	pending int
+	orphans []api.Event
+}
+
+func (ws *watchSet) init() {
+	ws.byKey = make(map[watchKey][]*watch)
+	ws.dirty = make(map[watchKey]struct{})
+}
+
+// dispatch fires the watches the events match. It reports whether some
+// keys are left with watches whose server-side watch an event may have
+// consumed, so they need re-registering.
+func (ws *watchSet) dispatch(events []api.Event) (rearm bool) {
+	for _, ev := range events {
+		if ev.Type == api.EventResync {
+			ws.failAll(api.EventResync)
+			ws.orphan(ev)
+			continue
+		}
+		for _, kind := range [...]api.WatchKind{api.WatchData, api.WatchChildren} {
+			if ev.Kind != "" && ev.Kind != kind {
+				continue
+			}
+			key := watchKey{ev.Path, kind}
+			list := ws.byKey[key]
+			if len(list) == 0 {
+				continue
+			}
+			keep := list[:0]
+			fired := false
+			for _, w := range list {
+				if w.matches(ev) {
+					w.fire(ev)
+					fired = true
+				} else {
+					keep = append(keep, w)
+				}
+			}
+			clear(list[len(keep):])
+			switch {
+			case len(keep) == 0:
+				delete(ws.byKey, key)
+				delete(ws.dirty, key)
+			case fired:
+				ws.byKey[key] = keep
+				ws.dirty[key] = struct{}{}
+				rearm = true
+			}
+		}
+		// Kept even if it fired other watches: a read in flight may have
+		// armed the same server-side watch, which this event consumed.
+		ws.orphan(ev)
+	}
+	return rearm
+}
+
+// orphan keeps an event for the reads in flight, if any.
+func (ws *watchSet) orphan(ev api.Event) {
+	if ws.pending == 0 {
+		return
+	}
+	if len(ws.orphans) >= maxOrphans {
+		ws.orphans = append(ws.orphans[:0], api.Event{Type: api.EventResync})
+		return
+	}
+	ws.orphans = append(ws.orphans, ev)
+}
+
+// beginRead notes a watch-arming read in flight.
+func (ws *watchSet) beginRead() { ws.pending++ }
+
+// finishRead ends a read begun with beginRead. If ok, it registers a
+// watch on key armed at index arm and returns its channel; the watch fires
+// at once if an orphan matches. dirty says the session failed over while
+// the read was in flight, so the cell that armed it may be gone.
+func (ws *watchSet) finishRead(key watchKey, arm uint64, ok, dirty bool) (<-chan api.Event, bool) {
+	ws.pending--
+	var ch chan api.Event
+	rearm := false
+	if ok {
+		w := &watch{key: key, arm: arm, ch: make(chan api.Event, 1)}
+		ch = w.ch
+		fired := false
+		for _, ev := range ws.orphans {
+			if w.matches(ev) {
+				if ev.Type == api.EventResync {
+					ev.Path, ev.Kind = key.path, key.kind
+				}
+				w.fire(ev)
+				fired = true
+				break
+			}
+		}
+		if !fired {
+			ws.byKey[key] = append(ws.byKey[key], w)
+			if dirty {
+				ws.dirty[key] = struct{}{}
+				rearm = true
+			}
+		}
+	}
+	if ws.pending == 0 {
+		ws.orphans = nil
+	}
+	return ch, rearm
+}
+
+// failAll fires every watch with an event of type t and forgets them.
+func (ws *watchSet) failAll(t api.EventType) {
+	for key, list := range ws.byKey {
+		for _, w := range list {
+			w.fire(api.Event{Type: t, Path: key.path, Kind: key.kind})
+		}
+	}
+	clear(ws.byKey)
+	clear(ws.dirty)
+}
+
+// markAllDirty marks every key for re-registration; it reports whether any.
+func (ws *watchSet) markAllDirty() bool {
+	for key := range ws.byKey {
+		ws.dirty[key] = struct{}{}
+	}
+	return len(ws.byKey) > 0
+}
+
+// takeDirty returns one spec per dirty key, Since being the lowest index
+// any of its watches was armed at, and clears the dirty set.
+func (ws *watchSet) takeDirty() []api.WatchSpec {
+	specs := make([]api.WatchSpec, 0, len(ws.dirty))
+	for key := range ws.dirty {
+		list := ws.byKey[key]
+		if len(list) == 0 {
+			continue
+		}
+		since := list[0].arm
+		for _, w := range list[1:] {
+			since = min(since, w.arm)
+		}
+		specs = append(specs, api.WatchSpec{Path: key.path, Kind: key.kind, Since: since})
+	}
+	clear(ws.dirty)
+	return specs
+}
+
+// resyncSpecs fires the watches behind specs the cell refused to
+// re-register with a resync event: their holders must re-read.
+func (ws *watchSet) resyncSpecs(specs []api.WatchSpec) {
+	for _, sp := range specs {
+		key := watchKey{sp.Path, sp.Kind}
+		for _, w := range ws.byKey[key] {
+			w.fire(api.Event{Type: api.EventResync, Path: key.path, Kind: key.kind})
+		}
+		delete(ws.byKey, key)
+		delete(ws.dirty, key)
+	}
+}

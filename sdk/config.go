@@ -3,6 +3,8 @@ package sdk
 import (
 	"log/slog"
 	"time"
+
+	"github.com/lockservice/lockd/api"
 )
 
 // Config configures a Client.
@@ -23,7 +25,24 @@ type Config struct {
 	// one replica); the call as a whole is bounded by its context. 0 means
 	// DefaultRequestTimeout.
 	RequestTimeout time.Duration
+	// Grace is how long a session in jeopardy keeps trying every endpoint
+	// before the client gives it up and reports SessionExpired. 0 means
+	// api.DefaultGrace (45 s, Chubby's default).
+	Grace time.Duration
 }
+
+func (cfg Config) grace() time.Duration {
+	if cfg.Grace > 0 {
+		return cfg.Grace
+	}
+	return api.DefaultGrace
+}
+
+// DriftMargin is how much earlier than the cell the client assumes its lease
+// ends, for clock-rate differences between the client and the cell: 2 % of
+// the lease (240 ms of a 12 s lease), far above the drift of any working
+// clock.
+func DriftMargin(lease time.Duration) time.Duration { return lease / 50 }
 
 // DefaultRequestTimeout is the attempt timeout when Config.RequestTimeout is 0.
 const DefaultRequestTimeout = 5 * time.Second

@@ -17,10 +17,21 @@ const (
 	// session survives; its watches are being re-registered on the new
 	// leader.
 	SessionFailover SessionEventType = "failover"
-	// SessionExpired: the cell ended the session. Its ephemeral nodes and
-	// locks are gone and its watches have failed. It is the last event;
-	// the channel is closed after it.
+	// SessionExpired: the cell ended the session, or the grace period ran
+	// out in jeopardy. Its ephemeral nodes and locks are gone (or must be
+	// assumed gone) and its watches have failed. It is the last event; the
+	// channel is closed after it.
 	SessionExpired SessionEventType = "expired"
+	// SessionJeopardy: the local lease ran out without a confirmed
+	// KeepAlive. The session may still hold its locks, or the cell may
+	// already have freed them: stop acting on them now. Every lock's and
+	// the session's LeaseContext are cancelled. The client keeps trying
+	// every endpoint for the grace period, then reports Safe or Expired.
+	SessionJeopardy SessionEventType = "jeopardy"
+	// SessionSafe: after jeopardy, the cell confirmed the session again. It
+	// holds the same locks with the same tokens; a fresh LeaseContext is
+	// available.
+	SessionSafe SessionEventType = "safe"
 )
 
 // SessionEvent is a session-level event, delivered on Session.Events.
@@ -75,6 +86,7 @@ type Session struct {
 
 	ctx    context.Context // ends when the session ends or the client closes
 	cancel context.CancelFunc
+	grace  time.Duration
 	wg     sync.WaitGroup // keepAliveLoop, rearmLoop
 	rearm  chan struct{}  // cap 1: watches are dirty
 
@@ -88,9 +100,15 @@ type Session struct {
 	lastConfirmedSend time.Time
 	index             uint64 // highest cell index seen in a session reply
 	err               error  // set once the session has ended
-	w                 watchSet
-	events            chan SessionEvent
-	done              chan struct{}
+	// Local lease: leaseCtx is live while the lease is certain, cancelled
+	// on jeopardy and on end; jeopardySince is set while in jeopardy.
+	leaseCtx      context.Context
+	leaseCancel   context.CancelFunc
+	jeopardySince time.Time
+	confirmedSig  chan struct{} // cap 1: the watchdog re-reads the lease
+	w             watchSet
+	events        chan SessionEvent
+	done          chan struct{}
 }
 
 // openSession asks the cell for a session and starts its goroutines.
@@ -125,14 +143,18 @@ func (c *Client) openSession(ctx context.Context, cs *cellState) (*Session, erro
 		index:             resp.Index,
 		events:            make(chan SessionEvent, sessionEventBuffer),
 		done:              make(chan struct{}),
+		grace:             c.cfg.grace(),
+		confirmedSig:      make(chan struct{}, 1),
 	}
 	s.reqs.init()
 	s.w.init()
 	s.ctx, s.cancel = context.WithCancel(c.ctx)
-	s.wg.Add(2)
-	c.bg.Add(2)
+	s.leaseCtx, s.leaseCancel = context.WithCancel(s.ctx)
+	s.wg.Add(3)
+	c.bg.Add(3)
 	go s.keepAliveLoop()
 	go s.rearmLoop()
+	go s.leaseWatchdog()
 	s.log.Debug("session opened", "lease", lease, "epoch", resp.Epoch)
 	return s, nil
 }
@@ -174,6 +196,86 @@ func (s *Session) alive() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.err == nil
+}
+
+// LocalExpiry is when the client assumes its lease ends: the send time of
+// the last KeepAlive the cell confirmed, plus the lease, less DriftMargin.
+// The cell's own expiry is never earlier.
+func (s *Session) LocalExpiry() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.localExpiryLocked()
+}
+
+func (s *Session) localExpiryLocked() time.Time {
+	return s.lastConfirmedSend.Add(s.lease - DriftMargin(s.lease))
+}
+
+// InJeopardy reports whether the lease is in doubt right now.
+func (s *Session) InJeopardy() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.jeopardySince.IsZero() || (s.err == nil && !time.Now().Before(s.localExpiryLocked()))
+}
+
+// LeaseContext is a context that is live while the session's lease is
+// certain: it is cancelled the moment the session enters jeopardy or ends.
+// After SessionSafe, call LeaseContext again for a fresh one. Work that
+// needs the session's locks should run under it.
+func (s *Session) LeaseContext() context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.leaseCtx
+}
+
+// leaseWatchdog runs the local lease clock: it enters jeopardy when the local
+// lease runs out without a newer confirmation, and gives the session up
+// when the grace period runs out. The check uses the monotonic clock.
+func (s *Session) leaseWatchdog() {
+	defer s.c.bg.Done()
+	defer s.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		if s.err != nil {
+			s.mu.Unlock()
+			return
+		}
+		now := time.Now()
+		var next time.Time
+		if s.jeopardySince.IsZero() {
+			next = s.localExpiryLocked()
+			if !now.Before(next) {
+				s.jeopardySince = now
+				s.leaseCancel()
+				s.emitLocked(SessionEvent{Type: SessionJeopardy})
+				s.log.Warn("session in jeopardy: local lease ran out", "last_confirmed_send", s.lastConfirmedSend)
+				next = now.Add(s.grace)
+			}
+		} else {
+			next = s.jeopardySince.Add(s.grace)
+			if !now.Before(next) {
+				s.mu.Unlock()
+				s.expire(api.Errorf(api.CodeSessionExpired, "session %d: no confirmation within the %v grace period", s.id, s.grace))
+				return
+			}
+		}
+		s.mu.Unlock()
+		timer.Reset(time.Until(next))
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-timer.C:
+		case <-s.confirmedSig:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
 }
 
 // leaseBasis is what the local lease clock starts from: the send time of
@@ -234,6 +336,7 @@ func (s *Session) end(err error) {
 		s.log.Warn("session expired", "err", err)
 	}
 	s.w.failAll(marker)
+	s.leaseCancel()
 	close(s.events)
 	close(s.done)
 	s.mu.Unlock()
@@ -325,6 +428,18 @@ func (s *Session) confirmed(sent time.Time, resp *api.SessionResponse) {
 	}
 	if sent.After(s.lastConfirmedSend) {
 		s.lastConfirmedSend = sent
+	}
+	if !s.jeopardySince.IsZero() && time.Now().Before(s.localExpiryLocked()) {
+		// Confirmed again within the grace period: same session, same
+		// locks and tokens.
+		s.log.Info("session safe again", "jeopardy_for", time.Since(s.jeopardySince))
+		s.jeopardySince = time.Time{}
+		s.leaseCtx, s.leaseCancel = context.WithCancel(s.ctx)
+		s.emitLocked(SessionEvent{Type: SessionSafe})
+	}
+	select {
+	case s.confirmedSig <- struct{}{}:
+	default:
 	}
 	s.index = max(s.index, resp.Index)
 	rearm := s.w.dispatch(resp.Events)

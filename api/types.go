@@ -175,7 +175,8 @@ type GetResponse struct {
 	Index  uint64 `json:"index"`
 }
 
-// ChildrenResponse answers children: names sorted, sequential ones in sequence order.
+// ChildrenResponse answers children: names sorted by byte value (sequential
+// names sharing a prefix are then in sequence order).
 type ChildrenResponse struct {
 	Node     Node     `json:"node"`
 	Children []string `json:"children"`

@@ -59,6 +59,7 @@ type snapNode struct {
 	Seq         uint64       `json:"s,omitempty"`
 	NextSeq     uint64       `json:"ns,omitempty"`
 	DirEpoch    uint64       `json:"de,omitempty"`
+	TokenEpoch  uint64       `json:"te,omitempty"`
 }
 
 // WriteSnapshot writes the whole state to w.
@@ -92,7 +93,7 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 		sn := snapNode{
 			Path: n.path, Value: n.value, Version: n.version, CreateIndex: n.createIndex, ModifyIndex: n.modifyIndex,
 			ChildIndex: n.childIndex, Ephemeral: n.ephemeral, Owner: n.owner, Lock: n.lock, Seq: n.seq,
-			NextSeq: n.nextSeq, DirEpoch: n.dirEpoch,
+			NextSeq: n.nextSeq, DirEpoch: n.dirEpoch, TokenEpoch: n.tokenEpoch,
 		}
 		if err := enc.Encode(&sn); err != nil {
 			return err
@@ -155,7 +156,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		n := &node{
 			path: sn.Path, parent: parent, value: sn.Value, version: sn.Version, createIndex: sn.CreateIndex,
 			modifyIndex: sn.ModifyIndex, childIndex: sn.ChildIndex, ephemeral: sn.Ephemeral, owner: sn.Owner,
-			lock: sn.Lock, seq: sn.Seq, nextSeq: sn.NextSeq, dirEpoch: sn.DirEpoch, children: map[string]*node{},
+			lock: sn.Lock, seq: sn.Seq, nextSeq: sn.NextSeq, dirEpoch: sn.DirEpoch, tokenEpoch: sn.TokenEpoch, children: map[string]*node{},
 		}
 		s.nodes[n.path] = n
 		parent.children[api.Base(n.path)] = n

@@ -32,6 +32,7 @@ type node struct {
 	seq         uint64 // sequence number of a sequential node
 	nextSeq     uint64 // counter for this node's sequential children
 	dirEpoch    uint64 // directory epoch, on prefix roots only
+	tokenEpoch  uint64 // directory epoch of a lock node's token
 	children    map[string]*node
 	// lockKids are the children that are lock nodes, in sequence order
 	// (appended in creation order, which is sequence order).
@@ -102,7 +103,9 @@ func (s *State) NumSessions() int { return len(s.sessions) }
 
 // Apply applies the command encoded in data, committed at index, and returns
 // the encoded Result and the paths it changed. A command that cannot be
-// decoded or is refused changes nothing but the applied index.
+// decoded or is refused changes no node and no session state, except that a
+// session-scoped request still records its (error) result for dedupe and
+// applies its ack: a retry must get the same answer.
 func (s *State) Apply(index uint64, data []byte) ([]byte, []Change) {
 	if index <= s.index {
 		panic(fmt.Sprintf("fsm: apply index %d after %d", index, s.index))
@@ -400,15 +403,23 @@ func (s *State) create(index uint64, c *Command) (Result, []Change) {
 		}
 	}
 	path := c.Path
+	var seq uint64
 	if c.Sequential {
-		next := uint64(0)
 		if parent != nil {
-			next = parent.nextSeq
+			seq = parent.nextSeq
 		}
-		if next > maxSeq {
-			return Result{Err: api.Errorf(api.CodeBadRequest, "sequence counter of %s is exhausted", parentPath)}, nil
+		// Skip names a plain node already took, so one clash cannot block
+		// every later sequential create under the parent.
+		for {
+			if seq > maxSeq {
+				return Result{Err: api.Errorf(api.CodeBadRequest, "sequence counter of %s is exhausted", parentPath)}, nil
+			}
+			path = fmt.Sprintf("%s%0*d", c.Path, seqDigits, seq)
+			if _, taken := s.nodes[path]; !taken {
+				break
+			}
+			seq++
 		}
-		path = fmt.Sprintf("%s%0*d", c.Path, seqDigits, next)
 		if len(path) > api.MaxPathLen {
 			return Result{Err: api.Errorf(api.CodeInvalidPath, "sequential path is %d bytes, limit %d", len(path), api.MaxPathLen)}, nil
 		}
@@ -427,8 +438,13 @@ func (s *State) create(index uint64, c *Command) (Result, []Change) {
 		ephemeral: c.Ephemeral, lock: c.Lock, children: map[string]*node{},
 	}
 	if c.Sequential {
-		n.seq = parent.nextSeq
-		parent.nextSeq++
+		n.seq = seq
+		parent.nextSeq = seq + 1
+	}
+	if n.lock != api.LockNone {
+		// The token's epoch is fixed at grant: a later epoch raise does not
+		// change a holder's token.
+		n.tokenEpoch = s.nodes[api.Prefix(path)].dirEpoch
 	}
 	if sess != nil {
 		n.owner = sess.id
@@ -581,7 +597,7 @@ func waitFor(n *node) *node {
 // token is the fencing token of a lock node: its create index under its
 // prefix's directory epoch.
 func (s *State) token(n *node) uint64 {
-	return api.MakeToken(s.nodes[api.Prefix(n.path)].dirEpoch, n.createIndex)
+	return api.MakeToken(n.tokenEpoch, n.createIndex)
 }
 
 // --- reads ---

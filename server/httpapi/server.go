@@ -73,17 +73,13 @@ func (s *Server) route(ctx *fasthttp.RequestCtx, route string) string {
 	case api.RouteDirectory:
 		return s.reply(ctx, api.DirectoryResponse{Cells: s.dir.Cells()}, nil)
 	}
-	if !ctx.IsPost() {
-		if _, known := postRoutes[route]; known {
-			return s.reply(ctx, nil, api.Errorf(api.CodeBadRequest, "%s takes POST", route))
-		}
-		ctx.SetStatusCode(fasthttp.StatusNotFound)
-		return "-"
-	}
 	h, ok := postRoutes[route]
 	if !ok {
-		ctx.SetStatusCode(fasthttp.StatusNotFound)
+		writeError(ctx, fasthttp.StatusNotFound, api.Errorf(api.CodeBadRequest, "no route %s", route))
 		return "-"
+	}
+	if !ctx.IsPost() {
+		return s.reply(ctx, nil, api.Errorf(api.CodeBadRequest, "%s takes POST", route))
 	}
 	v, err := h(s, ctx)
 	return s.reply(ctx, v, err)
@@ -118,9 +114,7 @@ func (s *Server) reply(ctx *fasthttp.RequestCtx, v any, err error) string {
 		if ae.Code == api.CodeInternal {
 			s.log.Error("internal error", "route", string(ctx.Path()), "err", err)
 		}
-		ctx.SetStatusCode(ae.Code.HTTPStatus())
-		b, _ := json.Marshal(api.ErrorResponse{Error: ae})
-		ctx.SetBody(b)
+		writeError(ctx, ae.Code.HTTPStatus(), ae)
 		return string(ae.Code)
 	}
 	b, merr := json.Marshal(v)
@@ -130,6 +124,24 @@ func (s *Server) reply(ctx *fasthttp.RequestCtx, v any, err error) string {
 	ctx.SetStatusCode(fasthttp.StatusOK)
 	ctx.SetBody(b)
 	return "ok"
+}
+
+func writeError(ctx *fasthttp.RequestCtx, status int, e *api.Error) {
+	ctx.SetContentType("application/json")
+	ctx.SetStatusCode(status)
+	b, _ := json.Marshal(api.ErrorResponse{Error: e})
+	ctx.SetBody(b)
+}
+
+// ErrorHandler answers requests fasthttp rejects before routing (an
+// over-size or unparsable request) with the same JSON error body as every
+// other failure.
+func ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		writeError(ctx, fasthttp.StatusRequestEntityTooLarge, api.Errorf(api.CodeValueTooLarge, "request body over %d bytes", api.MaxRequestBody))
+		return
+	}
+	writeError(ctx, fasthttp.StatusBadRequest, api.Errorf(api.CodeBadRequest, "malformed request: %v", err))
 }
 
 func decode(ctx *fasthttp.RequestCtx, v any) error {

@@ -143,6 +143,7 @@ func Start(cfg Config, log *slog.Logger) (*Process, error) {
 	srv := httpapi.New(dir, p.cells, p.Status, reg, log)
 	p.http = &fasthttp.Server{
 		Handler:            srv.Handler,
+		ErrorHandler:       httpapi.ErrorHandler,
 		Name:               "lockd",
 		MaxRequestBodySize: api.MaxRequestBody,
 		ReadTimeout:        api.MaxKeepAliveWait + 2*httpapi.RequestTimeout,

@@ -1,0 +1,65 @@
+package watch
+
+import (
+	"testing"
+
+	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/server/fsm"
+)
+
+type sink map[uint64][]api.Event
+
+func (s sink) Deliver(id uint64, ev api.Event) { s[id] = append(s[id], ev) }
+
+func TestFireOnceAndOnlyTheMatchingKind(t *testing.T) {
+	got := sink{}
+	tab := NewTable(got)
+	tab.Register(1, "/demo/a", api.WatchData)
+	tab.Register(1, "/demo/a", api.WatchData) // twice is one watch
+	tab.Register(2, "/demo/a", api.WatchChildren)
+	tab.Register(3, "/demo", api.WatchChildren)
+
+	// A put fires data watches only; a second put fires nothing (one-shot).
+	if n := tab.Apply([]fsm.Change{{Path: "/demo/a", Type: fsm.ChangeData, Index: 5}}); n != 1 {
+		t.Fatalf("put fired %d", n)
+	}
+	if n := tab.Apply([]fsm.Change{{Path: "/demo/a", Type: fsm.ChangeData, Index: 6}}); n != 0 {
+		t.Fatalf("second put fired %d", n)
+	}
+	// A delete fires the children watch on the node (deleted) and the
+	// parent's children watch.
+	n := tab.Apply([]fsm.Change{{Path: "/demo/a", Type: fsm.ChangeDeleted, Index: 7}, {Path: "/demo", Type: fsm.ChangeChildren, Index: 7}})
+	if n != 2 {
+		t.Fatalf("delete fired %d", n)
+	}
+	want := map[uint64]api.Event{
+		1: {Type: api.EventDataChanged, Path: "/demo/a", Kind: api.WatchData, Index: 5},
+		2: {Type: api.EventDeleted, Path: "/demo/a", Kind: api.WatchChildren, Index: 7},
+		3: {Type: api.EventChildrenChanged, Path: "/demo", Kind: api.WatchChildren, Index: 7},
+	}
+	for id, ev := range want {
+		if len(got[id]) != 1 || got[id][0] != ev {
+			t.Errorf("session %d got %v, want [%v]", id, got[id], ev)
+		}
+	}
+	if armed, fired := tab.Stats(); armed != 0 || fired != 3 {
+		t.Errorf("armed %d fired %d", armed, fired)
+	}
+}
+
+func TestDropSessionAndReset(t *testing.T) {
+	got := sink{}
+	tab := NewTable(got)
+	tab.Register(1, "/demo/a", api.WatchData)
+	tab.Register(2, "/demo/a", api.WatchData)
+	tab.DropSession(1)
+	tab.Apply([]fsm.Change{{Path: "/demo/a", Type: fsm.ChangeCreated, Index: 3}})
+	if len(got[1]) != 0 || len(got[2]) != 1 || got[2][0].Type != api.EventCreated {
+		t.Fatalf("after drop: %v", got)
+	}
+	tab.Register(2, "/demo/b", api.WatchData)
+	tab.Reset()
+	if armed, _ := tab.Stats(); armed != 0 {
+		t.Fatalf("%d armed after reset", armed)
+	}
+}

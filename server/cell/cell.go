@@ -38,7 +38,10 @@ type Config struct {
 	CompactionOverhead        uint64
 	// DefaultLease is given to sessions that do not ask for one.
 	DefaultLease time.Duration
-	Logger       *slog.Logger
+	// Fanout, if set, is told how many watch events each applied entry that
+	// changed a path delivered (a herd shows up as large values).
+	Fanout func(events int)
+	Logger *slog.Logger
 }
 
 // Cell is one replica of one cell.
@@ -205,7 +208,11 @@ type appliedEffects struct {
 // runs under dragonboat's write lock on the state, so it is ordered exactly
 // with applies and with lookups.
 func (c *Cell) afterApply(s *fsm.State, cmdBytes, resBytes []byte, changes []fsm.Change) {
-	c.watches.Apply(changes)
+	if n := c.watches.Apply(changes); len(changes) > 0 && c.cfg.Fanout != nil {
+		if active, _ := c.sessions.Active(); active {
+			c.cfg.Fanout(n)
+		}
+	}
 	var cmd appliedEffects
 	if json.Unmarshal(cmdBytes, &cmd) != nil {
 		return

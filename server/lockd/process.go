@@ -124,12 +124,19 @@ func Start(cfg Config, log *slog.Logger) (*Process, error) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	fanout := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "lockd_watch_events_per_write",
+		Help:    "Watch events delivered by each committed write that changed a path, on the leader. A lock release should deliver 1; thousands mean a herd.",
+		Buckets: []float64{0, 1, 2, 5, 10, 100, 1000, 10000},
+	}, []string{"cell"})
+	reg.MustRegister(fanout)
 	for _, info := range dir.Cells() {
 		c, err := cell.Start(nh, cell.Config{
 			Info: info, ReplicaID: self.ID, Members: members, APIAddrs: apiAddrs,
 			ElectionRTT: cfg.ElectionRTT, HeartbeatRTT: cfg.HeartbeatRTT,
 			SnapshotEntries: cfg.SnapshotEntries, CompactionOverhead: cfg.CompactionOverhead,
 			DefaultLease: time.Duration(cfg.Lease), Logger: log,
+			Fanout: observeInt(fanout.WithLabelValues(info.Name)),
 		})
 		if err != nil {
 			p.Close()
@@ -207,6 +214,10 @@ func (p *Process) sortedCells() []string {
 		}
 	}
 	return names
+}
+
+func observeInt(o prometheus.Observer) func(int) {
+	return func(n int) { o.Observe(float64(n)) }
 }
 
 func registerCellMetrics(reg *prometheus.Registry, c *cell.Cell) {

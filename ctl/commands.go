@@ -21,7 +21,7 @@ func putCmd(g *globals) *cobra.Command {
 			"--version 0 means the node must not exist yet.",
 		Args: exactArgs("PATH", "VALUE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var opts []sdk.PutOption
+			opts := []sdk.PutOption{sdk.MakeParents()}
 			if cmd.Flags().Changed("version") {
 				opts = append(opts, sdk.WithVersion(version))
 			}

@@ -91,7 +91,8 @@ func NewRootCommand() *cobra.Command {
 	pf.StringVarP(&g.output, "output", "o", "text", "output format: text or json")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usagef("%v", err) })
 
-	root.AddCommand(putCmd(g), getCmd(g), lsCmd(g), rmCmd(g), statusCmd(g))
+	root.AddCommand(putCmd(g), getCmd(g), lsCmd(g), rmCmd(g), statusCmd(g),
+		lockCmd(g), electCmd(g), leaderCmd(g), membersCmd(g), watchCmd(g))
 	return root
 }
 
@@ -105,7 +106,8 @@ func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
-	if err != nil && api.CodeOf(err) == "" && !errors.Is(err, sdk.ErrClosed) {
+	var es *exitStatusError
+	if err != nil && api.CodeOf(err) == "" && !errors.Is(err, sdk.ErrClosed) && !errors.As(err, &es) {
 		// Cobra's own complaints (unknown command, bad arguments).
 		err = &usageError{api.Errorf(api.CodeBadRequest, "%v", err)}
 	}
@@ -123,12 +125,17 @@ func FormatError(err error) string {
 }
 
 // ExitCode is lockctl's exit status for err: 0 for nil, 2 for usage
-// errors, 1 otherwise.
+// errors, COMMAND's status for lock, 1 otherwise.
 func ExitCode(err error) int {
-	var ue *usageError
+	var (
+		ue *usageError
+		es *exitStatusError
+	)
 	switch {
 	case err == nil:
 		return 0
+	case errors.As(err, &es):
+		return es.code
 	case errors.As(err, &ue):
 		return 2
 	default:
@@ -139,7 +146,8 @@ func ExitCode(err error) int {
 // Main runs lockctl as a program would and returns its exit status.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	err := Execute(ctx, args, stdout, stderr)
-	if err != nil {
+	var es *exitStatusError
+	if err != nil && !errors.As(err, &es) {
 		fmt.Fprintln(stderr, FormatError(err))
 	}
 	return ExitCode(err)
@@ -175,4 +183,8 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+func writeJSONLine(w io.Writer, v any) error {
+	return json.NewEncoder(w).Encode(v)
 }

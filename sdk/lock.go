@@ -7,9 +7,21 @@ import (
 	"github.com/lockservice/lockd/api"
 )
 
-// LockNodePrefix is the name prefix of lock waiter nodes; the cell appends
-// the 10-digit sequence number ("w-0000000057").
-const LockNodePrefix = "w-"
+// LockNodePrefix is the name prefix of exclusive lock waiter nodes, and
+// SharedLockNodePrefix of shared ones; the cell appends the 10-digit
+// sequence number ("w-0000000057"). Order comes from the sequence number,
+// shared by both.
+const (
+	LockNodePrefix       = "w-"
+	SharedLockNodePrefix = "r-"
+)
+
+func lockNodePrefix(mode api.LockMode) string {
+	if mode == api.LockShared {
+		return SharedLockNodePrefix
+	}
+	return LockNodePrefix
+}
 
 // CreateLockNode is the first step of the lock recipe: it creates an
 // ephemeral, sequential lock node LockNodePrefix+<seq> in mode under
@@ -20,19 +32,25 @@ const LockNodePrefix = "w-"
 // returned, and behaves as GetW's. The channel is nil when the node holds
 // the lock.
 func (c *Client) CreateLockNode(ctx context.Context, parent string, mode api.LockMode, value []byte) (api.CreateResponse, <-chan api.Event, error) {
+	resp, ch, _, err := c.createLockNode(ctx, parent, mode, value)
+	return resp, ch, err
+}
+
+// createLockNode is CreateLockNode that also returns the owning session.
+func (c *Client) createLockNode(ctx context.Context, parent string, mode api.LockMode, value []byte) (api.CreateResponse, <-chan api.Event, *Session, error) {
 	var resp api.CreateResponse
 	if mode == api.LockNone || !mode.Valid() {
-		return resp, nil, api.Errorf(api.CodeBadRequest, "invalid lock mode %q", mode)
+		return resp, nil, nil, api.Errorf(api.CodeBadRequest, "invalid lock mode %q", mode)
 	}
 	cs, err := c.cellForPath(parent)
 	if err != nil {
-		return resp, nil, err
+		return resp, nil, nil, err
 	}
 	if err := checkValue(value); err != nil {
-		return resp, nil, err
+		return resp, nil, nil, err
 	}
 	req := api.CreateRequest{
-		Path:        api.Join(parent, LockNodePrefix),
+		Path:        api.Join(parent, lockNodePrefix(mode)),
 		Value:       value,
 		Ephemeral:   true,
 		Sequential:  true,
@@ -41,7 +59,7 @@ func (c *Client) CreateLockNode(ctx context.Context, parent string, mode api.Loc
 	}
 	s, gen, err := c.beginArming(ctx, cs)
 	if err != nil {
-		return resp, nil, err
+		return resp, nil, nil, err
 	}
 	err = s.write(ctx, &req.WriteHeader, api.RouteCreate, &req, &resp)
 	ch := s.finishArming(err, func() (watchKey, uint64, bool) {
@@ -50,7 +68,7 @@ func (c *Client) CreateLockNode(ctx context.Context, parent string, mode api.Loc
 		}
 		return watchKey{WaitForPath(resp.Node.Path, resp.WaitFor), api.WatchData}, resp.Index, true
 	}, gen)
-	return resp, ch, err
+	return resp, ch, s, err
 }
 
 // LockState re-checks the lock node at path (after a wake-up): whether it

@@ -106,6 +106,7 @@ type Session struct {
 	leaseCancel   context.CancelFunc
 	jeopardySince time.Time
 	confirmedSig  chan struct{} // cap 1: the watchdog re-reads the lease
+	leaseChanged  chan struct{} // closed (and replaced) on jeopardy, safe and end
 	w             watchSet
 	events        chan SessionEvent
 	done          chan struct{}
@@ -145,6 +146,7 @@ func (c *Client) openSession(ctx context.Context, cs *cellState) (*Session, erro
 		done:              make(chan struct{}),
 		grace:             c.cfg.grace(),
 		confirmedSig:      make(chan struct{}, 1),
+		leaseChanged:      make(chan struct{}),
 	}
 	s.reqs.init()
 	s.w.init()
@@ -228,6 +230,19 @@ func (s *Session) LeaseContext() context.Context {
 	return s.leaseCtx
 }
 
+// LeaseChanged returns a channel closed at the next change of the lease's
+// state: entering jeopardy, becoming safe again, or the session ending.
+func (s *Session) LeaseChanged() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.leaseChanged
+}
+
+func (s *Session) signalLeaseLocked() {
+	close(s.leaseChanged)
+	s.leaseChanged = make(chan struct{})
+}
+
 // leaseWatchdog runs the local lease clock: it enters jeopardy when the local
 // lease runs out without a newer confirmation, and gives the session up
 // when the grace period runs out. The check uses the monotonic clock.
@@ -249,6 +264,7 @@ func (s *Session) leaseWatchdog() {
 			if !now.Before(next) {
 				s.jeopardySince = now
 				s.leaseCancel()
+				s.signalLeaseLocked()
 				s.emitLocked(SessionEvent{Type: SessionJeopardy})
 				s.log.Warn("session in jeopardy: local lease ran out", "last_confirmed_send", s.lastConfirmedSend)
 				next = now.Add(s.grace)
@@ -337,6 +353,7 @@ func (s *Session) end(err error) {
 	}
 	s.w.failAll(marker)
 	s.leaseCancel()
+	s.signalLeaseLocked()
 	close(s.events)
 	close(s.done)
 	s.mu.Unlock()
@@ -435,6 +452,7 @@ func (s *Session) confirmed(sent time.Time, resp *api.SessionResponse) {
 		s.log.Info("session safe again", "jeopardy_for", time.Since(s.jeopardySince))
 		s.jeopardySince = time.Time{}
 		s.leaseCtx, s.leaseCancel = context.WithCancel(s.ctx)
+		s.signalLeaseLocked()
 		s.emitLocked(SessionEvent{Type: SessionSafe})
 	}
 	select {

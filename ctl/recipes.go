@@ -1,0 +1,335 @@
+package ctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/sdk"
+)
+
+// Codes lockctl reports for outcomes that are not server errors.
+const (
+	codeLockTimeout api.Code = "lock_timeout"
+	codeLockLost    api.Code = "lock_lost"
+	codeNoLeader    api.Code = "no_leader"
+)
+
+// killGrace is how long a COMMAND gets between SIGTERM and SIGKILL.
+const killGrace = 10 * time.Second
+
+// exitStatusError carries COMMAND's exit status out of lockctl lock; Main
+// prints nothing for it.
+type exitStatusError struct{ code int }
+
+func (e *exitStatusError) Error() string { return fmt.Sprintf("command exited with status %d", e.code) }
+
+// withLongClient is withClient for commands that run until interrupted: the
+// global --timeout bounds connecting, not the command.
+func (g *globals) withLongClient(cmd *cobra.Command, fn func(ctx context.Context, c *sdk.Client) error) error {
+	cctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
+	c, err := sdk.New(cctx, sdk.Config{
+		Endpoints:      g.endpointList(),
+		AuthToken:      g.authToken,
+		RequestTimeout: min(g.timeout, sdk.DefaultRequestTimeout),
+	})
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return fn(cmd.Context(), c)
+}
+
+func lockCmd(g *globals) *cobra.Command {
+	var (
+		shared  bool
+		timeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "lock PATH [--shared] [--timeout DUR] -- COMMAND [ARGS...]",
+		Short: "Run COMMAND while holding the lock PATH",
+		Long: "Acquire the lock PATH (exclusive, or shared with --shared), run COMMAND with the\n" +
+			"fencing token in LOCK_TOKEN, release the lock when COMMAND exits and exit with\n" +
+			"its status. With --timeout, give up if the lock is not acquired in time.\n" +
+			"If the lock is lost or its lease falls into jeopardy, COMMAND gets SIGTERM\n" +
+			"(SIGKILL " + killGrace.String() + " later) and lockctl exits non-zero.",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) < 2 || cmd.ArgsLenAtDash() != 1 {
+				return usagef("lock takes PATH -- COMMAND [ARGS...]")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var opts []sdk.LockOption
+			if shared {
+				opts = append(opts, sdk.Shared())
+			}
+			return g.withLongClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				return runLocked(ctx, c.NewMutex(args[0], opts...), timeout, args[1:], cmd.OutOrStdout(), cmd.ErrOrStderr())
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&shared, "shared", false, "take a shared (read) lock")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up if the lock is not held within this time (0: wait)")
+	return cmd
+}
+
+func runLocked(ctx context.Context, m *sdk.Mutex, timeout time.Duration, argv []string, stdout, stderr io.Writer) error {
+	var err error
+	if timeout > 0 {
+		err = m.TryLock(ctx, timeout)
+	} else {
+		err = m.Lock(ctx)
+	}
+	if errors.Is(err, sdk.ErrLockTimeout) {
+		return &api.Error{Code: codeLockTimeout, Message: fmt.Sprintf("lock not acquired within %v", timeout)}
+	}
+	if err != nil {
+		return err
+	}
+	release := func() {
+		uctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = m.Unlock(uctx)
+	}
+	lockCtx := m.Context()
+
+	child := exec.Command(argv[0], argv[1:]...)
+	child.Stdin, child.Stdout, child.Stderr = os.Stdin, stdout, stderr
+	child.Env = append(os.Environ(), "LOCK_TOKEN="+strconv.FormatUint(m.Token(), 10), "LOCK_NODE="+m.Node())
+	child.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // signal COMMAND and its children together
+	if err := child.Start(); err != nil {
+		release()
+		return api.Errorf(api.CodeBadRequest, "start %s: %v", argv[0], err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- child.Wait() }()
+
+	var cause error
+	select {
+	case werr := <-exited:
+		release()
+		return exitStatus(werr)
+	case <-lockCtx.Done():
+		cause = &api.Error{Code: codeLockLost, Message: "lock lost or lease in jeopardy; COMMAND was sent SIGTERM"}
+	case <-ctx.Done():
+		cause = api.Errorf(api.CodeUnavailable, "interrupted; COMMAND was sent SIGTERM")
+	}
+	_ = syscall.Kill(-child.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(killGrace):
+		_ = syscall.Kill(-child.Process.Pid, syscall.SIGKILL)
+		<-exited
+	}
+	release()
+	return cause
+}
+
+func exitStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code := ee.ExitCode()
+		if code < 0 {
+			code = 128 + int(ee.Sys().(syscall.WaitStatus).Signal())
+		}
+		return &exitStatusError{code: code}
+	}
+	return api.Errorf(api.CodeInternal, "wait: %v", err)
+}
+
+func electCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "elect NAME VALUE",
+		Short: "Campaign for leadership of NAME with VALUE; hold it until interrupted",
+		Args:  exactArgs("NAME", "VALUE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withLongClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				e := c.NewElection(args[0])
+				out := cmd.OutOrStdout()
+				for ctx.Err() == nil {
+					if err := e.Campaign(ctx, []byte(args[1])); err != nil {
+						if ctx.Err() != nil {
+							break
+						}
+						return err
+					}
+					fmt.Fprintf(out, "leading %s as %q (token %d)\n", args[0], args[1], e.Token())
+					select {
+					case <-e.Context().Done():
+						fmt.Fprintf(out, "leadership of %s lost or in doubt; campaigning again\n", args[0])
+					case <-ctx.Done():
+					}
+				}
+				rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				if err := e.Resign(rctx); err != nil && !errors.Is(err, sdk.ErrNotHeld) {
+					return err
+				}
+				return nil
+			})
+		},
+	}
+}
+
+func leaderCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "leader NAME",
+		Short: "Print the current leader's value of NAME (non-zero exit if nobody leads)",
+		Args:  exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				l, err := c.NewElection(args[0]).Leader(ctx)
+				if errors.Is(err, sdk.ErrNoLeader) {
+					return &api.Error{Code: codeNoLeader, Message: args[0] + " has no leader"}
+				}
+				if err != nil {
+					return err
+				}
+				if g.output == "json" {
+					return writeJSON(cmd.OutOrStdout(), leaderOutput{Node: l.Node, Value: string(l.Value), Token: l.Token})
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s\n", l.Value)
+				return err
+			})
+		},
+	}
+}
+
+type leaderOutput struct {
+	Node  string `json:"node"`
+	Value string `json:"value"`
+	Token uint64 `json:"token"`
+}
+
+type memberOutput struct {
+	Node  string `json:"node"`
+	Value string `json:"value"`
+}
+
+func membersCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "members GROUP",
+		Short: "Print the live members of GROUP, one per line",
+		Args:  exactArgs("GROUP"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				ms, err := c.Members(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				out := make([]memberOutput, 0, len(ms))
+				for _, m := range ms {
+					out = append(out, memberOutput{Node: m.Node, Value: string(m.Value)})
+				}
+				if g.output == "json" {
+					return writeJSON(cmd.OutOrStdout(), out)
+				}
+				for _, m := range out {
+					if _, err := fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", api.Base(m.Node), m.Value); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		},
+	}
+}
+
+// watchLine is one event as lockctl watch prints it.
+type watchLine struct {
+	Type    api.EventType `json:"type"`
+	Path    string        `json:"path"`
+	Index   uint64        `json:"index"`
+	Exists  bool          `json:"exists"`
+	Version uint64        `json:"version,omitempty"`
+	Value   string        `json:"value,omitempty"`
+}
+
+func watchCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "watch PATH",
+		Short: "Print one line per change of PATH's value, children or existence, until interrupted",
+		Args:  exactArgs("PATH"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withLongClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				return watchLoop(ctx, c, args[0], g.output == "json", cmd.OutOrStdout())
+			})
+		},
+	}
+}
+
+// watchLoop re-arms a data watch (and a children watch while the node
+// exists) after every event: re-read and re-arm are one call each.
+func watchLoop(ctx context.Context, c *sdk.Client, path string, asJSON bool, out io.Writer) error {
+	for {
+		_, exists, dataCh, err := c.GetW(ctx, path)
+		if err != nil {
+			return quietOnCancel(ctx, err)
+		}
+		var childCh <-chan api.Event
+		if exists {
+			if _, _, ch, err := c.ChildrenW(ctx, path); err == nil {
+				childCh = ch
+			} else if !errors.Is(err, sdk.ErrNoNode) {
+				return quietOnCancel(ctx, err)
+			}
+		}
+		var ev api.Event
+		var ok bool
+		select {
+		case ev, ok = <-dataCh:
+		case ev, ok = <-childCh:
+		case <-ctx.Done():
+			return nil
+		}
+		if !ok {
+			continue
+		}
+		if ev.Type == sdk.EventSessionExpired || ev.Type == sdk.EventSessionClosed {
+			if ctx.Err() != nil {
+				return nil
+			}
+			continue // the client opens a new session on the next read
+		}
+		line := watchLine{Type: ev.Type, Path: ev.Path, Index: ev.Index}
+		if cur, err := c.Get(ctx, path); err == nil {
+			line.Exists, line.Version, line.Value = true, cur.Version, string(cur.Value)
+		} else if !errors.Is(err, sdk.ErrNoNode) {
+			return quietOnCancel(ctx, err)
+		}
+		if asJSON {
+			if err := writeJSONLine(out, line); err != nil {
+				return err
+			}
+			continue
+		}
+		state := "deleted"
+		if line.Exists {
+			state = fmt.Sprintf("version %d", line.Version)
+		}
+		if _, err := fmt.Fprintf(out, "%s %s index=%d %s\n", line.Type, line.Path, line.Index, state); err != nil {
+			return err
+		}
+	}
+}
+
+func quietOnCancel(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}

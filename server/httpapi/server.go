@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -187,182 +188,141 @@ func checkValue(v []byte) error {
 	return nil
 }
 
-func timeout() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), RequestTimeout)
+// onPath serves a request aimed at a path: decode into req, check it, find
+// the ready leader of the path's cell, run op under RequestTimeout.
+func (s *Server) onPath(ctx *fasthttp.RequestCtx, req any, path func() string, check func() error, op func(context.Context, *cell.Cell) (any, error)) (any, error) {
+	if err := decode(ctx, req); err != nil {
+		return nil, err
+	}
+	if check != nil {
+		if err := check(); err != nil {
+			return nil, err
+		}
+	}
+	c, err := s.cellForPath(path())
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), RequestTimeout)
+	defer cancel()
+	return op(cctx, c)
+}
+
+// onCell serves a request aimed at a named cell (sessions, watch lists).
+func (s *Server) onCell(ctx *fasthttp.RequestCtx, req any, cellName func() string, check func() error, deadline func() time.Duration, op func(context.Context, *cell.Cell) (any, error)) (any, error) {
+	if err := decode(ctx, req); err != nil {
+		return nil, err
+	}
+	if check != nil {
+		if err := check(); err != nil {
+			return nil, err
+		}
+	}
+	c, err := s.readyCell(cellName())
+	if err != nil {
+		return nil, err
+	}
+	d := RequestTimeout
+	if deadline != nil {
+		d = deadline()
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return op(cctx, c)
+}
+
+func needSession(id uint64, what string) error {
+	if id == 0 {
+		return api.Errorf(api.CodeNoSession, "%s names no session", what)
+	}
+	return nil
 }
 
 func (s *Server) openSession(ctx *fasthttp.RequestCtx) (any, error) {
 	var req api.OpenSessionRequest
-	if err := decode(ctx, &req); err != nil {
-		return nil, err
-	}
-	c, err := s.readyCell(req.Cell)
-	if err != nil {
-		return nil, err
-	}
-	cctx, cancel := timeout()
-	defer cancel()
-	return c.OpenSession(cctx, req)
+	return s.onCell(ctx, &req, func() string { return req.Cell }, nil, nil, func(cctx context.Context, c *cell.Cell) (any, error) {
+		return c.OpenSession(cctx, req)
+	})
 }
 
 func (s *Server) keepAlive(ctx *fasthttp.RequestCtx) (any, error) {
 	var req api.KeepAliveRequest
-	if err := decode(ctx, &req); err != nil {
-		return nil, err
-	}
-	if req.Session == 0 {
-		return nil, api.Errorf(api.CodeNoSession, "keepalive names no session")
-	}
-	c, err := s.readyCell(req.Cell)
-	if err != nil {
-		return nil, err
-	}
-	wait := min(time.Duration(req.WaitMS)*time.Millisecond, api.MaxKeepAliveWait)
-	cctx, cancel := context.WithTimeout(context.Background(), wait+RequestTimeout)
-	defer cancel()
-	return c.KeepAlive(cctx, req)
+	return s.onCell(ctx, &req, func() string { return req.Cell },
+		func() error { return needSession(req.Session, "keepalive") },
+		func() time.Duration {
+			return min(time.Duration(req.WaitMS)*time.Millisecond, api.MaxKeepAliveWait) + RequestTimeout
+		},
+		func(cctx context.Context, c *cell.Cell) (any, error) { return c.KeepAlive(cctx, req) })
 }
 
 func (s *Server) closeSession(ctx *fasthttp.RequestCtx) (any, error) {
 	var req api.CloseSessionRequest
-	if err := decode(ctx, &req); err != nil {
-		return nil, err
-	}
-	if req.Session == 0 {
-		return nil, api.Errorf(api.CodeNoSession, "close names no session")
-	}
-	c, err := s.readyCell(req.Cell)
-	if err != nil {
-		return nil, err
-	}
-	cctx, cancel := timeout()
-	defer cancel()
-	return struct{}{}, c.CloseSession(cctx, req)
+	return s.onCell(ctx, &req, func() string { return req.Cell },
+		func() error { return needSession(req.Session, "close") }, nil,
+		func(cctx context.Context, c *cell.Cell) (any, error) { return struct{}{}, c.CloseSession(cctx, req) })
 }
 
 func (s *Server) create(ctx *fasthttp.RequestCtx) (any, error) {
 	var req api.CreateRequest
-	if err := decode(ctx, &req); err != nil {
-		return nil, err
-	}
-	if err := checkValue(req.Value); err != nil {
-		return nil, err
-	}
-	c, err := s.cellForPath(req.Path)
-	if err != nil {
-		return nil, err
-	}
-	cctx, cancel := timeout()
-	defer cancel()
-	return c.Create(cctx, req)
+	return s.onPath(ctx, &req, func() string { return req.Path }, func() error { return checkValue(req.Value) },
+		func(cctx context.Context, c *cell.Cell) (any, error) { return c.Create(cctx, req) })
 }
 
 func (s *Server) put(ctx *fasthttp.RequestCtx) (any, error) {
 	var req api.PutRequest
-	if err := decode(ctx, &req); err != nil {
-		return nil, err
-	}
-	if err := checkValue(req.Value); err != nil {
-		return nil, err
-	}
-	c, err := s.cellForPath(req.Path)
-	if err != nil {
-		return nil, err
-	}
-	cctx, cancel := timeout()
-	defer cancel()
-	return c.Put(cctx, req)
+	return s.onPath(ctx, &req, func() string { return req.Path }, func() error { return checkValue(req.Value) },
+		func(cctx context.Context, c *cell.Cell) (any, error) { return c.Put(cctx, req) })
 }
 
 func (s *Server) delete(ctx *fasthttp.RequestCtx) (any, error) {
 	var req api.DeleteRequest
-	if err := decode(ctx, &req); err != nil {
-		return nil, err
-	}
-	c, err := s.cellForPath(req.Path)
-	if err != nil {
-		return nil, err
-	}
-	cctx, cancel := timeout()
-	defer cancel()
-	return c.Delete(cctx, req)
+	return s.onPath(ctx, &req, func() string { return req.Path }, nil,
+		func(cctx context.Context, c *cell.Cell) (any, error) { return c.Delete(cctx, req) })
 }
 
-func (s *Server) readRequest(ctx *fasthttp.RequestCtx) (api.ReadRequest, *cell.Cell, error) {
-	var req api.ReadRequest
-	if err := decode(ctx, &req); err != nil {
-		return req, nil, err
+// checkWatchKind accepts no watch or one of the allowed kinds.
+func checkWatchKind(k api.WatchKind, allowed ...api.WatchKind) error {
+	if k == "" || slices.Contains(allowed, k) {
+		return nil
 	}
-	switch req.Watch {
-	case "", api.WatchData, api.WatchChildren:
-	default:
-		return req, nil, api.Errorf(api.CodeBadRequest, "unknown watch kind %q", req.Watch)
-	}
-	c, err := s.cellForPath(req.Path)
-	return req, c, err
+	return api.Errorf(api.CodeBadRequest, "watch kind %q is not one of %v here", k, allowed)
 }
 
 func (s *Server) get(ctx *fasthttp.RequestCtx) (any, error) {
-	req, c, err := s.readRequest(ctx)
-	if err != nil {
-		return nil, err
-	}
-	cctx, cancel := timeout()
-	defer cancel()
-	return c.Get(cctx, req)
+	var req api.ReadRequest
+	return s.onPath(ctx, &req, func() string { return req.Path }, func() error { return checkWatchKind(req.Watch, api.WatchData, api.WatchChildren) },
+		func(cctx context.Context, c *cell.Cell) (any, error) { return c.Get(cctx, req) })
 }
 
 func (s *Server) children(ctx *fasthttp.RequestCtx) (any, error) {
-	req, c, err := s.readRequest(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if req.Watch != "" && req.Watch != api.WatchChildren {
-		return nil, api.Errorf(api.CodeBadRequest, "children takes watch %q", api.WatchChildren)
-	}
-	cctx, cancel := timeout()
-	defer cancel()
-	return c.Children(cctx, req)
+	var req api.ReadRequest
+	return s.onPath(ctx, &req, func() string { return req.Path }, func() error { return checkWatchKind(req.Watch, api.WatchChildren) },
+		func(cctx context.Context, c *cell.Cell) (any, error) { return c.Children(cctx, req) })
 }
 
 func (s *Server) lockState(ctx *fasthttp.RequestCtx) (any, error) {
 	var req api.LockStateRequest
-	if err := decode(ctx, &req); err != nil {
-		return nil, err
-	}
-	c, err := s.cellForPath(req.Path)
-	if err != nil {
-		return nil, err
-	}
-	cctx, cancel := timeout()
-	defer cancel()
-	return c.LockState(cctx, req)
+	return s.onPath(ctx, &req, func() string { return req.Path }, nil,
+		func(cctx context.Context, c *cell.Cell) (any, error) { return c.LockState(cctx, req) })
 }
 
 func (s *Server) watch(ctx *fasthttp.RequestCtx) (any, error) {
 	var req api.WatchRequest
-	if err := decode(ctx, &req); err != nil {
-		return nil, err
-	}
-	if len(req.Watches) > api.MaxWatchesPerCall {
-		return nil, api.Errorf(api.CodeBadRequest, "%d watches, limit %d per call", len(req.Watches), api.MaxWatchesPerCall)
-	}
-	for _, w := range req.Watches {
-		if err := api.ValidatePath(w.Path); err != nil {
-			return nil, err
+	return s.onCell(ctx, &req, func() string { return req.Cell }, func() error {
+		if len(req.Watches) > api.MaxWatchesPerCall {
+			return api.Errorf(api.CodeBadRequest, "%d watches, limit %d per call", len(req.Watches), api.MaxWatchesPerCall)
 		}
-		if w.Kind != api.WatchData && w.Kind != api.WatchChildren {
-			return nil, api.Errorf(api.CodeBadRequest, "unknown watch kind %q", w.Kind)
+		for _, w := range req.Watches {
+			if err := api.ValidatePath(w.Path); err != nil {
+				return err
+			}
+			if w.Kind != api.WatchData && w.Kind != api.WatchChildren {
+				return api.Errorf(api.CodeBadRequest, "unknown watch kind %q", w.Kind)
+			}
+			if info, err := s.dir.CellFor(w.Path); err != nil || info.Name != req.Cell {
+				return api.Errorf(api.CodeWrongCell, "%s is not served by cell %s", w.Path, req.Cell)
+			}
 		}
-		if info, err := s.dir.CellFor(w.Path); err != nil || info.Name != req.Cell {
-			return nil, api.Errorf(api.CodeWrongCell, "%s is not served by cell %s", w.Path, req.Cell)
-		}
-	}
-	c, err := s.readyCell(req.Cell)
-	if err != nil {
-		return nil, err
-	}
-	cctx, cancel := timeout()
-	defer cancel()
-	return c.Watch(cctx, req)
+		return nil
+	}, nil, func(cctx context.Context, c *cell.Cell) (any, error) { return c.Watch(cctx, req) })
 }

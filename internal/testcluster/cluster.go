@@ -380,7 +380,7 @@ func (c *Cluster) signal(id int, sig syscall.Signal) (<-chan struct{}, error) {
 	switch sig {
 	case syscall.SIGSTOP:
 		p.paused = true
-	case syscall.SIGCONT:
+	case syscall.SIGCONT, syscall.SIGKILL: // a killed process is no longer paused
 		p.paused = false
 	}
 	return p.done, nil

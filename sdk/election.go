@@ -1,9 +1,11 @@
 package sdk
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -11,42 +13,61 @@ import (
 )
 
 // LeaderInfo is an election's current leader: the value it campaigned or
-// proclaimed with, its node, and its fencing token.
+// proclaimed with, its node, and its fencing token. The zero LeaderInfo
+// means nobody leads.
 type LeaderInfo struct {
 	Value []byte
 	Node  string
 	Token uint64
 }
 
-// Election is leader election at a path, the lock recipe with the
-// candidate's value in its node: the lowest candidate leads. Campaign
-// blocks until this candidate leads; Context says while it may act as
-// leader.
+// Election is leader election at a path: the lock recipe with exclusive
+// nodes, the candidate's value in its node, and the lowest candidate
+// leading. Campaign blocks until this candidate leads; Context says while
+// it may act as leader. Its methods are safe for concurrent use.
 type Election struct {
 	c    *Client
 	path string
 
 	mu sync.Mutex
-	m  *Mutex
+	m  *Mutex // the current (or last) candidacy
 }
 
-// NewElection returns the election at path.
+// NewElection returns the election at path. Nothing is sent until a call.
 func (c *Client) NewElection(path string) *Election {
 	return &Election{c: c, path: path}
 }
 
-// Campaign blocks until this candidate leads, with value in its node, or
-// ctx ends (its candidacy is then withdrawn).
+// Campaign blocks until this candidate leads with value in its node and
+// its lease is certain, or ctx ends (its candidacy is then withdrawn and
+// ctx's error returned). If this Election already leads, Campaign returns
+// once its leadership is certain again (after jeopardy: SessionSafe and
+// the node re-checked), keeping its value (see Proclaim), or campaigns
+// anew if the leadership was lost meanwhile. A Campaign already in
+// progress makes another fail with ErrBadRequest.
 func (e *Election) Campaign(ctx context.Context, value []byte) error {
-	m := e.c.NewMutex(e.path, lockValue(value))
-	e.mu.Lock()
-	if e.m != nil && e.m.Held() {
-		e.mu.Unlock()
-		return api.Errorf(api.CodeBadRequest, "already leading %s", e.path)
+	if m := e.mutex(); m != nil && m.Held() {
+		err := m.waitLive(ctx)
+		if err == nil || !errors.Is(err, ErrLockLost) && !errors.Is(err, ErrNotHeld) {
+			return err
+		}
 	}
+	e.mu.Lock()
+	if e.m != nil && e.m.busy() {
+		e.mu.Unlock()
+		return api.Errorf(api.CodeBadRequest, "a campaign for %s is already in progress", e.path)
+	}
+	m := e.c.NewMutex(e.path, lockValue(value))
 	e.m = m
 	e.mu.Unlock()
 	return m.Lock(ctx)
+}
+
+// busy reports whether the Mutex holds its lock or is acquiring it.
+func (m *Mutex) busy() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.acquiring || (m.g != nil && m.g.activeLocked())
 }
 
 func (e *Election) mutex() *Mutex {
@@ -55,17 +76,17 @@ func (e *Election) mutex() *Mutex {
 	return e.m
 }
 
-// Context is live while this candidate leads and its lease is certain.
-// Jeopardy means "not leader" at once; leadership is regained only after
-// the session is confirmed safe (the node still holds: it is re-checked by
-// its deletion watch), when a fresh call returns a live context again.
+// Context is the leadership context, with Mutex.Context's rules: live
+// while this candidate leads and its lease is certain; cancelled the
+// moment the session enters jeopardy ("not leader" at once, pitfall 7),
+// the leadership is lost, or Resign. Leadership is regained only after
+// SessionSafe and the node re-checked with LockState; a fresh call then
+// returns a live context again, with the same token.
 func (e *Election) Context() context.Context {
 	if m := e.mutex(); m != nil {
 		return m.Context()
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	return ctx
+	return cancelledCtx
 }
 
 // Token is the leader's fencing token, 0 if not leading.
@@ -76,118 +97,157 @@ func (e *Election) Token() uint64 {
 	return 0
 }
 
-// Resign gives up leadership (or a candidacy in progress is ended by its
-// Campaign's context). ErrNotHeld if not leading.
+// Resign gives up leadership: Context is cancelled and the node deleted,
+// which wakes the next candidate. It returns an error matching ErrNotHeld
+// if not leading (one matching ErrLockLost too if the leadership was
+// lost). A campaign still waiting is withdrawn by ending its context.
 func (e *Election) Resign(ctx context.Context) error {
 	m := e.mutex()
 	if m == nil {
-		return ErrNotHeld
+		return recipeErr(codeNotHeld, nil, "not leading %s", e.path)
 	}
 	return m.Unlock(ctx)
 }
 
-// Proclaim changes the leader's value without giving up leadership.
+// Proclaim changes the leader's value without giving up leadership. It
+// needs a live Context: an error matching ErrNotHeld if not leading or in
+// jeopardy, ErrLockLost if the node turns out to be gone. The write is
+// conditional on the node's version, so a node that is gone is never
+// re-created.
 func (e *Election) Proclaim(ctx context.Context, value []byte) error {
-	m := e.mutex()
-	if m == nil || !m.Held() {
-		return ErrNotHeld
+	if err := checkValue(value); err != nil {
+		return err
 	}
-	_, err := e.c.Put(ctx, m.Node(), value)
-	return err
+	m := e.mutex()
+	if m == nil {
+		return recipeErr(codeNotHeld, nil, "not leading %s", e.path)
+	}
+	return m.setValue(ctx, value)
 }
 
-// Leader returns the current leader: the lowest candidate. ErrNoLeader if
-// there is none.
+// Leader returns the current leader: the lowest candidate, with its value
+// and token. ErrNoLeader if there is none.
 func (e *Election) Leader(ctx context.Context) (LeaderInfo, error) {
-	for attempt := 0; attempt < 10; attempt++ {
+	for attempt := 0; ; attempt++ {
 		names, _, err := e.c.Children(ctx, e.path)
 		if errors.Is(err, ErrNoNode) {
-			return LeaderInfo{}, ErrNoLeader
+			return LeaderInfo{}, recipeErr(codeNoLeader, nil, "%s has no leader", e.path)
 		}
 		if err != nil {
 			return LeaderInfo{}, err
 		}
 		lowest := lowestCandidate(names)
 		if lowest == "" {
-			return LeaderInfo{}, ErrNoLeader
+			return LeaderInfo{}, recipeErr(codeNoLeader, nil, "%s has no leader", e.path)
 		}
 		node := api.Join(e.path, lowest)
 		n, err := e.c.Get(ctx, node)
-		if errors.Is(err, ErrNoNode) {
-			continue // it resigned between the two reads: look again
-		}
-		if err != nil {
-			return LeaderInfo{}, err
-		}
-		return LeaderInfo{Value: n.Value, Node: node, Token: api.MakeToken(e.epoch(), n.CreateIndex)}, nil
-	}
-	return LeaderInfo{}, api.Errorf(api.CodeUnavailable, "leadership of %s kept changing", e.path)
-}
-
-func (e *Election) epoch() uint64 {
-	for _, c := range e.c.Directory().Cells {
-		for _, p := range c.Prefixes {
-			if p == api.Prefix(e.path) {
-				return c.Epoch
+		if err == nil {
+			var token uint64
+			token, err = e.tokenOf(ctx, node)
+			if err == nil {
+				return LeaderInfo{Value: n.Value, Node: node, Token: token}, nil
 			}
 		}
+		if !errors.Is(err, ErrNoNode) {
+			return LeaderInfo{}, err
+		}
+		// It resigned between the reads: look again.
+		sleepCtx(ctx, backoff(attempt))
+		if ctx.Err() != nil {
+			return LeaderInfo{}, ctx.Err()
+		}
 	}
-	return 1
+}
+
+// tokenOf is the fencing token of the lock node at node, as the cell
+// computes it; no_node if it is gone.
+func (e *Election) tokenOf(ctx context.Context, node string) (uint64, error) {
+	st, err := e.c.lockStateNoSession(ctx, node)
+	if err != nil {
+		return 0, err
+	}
+	if !st.Exists {
+		return 0, api.Errorf(api.CodeNoNode, "%s does not exist", node)
+	}
+	return st.Token, nil
+}
+
+// seqOf is the sequence number of a sequential node name with prefix.
+func seqOf(name, prefix string) (uint64, bool) {
+	if !strings.HasPrefix(name, prefix) || len(name) < len(prefix)+10 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(name[len(name)-10:], 10, 64)
+	return n, err == nil
+}
+
+// sortBySeq keeps the names with prefix and a sequence suffix, in
+// sequence order.
+func sortBySeq(names []string, prefix string) []string {
+	var out []string
+	for _, n := range names {
+		if _, ok := seqOf(n, prefix); ok {
+			out = append(out, n)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, _ := seqOf(out[i], prefix)
+		b, _ := seqOf(out[j], prefix)
+		return a < b
+	})
+	return out
 }
 
 // lowestCandidate is the first election node in sequence order.
 func lowestCandidate(names []string) string {
-	var cands []string
-	for _, n := range names {
-		if strings.HasPrefix(n, LockNodePrefix) {
-			cands = append(cands, n)
-		}
+	if c := sortBySeq(names, LockNodePrefix); len(c) > 0 {
+		return c[0]
 	}
-	if len(cands) == 0 {
-		return ""
-	}
-	sort.Strings(cands) // one prefix, zero-padded: name order is sequence order
-	return cands[0]
+	return ""
 }
 
-// Observe delivers the current leader, then every change (a zero
-// LeaderInfo while nobody leads), until ctx ends; then the channel is
-// closed. It watches only the leader's node (or, while nobody leads, the
-// election's children): one event per change.
+// Observe delivers the current leader, then the leader after every change
+// (a new leader, or a Proclaim), with a zero LeaderInfo while nobody
+// leads, until ctx ends or the client closes; then the channel is closed.
+// It watches only the leader's node (and, while nobody leads, the
+// election's children): a change wakes each observer once, never a herd of
+// candidates. Errors are retried with backoff; a slow reader sees the
+// latest state, not every intermediate one.
 func (e *Election) Observe(ctx context.Context) <-chan LeaderInfo {
 	out := make(chan LeaderInfo, 1)
-	e.c.bg.Add(1)
 	go func() {
-		defer e.c.bg.Done()
 		defer close(out)
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		go func() {
-			select {
-			case <-e.c.ctx.Done():
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
+		stop := context.AfterFunc(e.c.ctx, cancel)
+		defer stop()
+		tokens := map[string]uint64{} // a node's token never changes
 		var last *LeaderInfo
-		for attempt := 0; ctx.Err() == nil; attempt++ {
-			cur, ch, err := e.observeOnce(ctx)
+		for attempt := 0; ctx.Err() == nil; {
+			cur, ch, err := e.observeOnce(ctx, tokens)
 			if err != nil {
 				sleepCtx(ctx, backoff(attempt))
+				attempt++
+				continue
+			}
+			if ch == nil {
+				// It changed while we looked: read again (backing off if
+				// it keeps doing so).
+				if attempt > 2 {
+					sleepCtx(ctx, backoff(attempt))
+				}
+				attempt++
 				continue
 			}
 			attempt = 0
-			if ch == nil {
-				continue
-			}
-			if last == nil || last.Node != cur.Node || string(last.Value) != string(cur.Value) {
+			if last == nil || last.Node != cur.Node || !bytes.Equal(last.Value, cur.Value) {
 				select {
 				case out <- cur:
 				case <-ctx.Done():
 					return
 				}
-				c := cur
-				last = &c
+				last = &cur
 			}
 			select {
 			case <-ch:
@@ -201,15 +261,17 @@ func (e *Election) Observe(ctx context.Context) <-chan LeaderInfo {
 
 // observeOnce reads the leader and arms one watch that fires when it
 // changes: the leader's node while someone leads, the election's children
-// while nobody does. A nil channel means "read again now".
-func (e *Election) observeOnce(ctx context.Context) (LeaderInfo, <-chan api.Event, error) {
+// (or the election node's creation) while nobody does. A nil channel
+// (with a nil error) means it changed while we looked: read again, and
+// report nothing yet.
+func (e *Election) observeOnce(ctx context.Context, tokens map[string]uint64) (LeaderInfo, <-chan api.Event, error) {
 	names, _, err := e.c.Children(ctx, e.path)
 	if errors.Is(err, ErrNoNode) {
 		_, exists, ch, err := e.c.GetW(ctx, e.path) // fires on its creation
-		if exists {
-			ch = nil
+		if err != nil || exists {
+			return LeaderInfo{}, nil, err
 		}
-		return LeaderInfo{}, ch, err
+		return LeaderInfo{}, ch, nil
 	}
 	if err != nil {
 		return LeaderInfo{}, nil, err
@@ -227,152 +289,17 @@ func (e *Election) observeOnce(ctx context.Context) (LeaderInfo, <-chan api.Even
 	if err != nil || !exists {
 		return LeaderInfo{}, nil, err
 	}
-	return LeaderInfo{Value: n.Value, Node: node, Token: api.MakeToken(e.epoch(), n.CreateIndex)}, ch, nil
-}
-
-// Member is this process's membership of a group: an ephemeral sequential
-// node holding its value, gone when it leaves or its session ends.
-type Member struct {
-	c    *Client
-	node string
-}
-
-// MemberInfo is one live member.
-type MemberInfo struct {
-	Node  string
-	Value []byte
-}
-
-// memberPrefix names membership nodes.
-const memberPrefix = "m-"
-
-// Join adds this process to group with value.
-func (c *Client) Join(ctx context.Context, group string, value []byte) (*Member, error) {
-	resp, err := c.Create(ctx, api.Join(group, memberPrefix), value, Ephemeral(), Sequential(), MakeParents())
-	if err != nil {
-		return nil, err
-	}
-	return &Member{c: c, node: resp.Node.Path}, nil
-}
-
-// Node is the member's node.
-func (m *Member) Node() string { return m.node }
-
-// Leave removes the member from its group.
-func (m *Member) Leave(ctx context.Context) error {
-	err := m.c.Delete(ctx, m.node)
-	if errors.Is(err, ErrNoNode) || sessionGone(err) {
-		return nil
-	}
-	return err
-}
-
-// maxMemberReads bounds concurrent value reads in Members.
-const maxMemberReads = 16
-
-// Members returns the live members of group, in join order.
-func (c *Client) Members(ctx context.Context, group string) ([]MemberInfo, error) {
-	names, _, err := c.Children(ctx, group)
-	if errors.Is(err, ErrNoNode) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return c.memberValues(ctx, group, names)
-}
-
-func (c *Client) memberValues(ctx context.Context, group string, names []string) ([]MemberInfo, error) {
-	var nodes []string
-	for _, n := range names {
-		if strings.HasPrefix(n, memberPrefix) {
-			nodes = append(nodes, api.Join(group, n))
+	token, ok := tokens[node]
+	if !ok {
+		token, err = e.tokenOf(ctx, node)
+		if errors.Is(err, ErrNoNode) {
+			return LeaderInfo{}, nil, nil
 		}
-	}
-	out := make([]MemberInfo, len(nodes))
-	keep := make([]bool, len(nodes))
-	errs := make([]error, len(nodes))
-	sem := make(chan struct{}, maxMemberReads)
-	var wg sync.WaitGroup
-	for i, node := range nodes {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(i int, node string) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			n, err := c.Get(ctx, node)
-			switch {
-			case err == nil:
-				out[i], keep[i] = MemberInfo{Node: node, Value: n.Value}, true
-			case !errors.Is(err, ErrNoNode): // one that left meanwhile is simply not listed
-				errs[i] = err
-			}
-		}(i, node)
-	}
-	wg.Wait()
-	res := out[:0]
-	for i := range out {
-		if errs[i] != nil {
-			return nil, errs[i]
+		if err != nil {
+			return LeaderInfo{}, nil, err
 		}
-		if keep[i] {
-			res = append(res, out[i])
-		}
+		clear(tokens) // only the current leader's is worth keeping
+		tokens[node] = token
 	}
-	return res, nil
-}
-
-// WatchMembers delivers the live set of group, then the set after each
-// change, until ctx ends; then the channel is closed.
-func (c *Client) WatchMembers(ctx context.Context, group string) <-chan []MemberInfo {
-	out := make(chan []MemberInfo, 1)
-	c.bg.Add(1)
-	go func() {
-		defer c.bg.Done()
-		defer close(out)
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		go func() {
-			select {
-			case <-c.ctx.Done():
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-		for attempt := 0; ctx.Err() == nil; attempt++ {
-			names, _, ch, err := c.ChildrenW(ctx, group)
-			if errors.Is(err, ErrNoNode) {
-				names, err = nil, nil
-				_, _, ch, err = c.GetW(ctx, group)
-			}
-			if err != nil {
-				sleepCtx(ctx, backoff(attempt))
-				continue
-			}
-			ms, err := c.memberValues(ctx, group, names)
-			if err != nil {
-				sleepCtx(ctx, backoff(attempt))
-				continue
-			}
-			attempt = 0
-			select {
-			case out <- ms:
-			case <-ctx.Done():
-				return
-			}
-			select {
-			case <-ch:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return out
-}
-
-// CompareAndSet writes value to path only if the node is at
-// expectedVersion (0: it must not exist yet); else version_mismatch (or
-// node_exists, no_node).
-func (c *Client) CompareAndSet(ctx context.Context, path string, value []byte, expectedVersion uint64) (api.Node, error) {
-	return c.Put(ctx, path, value, WithVersion(expectedVersion))
+	return LeaderInfo{Value: n.Value, Node: node, Token: token}, ch, nil
 }

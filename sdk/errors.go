@@ -51,3 +51,55 @@ func sessionGone(err error) bool {
 	}
 	return false
 }
+
+// Codes of the recipes' own errors (never sent by the cell).
+const (
+	codeLockTimeout api.Code = "lock_timeout"
+	codeLockLost    api.Code = "lock_lost"
+	codeNotHeld     api.Code = "not_held"
+	codeNoLeader    api.Code = "no_leader"
+)
+
+// Errors of the lock, election and membership recipes. They are *api.Error
+// values with codes of their own, so errors.Is matches any error the
+// recipes return with the same code (which may also wrap the cause, such
+// as ErrSessionExpired).
+var (
+	// ErrLockTimeout: TryLock did not get the lock within its timeout. It
+	// left no node behind.
+	ErrLockTimeout = &api.Error{Code: codeLockTimeout, Message: "lock not acquired in time"}
+	// ErrLockLost: the lock's node or its session is gone (expired, closed,
+	// or the node deleted by anyone), so the lock is not held.
+	ErrLockLost = &api.Error{Code: codeLockLost, Message: "lock lost: its node or session is gone"}
+	// ErrNotHeld: Unlock, Resign, Proclaim or Leave of something not held.
+	// After a loss, Unlock and Resign return an error matching both
+	// ErrNotHeld and ErrLockLost.
+	ErrNotHeld = &api.Error{Code: codeNotHeld, Message: "not held"}
+	// ErrNoLeader: nobody leads the election.
+	ErrNoLeader = &api.Error{Code: codeNoLeader, Message: "no leader"}
+)
+
+// recipeError is a recipe's *api.Error with its cause: errors.Is matches
+// both.
+type recipeError struct {
+	apiErr *api.Error
+	cause  error
+}
+
+func (e *recipeError) Error() string {
+	if e.cause == nil {
+		return e.apiErr.Error()
+	}
+	return e.apiErr.Error() + ": " + e.cause.Error()
+}
+
+func (e *recipeError) Unwrap() []error {
+	if e.cause == nil {
+		return []error{e.apiErr}
+	}
+	return []error{e.apiErr, e.cause}
+}
+
+func recipeErr(code api.Code, cause error, format string, args ...any) error {
+	return &recipeError{apiErr: api.Errorf(code, format, args...), cause: cause}
+}

@@ -79,3 +79,91 @@ func ExampleSession_Events() {
 	}
 	fmt.Println("session ended:", s.Err())
 }
+
+// Take a lock, fence the protected resource with the grant's token before
+// reading any state, and stop the moment the lock is in doubt.
+func ExampleMutex() {
+	ctx := context.Background()
+	c, err := sdk.New(ctx, sdk.Config{Endpoints: []string{"127.0.0.1:7001"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	m := c.NewMutex("/demo/locks/ledger-7")
+	if err := m.TryLock(ctx, 30*time.Second); errors.Is(err, sdk.ErrLockTimeout) {
+		fmt.Println("busy; try later")
+		return
+	} else if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Unlock(context.Background())
+
+	work := m.Context() // cancelled on jeopardy, loss or Unlock
+	token := m.Token()
+	// First act: a fenced write that raises the resource's mark (see
+	// package sdk/fence), then read state and work, sending token with
+	// every write.
+	fmt.Println("holding", m.Node(), "with token", token)
+	select {
+	case <-work.Done():
+		fmt.Println("lock in doubt or lost: stop writing")
+	case <-time.After(10 * time.Second):
+		fmt.Println("done")
+	}
+}
+
+// Campaign for leadership, act as leader only under Context, and
+// campaign again when leadership is in doubt (after jeopardy Campaign
+// returns once it is certain again, or wins it anew).
+func ExampleElection() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := sdk.New(ctx, sdk.Config{Endpoints: []string{"127.0.0.1:7001"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	e := c.NewElection("/demo/elections/scheduler")
+	go func() {
+		for l := range e.Observe(ctx) { // current leader, then every change
+			fmt.Printf("leader: %q (token %d)\n", l.Value, l.Token)
+		}
+	}()
+	for ctx.Err() == nil {
+		if err := e.Campaign(ctx, []byte("10.0.0.7:8080")); err != nil {
+			break
+		}
+		lead := e.Context()
+		fmt.Println("leading with token", e.Token())
+		<-lead.Done() // jeopardy, loss, or ctx: not leader from here on
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer rcancel()
+	if err := e.Resign(rctx); err != nil && !errors.Is(err, sdk.ErrNotHeld) {
+		log.Print(err)
+	}
+}
+
+// Join a group and follow its membership.
+func ExampleClient_Join() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := sdk.New(ctx, sdk.Config{Endpoints: []string{"127.0.0.1:7001"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	me, err := c.Join(ctx, "/demo/groups/workers", []byte("10.0.0.7:9000"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer me.Leave(context.Background())
+	for members := range c.WatchMembers(ctx, "/demo/groups/workers") {
+		for _, m := range members { // in join order
+			fmt.Println(m.Node, string(m.Value))
+		}
+	}
+}

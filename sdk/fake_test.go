@@ -379,23 +379,25 @@ func (fc *fakeCell) handle(rep int, route string, body []byte) (int, any) {
 		if err := json.Unmarshal(body, &req); err != nil {
 			return fail(api.CodeBadRequest, "%v", err)
 		}
-		s := fc.sessions[req.Session]
-		if s == nil || s.expired {
-			return fail(api.CodeSessionExpired, "session %d is gone", req.Session)
-		}
+		// As the real cell: a session is needed only to arm the watch.
 		n := fc.nodes[req.Path]
-		if n == nil {
+		if n == nil || n.Lock == "" {
 			return 200, api.LockStateResponse{Index: fc.index}
 		}
+		token := api.MakeToken(1, n.CreateIndex)
 		wf := fc.predecessorLocked(req.Path)
 		if wf == "" {
-			return 200, api.LockStateResponse{Exists: true, Held: true, Token: api.MakeToken(1, n.CreateIndex), Index: fc.index}
+			return 200, api.LockStateResponse{Exists: true, Held: true, Token: token, Index: fc.index}
 		}
 		wf = api.Join(api.Parent(req.Path), wf)
 		if req.Watch {
+			s := fc.sessions[req.Session]
+			if s == nil || s.expired {
+				return fail(api.CodeSessionExpired, "session %d is gone", req.Session)
+			}
 			s.watches[watchKey{wf, api.WatchData}] = true
 		}
-		return 200, api.LockStateResponse{Exists: true, WaitFor: wf, Index: fc.index}
+		return 200, api.LockStateResponse{Exists: true, WaitFor: wf, Token: token, Index: fc.index}
 	}
 	return fail(api.CodeBadRequest, "no route %s", route)
 }
@@ -586,19 +588,26 @@ func (fc *fakeCell) childrenLocked(path string) []string {
 	return out
 }
 
-// predecessorLocked is the lock sibling created just before path, if any.
+// predecessorLocked is the lock sibling path waits for, as the real cell
+// decides it: in sequence (creation) order, an exclusive node waits for
+// the nearest lower lock node of either mode, a shared node for the
+// nearest lower exclusive one. "" means path holds the lock.
 func (fc *fakeCell) predecessorLocked(path string) string {
-	var sibs []string
+	var sibs []*api.Node
 	for _, name := range fc.childrenLocked(api.Parent(path)) {
 		if n := fc.nodes[api.Join(api.Parent(path), name)]; n != nil && n.Lock != "" {
-			sibs = append(sibs, name)
+			sibs = append(sibs, n)
 		}
 	}
-	i := slices.Index(sibs, api.Base(path))
-	if i <= 0 {
-		return ""
+	sort.Slice(sibs, func(i, j int) bool { return sibs[i].CreateIndex < sibs[j].CreateIndex })
+	i := slices.IndexFunc(sibs, func(n *api.Node) bool { return n.Path == path })
+	me := fc.nodes[path]
+	for j := i - 1; j >= 0; j-- {
+		if me.Lock == api.LockExclusive || sibs[j].Lock == api.LockExclusive {
+			return api.Base(sibs[j].Path)
+		}
 	}
-	return sibs[i-1]
+	return ""
 }
 
 // deadAddr is a loopback address nothing listens on.

@@ -23,52 +23,76 @@ func lockNodePrefix(mode api.LockMode) string {
 	return LockNodePrefix
 }
 
-// CreateLockNode is the first step of the lock recipe: it creates an
-// ephemeral, sequential lock node LockNodePrefix+<seq> in mode under
-// parent (creating parent if missing), owned by the cell's session. The
-// reply's WaitFor is empty if the node holds the lock (Token is then the
-// fencing token); else it names the sibling the node waits for, on which
-// the cell arms a deletion (data) watch in the same apply: its channel is
-// returned, and behaves as GetW's. The channel is nil when the node holds
-// the lock.
-func (c *Client) CreateLockNode(ctx context.Context, parent string, mode api.LockMode, value []byte) (api.CreateResponse, <-chan api.Event, error) {
-	resp, ch, _, err := c.createLockNode(ctx, parent, mode, value)
-	return resp, ch, err
-}
-
-// createLockNode is CreateLockNode that also returns the owning session.
-func (c *Client) createLockNode(ctx context.Context, parent string, mode api.LockMode, value []byte) (api.CreateResponse, <-chan api.Event, *Session, error) {
-	var resp api.CreateResponse
+// lockCreateRequest is the create of a lock node in mode under parent.
+func lockCreateRequest(parent string, mode api.LockMode, value []byte) (*api.CreateRequest, error) {
 	if mode == api.LockNone || !mode.Valid() {
-		return resp, nil, nil, api.Errorf(api.CodeBadRequest, "invalid lock mode %q", mode)
-	}
-	cs, err := c.cellForPath(parent)
-	if err != nil {
-		return resp, nil, nil, err
+		return nil, api.Errorf(api.CodeBadRequest, "invalid lock mode %q", mode)
 	}
 	if err := checkValue(value); err != nil {
-		return resp, nil, nil, err
+		return nil, err
 	}
-	req := api.CreateRequest{
+	return &api.CreateRequest{
 		Path:        api.Join(parent, lockNodePrefix(mode)),
 		Value:       value,
 		Ephemeral:   true,
 		Sequential:  true,
 		Lock:        mode,
 		MakeParents: true,
-	}
-	s, gen, err := c.beginArming(ctx, cs)
+	}, nil
+}
+
+// CreateLockNode is the first step of the lock recipe: it creates an
+// ephemeral, sequential lock node under parent (creating parent if
+// missing), owned by the cell's session, named LockNodePrefix+<seq> for
+// an exclusive node and SharedLockNodePrefix+<seq> for a shared one. The
+// reply's WaitFor is empty if the node holds the lock (Token is then the
+// fencing token); else it names the sibling the node waits for, on which
+// the cell arms a deletion (data) watch in the same apply: its channel is
+// returned, and behaves as GetW's. The channel is nil when the node holds
+// the lock.
+func (c *Client) CreateLockNode(ctx context.Context, parent string, mode api.LockMode, value []byte) (api.CreateResponse, <-chan api.Event, error) {
+	cs, err := c.cellForPath(parent)
 	if err != nil {
-		return resp, nil, nil, err
+		return api.CreateResponse{}, nil, err
 	}
-	err = s.write(ctx, &req.WriteHeader, api.RouteCreate, &req, &resp)
+	req, err := lockCreateRequest(parent, mode, value)
+	if err != nil {
+		return api.CreateResponse{}, nil, err
+	}
+	s, err := c.session(ctx, cs)
+	if err != nil {
+		return api.CreateResponse{}, nil, err
+	}
+	id, err := s.reqs.begin(ctx)
+	if err != nil {
+		return api.CreateResponse{}, nil, err
+	}
+	defer s.reqs.end(id)
+	return s.createLockNode(ctx, id, req)
+}
+
+// createLockNode sends a lock node's create on this session under request
+// id (the caller ends it), registering the predecessor watch the cell arms
+// with it so that an event racing ahead of the reply is kept.
+func (s *Session) createLockNode(ctx context.Context, id uint64, req *api.CreateRequest) (api.CreateResponse, <-chan api.Event, error) {
+	var resp api.CreateResponse
+	s.mu.Lock()
+	if s.err != nil {
+		err := s.err
+		s.mu.Unlock()
+		return resp, nil, err
+	}
+	s.w.beginRead()
+	gen := s.gen
+	s.mu.Unlock()
+	err := s.writeID(ctx, id, &req.WriteHeader, api.RouteCreate, req, &resp)
 	ch := s.finishArming(err, func() (watchKey, uint64, bool) {
 		if resp.WaitFor == "" {
 			return watchKey{}, 0, false
 		}
 		return watchKey{WaitForPath(resp.Node.Path, resp.WaitFor), api.WatchData}, resp.Index, true
 	}, gen)
-	return resp, ch, s, err
+	return resp, ch, err
 }
 
 // LockState re-checks the lock node at path (after a wake-up): whether it
@@ -84,14 +108,37 @@ func (c *Client) LockState(ctx context.Context, path string, watch bool) (api.Lo
 	}
 	ch, err := c.watchRead(ctx, cs, api.RouteLockState,
 		func(sid uint64) any { return api.LockStateRequest{Path: path, Session: sid, Watch: watch} },
-		&resp,
-		func() (watchKey, uint64, bool) {
-			if !watch || !resp.Exists || resp.Held || resp.WaitFor == "" {
-				return watchKey{}, 0, false
-			}
-			return watchKey{WaitForPath(path, resp.WaitFor), api.WatchData}, resp.Index, true
-		})
+		&resp, lockStateArmed(path, watch, &resp))
 	return resp, ch, err
+}
+
+// lockState is LockState on this session.
+func (s *Session) lockState(ctx context.Context, path string, watch bool) (api.LockStateResponse, <-chan api.Event, error) {
+	var resp api.LockStateResponse
+	ch, err := s.armRead(ctx, api.RouteLockState, api.LockStateRequest{Path: path, Session: s.id, Watch: watch},
+		&resp, lockStateArmed(path, watch, &resp))
+	return resp, ch, err
+}
+
+// lockStateNoSession reads a lock node's state without a session (and so
+// without a watch).
+func (c *Client) lockStateNoSession(ctx context.Context, path string) (api.LockStateResponse, error) {
+	var resp api.LockStateResponse
+	cs, err := c.cellForPath(path)
+	if err != nil {
+		return resp, err
+	}
+	err = c.do(ctx, cs, &call{route: api.RouteLockState, req: api.LockStateRequest{Path: path}, resp: &resp, retryUnsure: true})
+	return resp, err
+}
+
+func lockStateArmed(path string, watch bool, resp *api.LockStateResponse) func() (watchKey, uint64, bool) {
+	return func() (watchKey, uint64, bool) {
+		if !watch || !resp.Exists || resp.Held || resp.WaitFor == "" {
+			return watchKey{}, 0, false
+		}
+		return watchKey{WaitForPath(path, resp.WaitFor), api.WatchData}, resp.Index, true
+	}
 }
 
 // WaitForPath resolves a WaitFor from a create or lock-state reply on the

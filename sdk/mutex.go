@@ -10,75 +10,105 @@ import (
 	"github.com/lockservice/lockd/api"
 )
 
-// Errors of the lock, election and membership recipes. They are *api.Error
-// values with codes of their own, so errors.Is matches them and lockctl
-// prints their code.
-var (
-	// ErrLockTimeout: TryLock did not get the lock in time (and left no node behind).
-	ErrLockTimeout = &api.Error{Code: "lock_timeout", Message: "lock not acquired in time"}
-	// ErrLockLost: the lock's node or its session is gone.
-	ErrLockLost = &api.Error{Code: "lock_lost", Message: "lock lost: its node or session is gone"}
-	// ErrNotHeld: Unlock or Resign of something not held.
-	ErrNotHeld = &api.Error{Code: "not_held", Message: "not held"}
-	// ErrNoLeader: nobody leads the election.
-	ErrNoLeader = &api.Error{Code: "no_leader", Message: "no leader"}
-)
+// LockOption configures a Mutex made by NewMutex.
+type LockOption interface{ applyLock(*Mutex) }
 
-// createBound bounds the lock node's create when the caller's context ends
-// first: the create is finished (retried with the same request id) so the
-// node's name is known and it can be deleted, never left behind.
-const createBound = 30 * time.Second
+type lockOptionFunc func(*Mutex)
 
-// LockOption configures a Mutex.
-type LockOption func(*Mutex)
+func (f lockOptionFunc) applyLock(m *Mutex) { f(m) }
 
 // Shared makes the Mutex a shared (read) lock: it is held together with
-// other shared holders and excludes exclusive ones.
-func Shared() LockOption { return func(m *Mutex) { m.mode = api.LockShared } }
+// other shared holders and excludes exclusive ones. The default is
+// exclusive.
+func Shared() LockOption { return lockOptionFunc(func(m *Mutex) { m.mode = api.LockShared }) }
 
-// lockValue stores value in the lock node (used by elections).
-func lockValue(v []byte) LockOption { return func(m *Mutex) { m.value = v } }
+// lockValue stores v in the lock node (elections keep the candidate's
+// value there).
+func lockValue(v []byte) LockOption { return lockOptionFunc(func(m *Mutex) { m.value = v }) }
 
-// Mutex is a distributed lock at a path, built from ephemeral sequential
-// nodes: Lock creates a node under the path, waits only for the deletion of
-// the node it must follow, and re-checks on every wake-up. The grant
-// carries a fencing token (Token) that only goes up; send it with every
-// write to the protected resource (see package sdk/fence). A Mutex is
-// used by one holder at a time; it may be locked again after Unlock.
+// cancelledCtx is the Context of a Mutex that holds nothing.
+var cancelledCtx = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
+// Mutex is a distributed lock at a path (the lock recipe of the package
+// documentation). Lock puts an ephemeral sequential node in line under the
+// path, waits only for the deletion of the node it must follow, and
+// re-checks on every wake-up; the grant carries a fencing token (Token)
+// that is higher for every later holder. Act on the lock only under
+// Context, and send the token with every write to the protected resource
+// (package sdk/fence): the new holder's first act is a fenced write that
+// raises the resource's mark before it reads any state.
+//
+// A Mutex is one grant at a time: Lock or TryLock on a Mutex that holds
+// its lock or is acquiring it fails with ErrBadRequest; after Unlock (or a
+// loss) it may be locked again. Its methods are safe for concurrent use.
 type Mutex struct {
 	c     *Client
 	path  string
 	mode  api.LockMode
 	value []byte
 
-	wakeups atomic.Int64 // predecessor events that woke a waiter (tests, metrics)
+	wakeups atomic.Int64 // predecessor events that woke this Mutex while it waited
+	relists atomic.Int64 // LockState re-lists while waiting
 
-	mu     sync.Mutex
-	node   string
-	token  uint64
-	sess   *Session
-	held   bool
-	lost   bool
+	mu        sync.Mutex
+	acquiring bool
+	g         *grant // the current grant (possibly lost); nil if none
+}
+
+// grant is one holding of the lock: a node that held it while the lease
+// was certain.
+type grant struct {
+	s     *Session
+	node  string
+	token uint64
+
+	// ctx ends on Unlock, on loss and when the session ends: it bounds the
+	// monitor, which closes done when it returns.
 	ctx    context.Context
 	cancel context.CancelFunc
-	stop   chan struct{}
+	done   chan struct{}
+
+	// Guarded by Mutex.mu.
+	version    uint64 // the node's data version (Proclaim is conditional on it)
+	lost       error  // set once the lock is lost
+	released   bool   // Unlock was called
+	base       context.Context
+	live       context.Context // Context(): derived from base, a LeaseContext
+	liveCancel context.CancelFunc
+	changed    chan struct{} // closed (and replaced) when live or lost changes
+}
+
+func (g *grant) activeLocked() bool { return g.lost == nil && !g.released }
+
+func (g *grant) signalLocked() {
+	close(g.changed)
+	g.changed = make(chan struct{})
 }
 
 // NewMutex returns an exclusive lock at path (Shared() for a read lock).
+// Nothing is sent until Lock.
 func (c *Client) NewMutex(path string, opts ...LockOption) *Mutex {
 	m := &Mutex{c: c, path: path, mode: api.LockExclusive}
 	for _, o := range opts {
-		o(m)
+		o.applyLock(m)
 	}
 	return m
 }
 
-// Lock blocks until the lock is held, or ctx ends (its node is then
-// deleted and ctx's error returned).
+// Lock blocks until the lock is held and the session's lease is certain.
+// If ctx ends first, Lock deletes its node (so none is left behind) and
+// returns ctx's error. If the session ends while it waits, Lock returns an
+// ErrLockLost error; if the client closes, ErrClosed.
 func (m *Mutex) Lock(ctx context.Context) error { return m.acquire(ctx, 0) }
 
-// TryLock is Lock that gives up after timeout with ErrLockTimeout, leaving
-// no node behind.
+// TryLock is Lock that gives up after timeout with ErrLockTimeout. It
+// leaves no node behind, even when the create's reply was lost: the create
+// is resent with its request id, which names the node the first attempt
+// made, and that node is deleted.
 func (m *Mutex) TryLock(ctx context.Context, timeout time.Duration) error {
 	if timeout <= 0 {
 		return api.Errorf(api.CodeBadRequest, "TryLock needs a positive timeout")
@@ -88,236 +118,523 @@ func (m *Mutex) TryLock(ctx context.Context, timeout time.Duration) error {
 
 func (m *Mutex) acquire(ctx context.Context, timeout time.Duration) error {
 	m.mu.Lock()
-	if m.node != "" {
+	if m.acquiring || (m.g != nil && m.g.activeLocked()) {
 		m.mu.Unlock()
 		return api.Errorf(api.CodeBadRequest, "mutex %s is already held or being acquired", m.path)
 	}
-	m.lost = false
+	m.acquiring, m.g = true, nil
 	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.acquiring = false
+		m.mu.Unlock()
+	}()
 
-	waitCtx, cancel := ctx, context.CancelFunc(func() {})
+	wctx := ctx
 	if timeout > 0 {
-		waitCtx, cancel = context.WithTimeout(ctx, timeout)
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
 	}
-	defer cancel()
+	err := m.wait(wctx)
+	if err != nil && timeout > 0 && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return recipeErr(codeLockTimeout, nil, "lock %s not acquired within %v", m.path, timeout)
+	}
+	return err
+}
 
-	// The create runs to completion even if ctx ends: a lost reply is
-	// retried with the same request id, which names the node the first
-	// attempt made (pitfall: orphan lock nodes).
-	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), createBound)
-	resp, ch, s, err := m.c.createLockNode(cctx, m.path, m.mode, m.value)
-	ccancel()
+// wait runs the recipe: create the node, wait on the predecessor only,
+// re-list after every wake-up, and grant only when the re-list says held
+// at an index at least as new as the wake-up while the lease is certain.
+func (m *Mutex) wait(ctx context.Context) error {
+	cs, err := m.c.cellForPath(m.path)
 	if err != nil {
 		return err
 	}
-	node := resp.Node.Path
-	fail := func(err error) error {
-		m.deleteNode(node)
-		if errors.Is(err, context.DeadlineExceeded) && timeout > 0 && ctx.Err() == nil {
-			return ErrLockTimeout
-		}
+	req, err := lockCreateRequest(m.path, m.mode, m.value)
+	if err != nil {
 		return err
 	}
-	held, token := resp.WaitFor == "", resp.Token
+	s, err := m.c.session(ctx, cs)
+	if err != nil {
+		return m.waitErr(ctx, nil, err)
+	}
+	id, err := s.reqs.begin(ctx)
+	if err != nil {
+		return m.waitErr(ctx, s, err)
+	}
+	lc := s.LeaseContext()
+	resp, ch, err := s.createLockNode(ctx, id, req)
+	if err != nil {
+		if unknownOutcome(err) {
+			// The node may exist with a name we never learned: resend the
+			// create under the same id to learn it, then delete it.
+			s.cleanup(cleanupTask{id: id, create: req})
+		} else {
+			s.reqs.end(id)
+		}
+		return m.waitErr(ctx, s, err)
+	}
+	s.reqs.end(id)
+	node := resp.Node.Path
+
+	held, token, floor := resp.WaitFor == "", resp.Token, resp.Index
 	for {
 		if held {
-			// Report a grant only while the lease is certain: a waiter whose
-			// lease ran out while it waited must not act (etcd #11456).
-			if !s.InJeopardy() {
-				return m.granted(node, token, s)
+			if s.certain(lc) {
+				done, err := m.grant(ctx, s, node, token, lc)
+				if done {
+					if err != nil {
+						return m.giveUp(ctx, s, node, err)
+					}
+					return nil
+				}
+				// The lease fell into doubt during the grant: wait for it
+				// and re-check.
 			}
-			select {
-			case <-s.LeaseChanged():
-			case <-s.Done():
-				return ErrLockLost
-			case <-waitCtx.Done():
-				return fail(waitCtx.Err())
+			// Pitfall 2: never report a grant while the lease is in doubt.
+			if err := s.waitCertain(ctx); err != nil {
+				return m.giveUp(ctx, s, node, err)
 			}
 		} else {
 			select {
-			case ev, ok := <-ch:
-				if ok && (ev.Type == EventSessionExpired || ev.Type == EventSessionClosed) {
-					return ErrLockLost
+			case ev := <-ch:
+				if ev.Type == EventSessionExpired || ev.Type == EventSessionClosed {
+					return m.waitErr(ctx, s, s.Err())
 				}
 				m.wakeups.Add(1)
+				floor = max(floor, ev.Index)
 			case <-s.Done():
-				return ErrLockLost
-			case <-waitCtx.Done():
-				return fail(waitCtx.Err())
+				return m.waitErr(ctx, s, s.Err())
+			case <-ctx.Done():
+				return m.giveUp(ctx, s, node, ctx.Err())
 			}
 		}
 		// Re-list after every wake-up, never assume: the predecessor may
-		// have been a waiter that gave up. The read is linearizable, so it
-		// is at least as new as the event that woke us.
-		st, next, err := m.c.LockState(waitCtx, node, true)
+		// have been a waiter that gave up.
+		var st api.LockStateResponse
+		st, ch, lc, err = m.relist(ctx, s, node, floor)
 		if err != nil {
-			if sessionGone(err) {
-				return ErrLockLost
-			}
-			return fail(err)
+			return m.giveUp(ctx, s, node, err)
 		}
 		if !st.Exists {
-			return ErrLockLost
+			return recipeErr(codeLockLost, s.Err(), "lock %s: node %s was deleted while it waited", m.path, node)
 		}
-		held, token, ch = st.Held, st.Token, next
+		held, token, floor = st.Held, st.Token, st.Index
 	}
 }
 
-func (m *Mutex) granted(node string, token uint64, s *Session) error {
+// relist re-checks node with LockState, arming the predecessor watch in
+// the same call, until it has a read at least as new as floor (the
+// wake-up's index) that it can act on. lc is the LeaseContext as of just
+// before the read.
+func (m *Mutex) relist(ctx context.Context, s *Session, node string, floor uint64) (api.LockStateResponse, <-chan api.Event, context.Context, error) {
+	for attempt := 0; ; attempt++ {
+		lc := s.LeaseContext()
+		st, ch, err := s.lockState(ctx, node, true)
+		m.relists.Add(1)
+		if err != nil {
+			return st, nil, lc, err
+		}
+		if st.Index >= floor && (!st.Exists || st.Held || ch != nil) {
+			return st, ch, lc, nil
+		}
+		m.c.log.Debug("lock re-list older than its wake-up; reading again", "node", node, "index", st.Index, "floor", floor)
+		sleepCtx(ctx, backoff(attempt))
+		if ctx.Err() != nil {
+			return st, nil, lc, ctx.Err()
+		}
+	}
+}
+
+// grant arms the deletion watch on the own node (a read that also confirms
+// it exists) and records the grant. done is false if the lease fell into
+// doubt meanwhile: the caller waits for it and re-checks.
+func (m *Mutex) grant(ctx context.Context, s *Session, node string, token uint64, lc context.Context) (done bool, err error) {
+	gr, nodeCh, err := s.getW(ctx, node)
+	if err != nil {
+		return true, err
+	}
+	if !gr.Exists {
+		return true, recipeErr(codeLockLost, s.Err(), "lock %s: node %s was deleted as it was granted", m.path, node)
+	}
+	if !s.certain(lc) {
+		return false, nil
+	}
+	g := &grant{s: s, node: node, token: token, version: gr.Node.Version, done: make(chan struct{}), base: lc, changed: make(chan struct{})}
+	g.ctx, g.cancel = context.WithCancel(s.ctx)
+	g.live, g.liveCancel = context.WithCancel(lc)
+	m.mu.Lock()
+	m.g = g
+	m.mu.Unlock()
+	go m.monitor(g, nodeCh)
+	return true, nil
+}
+
+// waitErr maps the error that ended a wait with no node of ours left.
+func (m *Mutex) waitErr(ctx context.Context, s *Session, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case errors.Is(err, ErrClosed):
+		return ErrClosed
+	case sessionGone(err) || (s != nil && s.Err() != nil):
+		if s != nil && s.Err() == ErrClosed {
+			return ErrClosed
+		}
+		return recipeErr(codeLockLost, err, "lock %s: the session ended while it waited", m.path)
+	}
+	return err
+}
+
+// giveUp ends a wait that has a node: it deletes the node (at once if it
+// can, else in the background while the session lives) and maps err.
+func (m *Mutex) giveUp(ctx context.Context, s *Session, node string, err error) error {
+	if s.Err() == nil && !errors.Is(err, ErrClosed) && !sessionGone(err) {
+		s.cleanup(cleanupTask{path: node})
+	}
+	return m.waitErr(ctx, s, err)
+}
+
+// monitor follows a grant until it ends: deletion of the node (by anyone)
+// or the session's end loses the lock; after the session is safe again
+// the node is re-checked with LockState before Context is live again.
+func (m *Mutex) monitor(g *grant, nodeCh <-chan api.Event) {
+	defer close(g.done)
+	s := g.s
+	retryTimer := time.NewTimer(time.Hour)
+	retryTimer.Stop()
+	defer retryTimer.Stop()
+	var retry <-chan time.Time // set while a failed re-check waits to be tried again
+	for attempt := 0; ; {
+		if nodeCh == nil {
+			gr, ch, err := s.getW(g.ctx, g.node)
+			switch {
+			case g.ctx.Err() != nil:
+				m.sessionEnded(g)
+				return
+			case sessionGone(err) || errors.Is(err, ErrClosed):
+				m.lose(g, err, "its session ended")
+				return
+			case err != nil:
+				sleepCtx(g.ctx, backoff(attempt))
+				attempt++
+				continue
+			case !gr.Exists:
+				m.lose(g, nil, "its node was deleted")
+				return
+			}
+			attempt, nodeCh = 0, ch
+		}
+		changed := s.LeaseChanged()
+		if retry == nil {
+			if lc := m.recheckDue(g); lc != nil && !m.recheck(g, lc) {
+				retryTimer.Reset(backoff(attempt))
+				attempt++
+				retry = retryTimer.C
+			}
+		}
+		select {
+		case <-g.ctx.Done():
+			m.sessionEnded(g)
+			return
+		case ev := <-nodeCh:
+			nodeCh = nil
+			switch ev.Type {
+			case api.EventDeleted:
+				m.lose(g, nil, "its node was deleted")
+				return
+			case EventSessionExpired, EventSessionClosed:
+				m.lose(g, s.Err(), "its session ended")
+				return
+			}
+			// A data change (Proclaim) or a resync: re-read and re-arm.
+		case <-changed:
+		case <-retry:
+			retry = nil
+		}
+	}
+}
+
+// recheckDue returns the session's LeaseContext if the lease is certain
+// again after jeopardy and the grant has not been re-checked under it.
+func (m *Mutex) recheckDue(g *grant) context.Context {
+	lc := g.s.LeaseContext()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.node, m.token, m.sess, m.held = node, token, s, true
-	m.ctx, m.cancel = context.WithCancel(s.LeaseContext())
-	m.stop = make(chan struct{})
-	m.c.bg.Add(1)
-	go m.monitor(node, m.stop)
+	if !g.activeLocked() || lc == g.base || !g.s.certain(lc) {
+		return nil
+	}
+	return lc
+}
+
+// recheck confirms with LockState that the node still holds (pitfall 7)
+// and, if so, makes Context live again under lc. It reports false if it
+// should be tried again.
+func (m *Mutex) recheck(g *grant, lc context.Context) bool {
+	st, _, err := g.s.lockState(g.ctx, g.node, false)
+	if err != nil {
+		if g.ctx.Err() != nil {
+			return true
+		}
+		if sessionGone(err) || errors.Is(err, ErrClosed) {
+			m.lose(g, err, "its session ended")
+			return true
+		}
+		m.c.log.Warn("lock re-check after jeopardy failed", "node", g.node, "err", err)
+		return false
+	}
+	if !st.Exists || !st.Held || st.Token != g.token {
+		m.lose(g, nil, "its node no longer holds after jeopardy")
+		return true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !g.activeLocked() || g.s.LeaseContext() != lc || !g.s.certain(lc) {
+		return true // back in doubt already: the next change re-checks
+	}
+	g.liveCancel()
+	g.base = lc
+	g.live, g.liveCancel = context.WithCancel(lc)
+	g.signalLocked()
+	return true
+}
+
+// sessionEnded records a loss if the grant's context ended with its session.
+func (m *Mutex) sessionEnded(g *grant) {
+	if err := g.s.Err(); err != nil {
+		m.lose(g, err, "its session ended")
+	}
+}
+
+// lose marks the grant lost (unless it was released or already lost).
+func (m *Mutex) lose(g *grant, cause error, why string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !g.activeLocked() {
+		return
+	}
+	g.lost = recipeErr(codeLockLost, cause, "lock %s (node %s) lost: %s", m.path, g.node, why)
+	g.liveCancel()
+	g.cancel()
+	g.signalLocked()
+	m.c.log.Warn("lock lost", "path", m.path, "node", g.node, "why", why)
+}
+
+// Unlock releases the lock: Context is cancelled at once and the node is
+// deleted, which wakes the next waiter. If the delete's outcome is unknown
+// (ctx ended, cell unreachable) the error is returned and the delete goes
+// on in the background while the session lives. Unlock returns an error
+// matching ErrNotHeld if nothing is held, and one matching both ErrNotHeld
+// and ErrLockLost if the lock had been lost.
+func (m *Mutex) Unlock(ctx context.Context) error {
+	m.mu.Lock()
+	g := m.g
+	if g == nil || g.released {
+		m.mu.Unlock()
+		return recipeErr(codeNotHeld, nil, "mutex %s is not held", m.path)
+	}
+	lost := g.lost
+	g.released = true
+	m.g = nil
+	g.liveCancel()
+	g.cancel()
+	g.signalLocked()
+	m.mu.Unlock()
+	<-g.done
+
+	if lost != nil {
+		if g.s.Err() == nil {
+			g.s.cleanup(cleanupTask{path: g.node}) // in case it exists yet no longer holds
+		}
+		return recipeErr(codeNotHeld, lost, "mutex %s", m.path)
+	}
+	req := api.DeleteRequest{Path: g.node}
+	var resp api.WriteResponse
+	err := g.s.write(ctx, &req.WriteHeader, api.RouteDelete, &req, &resp)
+	switch {
+	case err == nil || api.CodeOf(err) == api.CodeNoNode:
+		return nil
+	case errors.Is(err, ErrClosed):
+		return ErrClosed
+	case sessionGone(err):
+		lost := recipeErr(codeLockLost, err, "lock %s lost: its session ended", m.path)
+		return recipeErr(codeNotHeld, lost, "mutex %s", m.path)
+	case unknownOutcome(err):
+		g.s.deferCleanup(cleanupTask{path: g.node})
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return err
+}
+
+// current is the grant if the lock is held (possibly in doubt), else nil.
+func (m *Mutex) current() *grant {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if g := m.g; g != nil && g.activeLocked() && g.s.Err() == nil {
+		return g
+	}
 	return nil
 }
 
-// monitor watches the held node: its deletion (by anyone) or the session's
-// end means the lock is lost.
-func (m *Mutex) monitor(node string, stop chan struct{}) {
-	defer m.c.bg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-stop:
-		case <-m.c.ctx.Done():
-		}
-		cancel()
-	}()
-	for attempt := 0; ctx.Err() == nil; attempt++ {
-		_, exists, ch, err := m.c.GetW(ctx, node)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			if sessionGone(err) || errors.Is(err, ErrClosed) {
-				m.markLost(stop)
-				return
-			}
-			sleepCtx(ctx, backoff(attempt))
-			continue
-		}
-		if !exists {
-			m.markLost(stop)
-			return
-		}
-		select {
-		case ev := <-ch:
-			switch ev.Type {
-			case EventSessionExpired, EventSessionClosed:
-				m.markLost(stop)
-				return
-			case api.EventDeleted:
-				// Confirm with a linearizable read before declaring the loss.
-				if _, err := m.c.Get(ctx, node); errors.Is(err, ErrNoNode) || sessionGone(err) {
-					m.markLost(stop)
-					return
-				}
-			}
-			attempt = 0 // data change or resync: re-arm
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
-func (m *Mutex) markLost(stop chan struct{}) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.stop != stop || !m.held {
-		return
-	}
-	m.held, m.lost = false, true
-	m.cancel()
-}
-
-// deleteNode removes a node this Mutex created, retried under a bounded
-// detached context; a node already gone is fine.
-func (m *Mutex) deleteNode(node string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), createBound)
-	defer cancel()
-	err := m.c.Delete(ctx, node)
-	if errors.Is(err, ErrNoNode) || sessionGone(err) {
-		return nil
-	}
-	return err
-}
-
-// Unlock releases the lock: it deletes the node, which wakes the next
-// waiter. It returns ErrLockLost if the lock had been lost, ErrNotHeld if
-// it was not held.
-func (m *Mutex) Unlock(ctx context.Context) error {
-	m.mu.Lock()
-	node, wasLost := m.node, m.lost
-	if node == "" {
-		m.mu.Unlock()
-		return ErrNotHeld
-	}
-	close(m.stop)
-	m.cancel()
-	m.node, m.token, m.held, m.sess = "", 0, false, nil
-	m.mu.Unlock()
-	err := m.c.Delete(ctx, node)
-	if errors.Is(err, ErrNoNode) || sessionGone(err) {
-		err = nil
-	}
-	if err == nil && wasLost {
-		return ErrLockLost
-	}
-	return err
-}
-
-// Token is the fencing token of the current grant, 0 if not held.
+// Token is the fencing token of the current grant, 0 if not held. It stays
+// the same through jeopardy and after SessionSafe.
 func (m *Mutex) Token() uint64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !m.held {
-		return 0
+	if g := m.current(); g != nil {
+		return g.token
 	}
-	return m.token
+	return 0
 }
 
-// Node is the path of the lock node of the current grant.
+// Node is the path of the current grant's lock node, "" if not held.
 func (m *Mutex) Node() string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.node
+	if g := m.current(); g != nil {
+		return g.node
+	}
+	return ""
 }
 
-// Held reports whether the lock is held and not lost. A held lock may
-// still be in doubt: act only under Context.
-func (m *Mutex) Held() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.held
-}
+// Held reports whether the lock is held: granted, not lost and not
+// unlocked. A held lock may still be in doubt (session in jeopardy): act
+// on it only while Context is live.
+func (m *Mutex) Held() bool { return m.current() != nil }
 
 // Wakeups counts the predecessor events that woke this Mutex while it
-// waited. With the recipe's one-watch-per-waiter it is one per handoff it
-// waited through.
+// waited, over all its Lock calls. With one watch per waiter on its
+// predecessor it is one per release it waited through: a diagnostic for
+// herd effects.
 func (m *Mutex) Wakeups() int64 { return m.wakeups.Load() }
 
-// Context is live while the lock is held and its session's lease is
-// certain. It is cancelled the moment the session enters jeopardy, the lock
-// is lost (session expired, node deleted) or Unlock is called. After the
-// session is safe again, Context returns a fresh live context: the same
-// node still holds, with the same token. Stop acting on the lock when it is
-// done.
+// Context is live while the lock is held and the session's lease is
+// certain. It is cancelled the moment the session enters jeopardy, the
+// lock is lost (session expired or closed, node deleted by anyone) or
+// Unlock is called. After SessionSafe, once the node has been re-checked
+// with LockState and still holds, a fresh call returns a live context
+// again (same node, same token); a call made while that re-check is in
+// flight waits for it (at most the request timeout). Without a grant it
+// returns a cancelled context.
 func (m *Mutex) Context() context.Context {
+	var deadline time.Time
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.held {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		return ctx
+	for {
+		g := m.g
+		if g == nil || !g.activeLocked() {
+			return cancelledCtx
+		}
+		if g.live.Err() == nil {
+			return g.live
+		}
+		lc := g.s.LeaseContext()
+		if lc == g.base || !g.s.certain(lc) {
+			return g.live // in doubt (or ended): cancelled
+		}
+		// Safe again, and the monitor's re-check is due or in flight.
+		if deadline.IsZero() {
+			deadline = time.Now().Add(m.c.timeout)
+		}
+		d := time.Until(deadline)
+		if d <= 0 {
+			return g.live
+		}
+		ch := g.changed
+		m.mu.Unlock()
+		t := time.NewTimer(d)
+		select {
+		case <-ch:
+		case <-t.C:
+		case <-g.ctx.Done():
+		}
+		t.Stop()
+		m.mu.Lock()
 	}
-	if m.ctx.Err() != nil && !m.sess.InJeopardy() && m.sess.Err() == nil {
-		// Safe again: the session (and so the node, which only its deletion
-		// could remove, watched by monitor) survived.
-		m.ctx, m.cancel = context.WithCancel(m.sess.LeaseContext())
+}
+
+// waitLive blocks until the held grant's Context is live (nil), the grant
+// is lost or released (an error), or ctx ends.
+func (m *Mutex) waitLive(ctx context.Context) error {
+	for {
+		m.mu.Lock()
+		g := m.g
+		if g == nil || g.released {
+			m.mu.Unlock()
+			return recipeErr(codeNotHeld, nil, "mutex %s is not held", m.path)
+		}
+		if g.lost != nil {
+			err := g.lost
+			m.mu.Unlock()
+			return err
+		}
+		changed := g.changed
+		m.mu.Unlock()
+		leaseChanged := g.s.LeaseChanged()
+		if m.Context().Err() == nil {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-leaseChanged:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
-	return m.ctx
+}
+
+// setValue writes the held node's value, conditional on its version so a
+// node that is gone is never re-created as a persistent one.
+func (m *Mutex) setValue(ctx context.Context, value []byte) error {
+	m.mu.Lock()
+	g := m.g
+	switch {
+	case g == nil || g.released:
+		m.mu.Unlock()
+		return recipeErr(codeNotHeld, nil, "%s is not held", m.path)
+	case g.lost != nil:
+		err := g.lost
+		m.mu.Unlock()
+		return recipeErr(codeNotHeld, err, "%s", m.path)
+	case g.live.Err() != nil:
+		m.mu.Unlock()
+		return recipeErr(codeNotHeld, nil, "%s is in doubt: the session is in jeopardy", m.path)
+	}
+	version := g.version
+	m.mu.Unlock()
+	if value == nil {
+		value = []byte{}
+	}
+	for attempt := 0; ; attempt++ {
+		req := api.PutRequest{Path: g.node, Value: value, Version: &version}
+		var resp api.WriteResponse
+		err := g.s.write(ctx, &req.WriteHeader, api.RoutePut, &req, &resp)
+		switch {
+		case err == nil:
+			m.mu.Lock()
+			g.version = max(g.version, resp.Node.Version)
+			m.value = value
+			m.mu.Unlock()
+			return nil
+		case api.CodeOf(err) == api.CodeNoNode:
+			m.lose(g, nil, "its node was deleted")
+			return recipeErr(codeLockLost, err, "%s", m.path)
+		case sessionGone(err):
+			m.lose(g, err, "its session ended")
+			return recipeErr(codeLockLost, err, "%s", m.path)
+		case api.CodeOf(err) == api.CodeVersionMismatch && attempt == 0:
+			// An earlier write whose reply was lost may have applied:
+			// adopt the node's version if it is still ours.
+			n, gerr := m.c.Get(ctx, g.node)
+			if errors.Is(gerr, ErrNoNode) || (gerr == nil && n.Owner != g.s.id) {
+				m.lose(g, nil, "its node was deleted")
+				return recipeErr(codeLockLost, gerr, "%s", m.path)
+			}
+			if gerr != nil {
+				return gerr
+			}
+			version = n.Version
+		default:
+			return err
+		}
+	}
 }

@@ -155,8 +155,15 @@ func (s *Session) write(ctx context.Context, hdr *api.WriteHeader, route string,
 		return err
 	}
 	defer s.reqs.end(id)
+	return s.writeID(ctx, id, hdr, route, req, resp)
+}
+
+// writeID sends a write under request id id, which the caller got from
+// s.reqs.begin and ends once the write has had its reply (or hands on to
+// a cleanup). Resending the same id returns the first attempt's result.
+func (s *Session) writeID(ctx context.Context, id uint64, hdr *api.WriteHeader, route string, req, resp any) error {
 	hdr.Session, hdr.Request = s.id, id
-	err = s.c.do(ctx, s.cs, &call{
+	err := s.c.do(ctx, s.cs, &call{
 		route:       route,
 		req:         req,
 		resp:        resp,
@@ -258,6 +265,38 @@ func (c *Client) watchRead(ctx context.Context, cs *cellState, route string, bui
 		return nil, err
 	}
 	return ch, nil
+}
+
+// armRead runs a watch-arming read on this session (never another one the
+// client may open later): armed names the watch the read armed, as for
+// watchRead. It fails with the session's error once it has ended.
+func (s *Session) armRead(ctx context.Context, route string, req, resp any, armed func() (watchKey, uint64, bool)) (<-chan api.Event, error) {
+	s.mu.Lock()
+	if s.err != nil {
+		err := s.err
+		s.mu.Unlock()
+		return nil, err
+	}
+	s.w.beginRead()
+	gen := s.gen
+	s.mu.Unlock()
+	err := s.c.do(ctx, s.cs, &call{route: route, req: req, resp: resp, retryUnsure: true})
+	ch := s.finishArming(err, armed, gen)
+	if err != nil {
+		if sessionGone(err) {
+			s.expire(err)
+		}
+		return nil, err
+	}
+	return ch, nil
+}
+
+// getW is GetW on this session.
+func (s *Session) getW(ctx context.Context, path string) (api.GetResponse, <-chan api.Event, error) {
+	var resp api.GetResponse
+	ch, err := s.armRead(ctx, api.RouteGet, api.ReadRequest{Path: path, Session: s.id, Watch: api.WatchData}, &resp,
+		func() (watchKey, uint64, bool) { return watchKey{path, api.WatchData}, resp.Index, true })
+	return resp, ch, err
 }
 
 // beginArming returns the cell's live session (opened if needed) with a

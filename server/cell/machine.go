@@ -35,7 +35,7 @@ func (m *machine) SaveSnapshot(w io.Writer, _ sm.ISnapshotFileCollection, _ <-ch
 }
 
 func (m *machine) RecoverFromSnapshot(r io.Reader, _ []sm.SnapshotFile, _ <-chan struct{}) error {
-	s, err := fsm.ReadSnapshot(r)
+	s, err := fsm.ReadSnapshot(&stickyEOF{r: r})
 	if err != nil {
 		return fmt.Errorf("cell %s: %w", m.cell.cfg.Info.Name, err)
 	}
@@ -44,6 +44,26 @@ func (m *machine) RecoverFromSnapshot(r io.Reader, _ []sm.SnapshotFile, _ <-chan
 }
 
 func (m *machine) Close() error { return nil }
+
+// stickyEOF keeps returning io.EOF once its reader has. dragonboat's
+// snapshot block reader hands back a zero-filled buffer on a Read after it
+// returned EOF, which a strict decoder would take for trailing data (every
+// snapshot over one 2 MiB block failed to restore).
+type stickyEOF struct {
+	r   io.Reader
+	eof bool
+}
+
+func (s *stickyEOF) Read(p []byte) (int, error) {
+	if s.eof {
+		return 0, io.EOF
+	}
+	n, err := s.r.Read(p)
+	if err == io.EOF {
+		s.eof = true
+	}
+	return n, err
+}
 
 // Queries answered by lookup, under dragonboat's read lock.
 type (

@@ -1,6 +1,7 @@
 package integration_test
 
 import (
+	"bytes"
 	"fmt"
 	"io/fs"
 	"path/filepath"
@@ -40,6 +41,12 @@ func TestSnapshotCatchUpAndRestart(t *testing.T) {
 	for i := 0; i < writes; i++ {
 		mustDo(t, cl, api.RoutePut, api.PutRequest{WriteHeader: s.header(), Path: fmt.Sprintf("/demo/snap/k%03d", i), Value: []byte(fmt.Sprint(i))}, nil)
 	}
+	// ~3 MB of values: the snapshot spans more than one of dragonboat's
+	// 2 MiB snapshot blocks (restores of such snapshots once failed).
+	big := bytes.Repeat([]byte("b"), 60<<10)
+	for i := 0; i < 50; i++ {
+		mustDo(t, cl, api.RoutePut, api.PutRequest{WriteHeader: s.header(), Path: fmt.Sprintf("/demo/snap/big%02d", i), Value: big}, nil)
+	}
 
 	// The follower comes back behind a compacted log: it needs a snapshot.
 	must(t, c.Restart(follower))
@@ -72,6 +79,10 @@ func TestSnapshotCatchUpAndRestart(t *testing.T) {
 		}
 	}
 	var got api.GetResponse
+	mustDo(t, cl, api.RouteGet, api.ReadRequest{Path: "/demo/snap/big49"}, &got)
+	if !bytes.Equal(got.Node.Value, big) {
+		t.Fatal("big value lost across the restart")
+	}
 	mustDo(t, cl, api.RouteGet, api.ReadRequest{Path: "/demo/snap/eph"}, &got)
 	if got.Node.Owner != s.id {
 		t.Fatalf("ephemeral owner %d after restart, want session %d", got.Node.Owner, s.id)

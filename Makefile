@@ -5,7 +5,7 @@ LEASE   ?= 12s
 # Test budget: CI has 2 cores and 90 minutes; keep `make test` well under 15.
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all build run test vet bench clean
+.PHONY: all build run test vet bench chaos chaos-short clean
 
 all: build
 
@@ -32,6 +32,21 @@ test: vet
 bench:
 	$(GO) test -run=NONE -bench=. -benchtime=2000x ./server/integration/
 	$(GO) test -run=NONE -bench=. ./server/fsm/
+
+# Fault-injection suite (internal/chaos): a real 5-replica cell, each
+# replica in its own network namespace (root; loopback without partitions
+# otherwise), SDK workloads, a seeded fault schedule, checkers. Production
+# timing (100 ms ticks, 12 s lease). SEED= reproduces a schedule (default:
+# random, printed); DURATION= is the fault phase (default 5m). Ends with one
+# JSON line; exit status 1 on any violation.
+chaos:
+	$(GO) build -o $(BIN)/chaos ./internal/chaos/cmd/chaos
+	./$(BIN)/chaos -seed=$(or $(SEED),0) -duration=$(or $(DURATION),5m)
+
+# One round of every nemesis with test timing (20 ms ticks, 5 s lease).
+chaos-short:
+	$(GO) build -o $(BIN)/chaos ./internal/chaos/cmd/chaos
+	./$(BIN)/chaos -short -rounds=1 -seed=$(or $(SEED),1) -duration=$(or $(DURATION),2m)
 
 clean:
 	rm -rf $(BIN) $(DATA)

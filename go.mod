@@ -3,6 +3,7 @@ module github.com/lockservice/lockd
 go 1.26.0
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/lni/dragonboat/v4 v4.0.0-20250723143628-076c7f6497dc
 	github.com/prometheus/client_golang v1.25.0
 	github.com/spf13/cobra v1.10.2

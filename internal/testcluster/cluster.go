@@ -64,6 +64,10 @@ type Options struct {
 	Dir string
 	// Logf receives the harness's own progress lines (starts, kills, ...).
 	Logf func(format string, args ...any)
+	// Network, if set, places every replica on its own host address and
+	// wraps its command line (the chaos suite runs each replica in its own
+	// network namespace: see Netns). Nil: every replica on 127.0.0.1.
+	Network Network
 }
 
 func (o Options) withDefaults() Options {
@@ -196,10 +200,15 @@ func New(opts Options) (*Cluster, error) {
 	}
 	for i := 0; i < opts.Replicas; i++ {
 		id := i + 1
+		apiAddr := fmt.Sprintf("127.0.0.1:%d", ports[2*i])
+		raftAddr := fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])
+		if opts.Network != nil {
+			apiAddr, raftAddr = networkAddrs(opts.Network, id)
+		}
 		n := Node{
 			ID:       id,
-			APIAddr:  fmt.Sprintf("127.0.0.1:%d", ports[2*i]),
-			RaftAddr: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1]),
+			APIAddr:  apiAddr,
+			RaftAddr: raftAddr,
 			DataDir:  filepath.Join(c.dir, fmt.Sprintf("replica-%d", id)),
 			LogPath:  filepath.Join(c.dir, fmt.Sprintf("replica-%d.log", id)),
 		}
@@ -302,6 +311,10 @@ func (c *Cluster) startProc(p *proc) error {
 	p.starts++
 	fmt.Fprintf(f, "=== testcluster: start #%d of replica %d at %s\n", p.starts, p.node.ID, time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(c.bin, c.args(p.node.ID)...)
+	if c.opts.Network != nil {
+		prog, argv := c.opts.Network.Command(p.node.ID, c.bin, c.args(p.node.ID))
+		cmd = exec.Command(prog, argv...)
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Dir = p.node.DataDir
 	if err := start(cmd); err != nil {

@@ -1,0 +1,161 @@
+package chaos
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/lockservice/lockd/api"
+)
+
+// maxDetails bounds the violations a checker spells out; the rest are
+// counted.
+const maxDetails = 20
+
+// CheckMutualExclusion is checker (a). It works in the service's own
+// order, Raft indices, from what the service said (LockObs), so it needs no
+// clock and no trust in the client library:
+//
+//   - once a node holds its lock it holds until it is deleted: no
+//     observation may show it waiting at a later index;
+//   - a node's held span is [first, last index at which it was seen
+//     holding]; the node held throughout it. No two spans of one lock may
+//     overlap if either node is exclusive: no two sessions held the lock,
+//     or a write lock beside a read lock, at the same index.
+//
+// It returns the number of observations checked and the violations.
+func CheckMutualExclusion(obs []LockObs) (int, []Violation) {
+	type span struct {
+		node     string
+		mode     api.LockMode
+		lo, hi   uint64
+		held     bool
+		waitAt   []uint64 // indices at which it was seen waiting
+		sources  map[string]bool
+		loSource string
+		hiSource string
+	}
+	locks := map[string]map[string]*span{}
+	for _, o := range obs {
+		nodes := locks[o.Lock]
+		if nodes == nil {
+			nodes = map[string]*span{}
+			locks[o.Lock] = nodes
+		}
+		s := nodes[o.Node]
+		if s == nil {
+			s = &span{node: o.Node, mode: o.Mode, sources: map[string]bool{}}
+			nodes[o.Node] = s
+		}
+		if !o.Held {
+			s.waitAt = append(s.waitAt, o.Index)
+			continue
+		}
+		if !s.held || o.Index < s.lo {
+			s.lo, s.loSource = o.Index, o.Source
+		}
+		if !s.held || o.Index > s.hi {
+			s.hi, s.hiSource = o.Index, o.Source
+		}
+		s.held = true
+		s.sources[o.Source] = true
+	}
+	var vs []Violation
+	add := func(format string, args ...any) {
+		vs = append(vs, Violation{"mutual-exclusion", fmt.Sprintf(format, args...)})
+	}
+	lockNames := make([]string, 0, len(locks))
+	for l := range locks {
+		lockNames = append(lockNames, l)
+	}
+	sort.Strings(lockNames)
+	for _, lock := range lockNames {
+		var spans []*span
+		for _, s := range locks[lock] {
+			if !s.held {
+				continue
+			}
+			for _, w := range s.waitAt {
+				if w > s.lo {
+					add("%s: %s held at index %d (%s) but was waiting again at index %d", lock, s.node, s.lo, s.loSource, w)
+					break
+				}
+			}
+			spans = append(spans, s)
+		}
+		sort.Slice(spans, func(i, j int) bool {
+			if spans[i].lo != spans[j].lo {
+				return spans[i].lo < spans[j].lo
+			}
+			return spans[i].node < spans[j].node
+		})
+		for i, a := range spans {
+			for _, b := range spans[i+1:] {
+				if b.lo > a.hi {
+					break
+				}
+				if a.mode == api.LockExclusive || b.mode == api.LockExclusive {
+					add("%s: %s (%s) held over indices [%d (%s), %d (%s)] and %s (%s) held at %d (%s): two holders at once",
+						lock, a.node, a.mode, a.lo, a.loSource, a.hi, a.hiSource, b.node, b.mode, b.lo, b.loSource)
+				}
+			}
+		}
+	}
+	return len(obs), vs
+}
+
+// holdersOf applies the lock rules to the lock nodes among a lock's
+// children (names in sequence order): an exclusive node holds if it is the
+// first; shared nodes hold while no exclusive node is before them. It
+// returns the mode of every lock child and whether it holds.
+func holdersOf(names []string) (modes map[string]api.LockMode, held map[string]bool) {
+	type child struct {
+		name string
+		seq  string
+		mode api.LockMode
+	}
+	var cs []child
+	for _, n := range names {
+		switch {
+		case len(n) > 2 && n[:2] == "w-":
+			cs = append(cs, child{n, n[2:], api.LockExclusive})
+		case len(n) > 2 && n[:2] == "r-":
+			cs = append(cs, child{n, n[2:], api.LockShared})
+		}
+	}
+	// Both kinds share one sequence counter: order by the number.
+	sort.Slice(cs, func(i, j int) bool { return cs[i].seq < cs[j].seq })
+	modes, held = map[string]api.LockMode{}, map[string]bool{}
+	exclusiveSeen := false
+	for i, c := range cs {
+		modes[c.name] = c.mode
+		switch c.mode {
+		case api.LockExclusive:
+			held[c.name] = i == 0
+			exclusiveSeen = true
+		case api.LockShared:
+			held[c.name] = !exclusiveSeen
+		}
+	}
+	return modes, held
+}
+
+// modeOf is the lock mode of a lock node by its name.
+func modeOf(node string) api.LockMode {
+	name := node
+	if i := lastSlash(node); i >= 0 {
+		name = node[i+1:]
+	}
+	if len(name) > 2 && name[:2] == "r-" {
+		return api.LockShared
+	}
+	return api.LockExclusive
+}
+
+func lastSlash(s string) int {
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == '/' {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,201 @@
+package chaos
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Stats are the min, median and max of samples, in milliseconds.
+type Stats struct {
+	Min    int64 `json:"min"`
+	Median int64 `json:"median"`
+	Max    int64 `json:"max"`
+	N      int   `json:"-"`
+}
+
+func statsOf(samples []Sample) Stats {
+	if len(samples) == 0 {
+		return Stats{}
+	}
+	ms := make([]float64, len(samples))
+	for i, s := range samples {
+		ms[i] = float64(s.Dur) / float64(time.Millisecond)
+	}
+	sort.Float64s(ms)
+	n := len(ms)
+	med := ms[n/2]
+	if n%2 == 0 {
+		med = (ms[n/2-1] + ms[n/2]) / 2
+	}
+	return Stats{Min: int64(math.Round(ms[0])), Median: int64(math.Round(med)), Max: int64(math.Round(ms[n-1])), N: n}
+}
+
+func (s Stats) String() string {
+	if s.N == 0 {
+		return "no samples"
+	}
+	return fmt.Sprintf("n=%d  min %d ms, median %d ms, max %d ms", s.N, s.Min, s.Median, s.Max)
+}
+
+// CheckSummary is one checker's result.
+type CheckSummary struct {
+	Name       string
+	Checked    int
+	Violations []Violation
+}
+
+// Report is what a run found and measured.
+type Report struct {
+	Seed         int64
+	DurationS    float64 // the fault phase
+	Ops          int     // client calls recorded and checked
+	Violations   int
+	Failovers    int
+	FailoverMS   Stats
+	TakeoverMS   Stats
+	SessionsLost int
+
+	Network          string
+	Steps            int
+	Schedule         []Step
+	Faults           map[string]int // by step label
+	Checks           []CheckSummary
+	Linearizable     string // porcupine's verdict: ok, illegal, unknown
+	OpsByKind        map[string]int
+	Grants           int
+	AcceptedWrites   int
+	LockObservations int
+	ConfigOps        int
+	AckedWrites      int
+	StaleRefused     int
+	Jeopardies       int
+	// SessionsLostToOutages ended during an outage of at least a lease
+	// (the cell committed nothing): not fail-over losses.
+	SessionsLostToOutages int
+	Outages               []string // periods of at least a lease without a commit
+	HealedS               float64  // faults stopped → every waiter granted
+	RegainMS              Stats    // kill-three: majority back → first commit
+	FailoverByKind        map[string]Stats
+	TakeoverByKind        map[string]Stats
+	Dir                   string // data and logs, kept when a violation was found
+
+	failoverSamples, takeoverSamples, regainSamples []Sample
+}
+
+// check records a checker's result.
+func (r *Report) check(name string) func(int, []Violation) {
+	return func(checked int, vs []Violation) {
+		r.Checks = append(r.Checks, CheckSummary{Name: name, Checked: checked, Violations: vs})
+	}
+}
+
+func (r *Report) finish() {
+	r.Violations = 0
+	for _, c := range r.Checks {
+		r.Violations += len(c.Violations)
+	}
+	r.Failovers = len(r.failoverSamples)
+	r.FailoverMS = statsOf(r.failoverSamples)
+	r.TakeoverMS = statsOf(r.takeoverSamples)
+	r.RegainMS = statsOf(r.regainSamples)
+	r.FailoverByKind = byKind(r.failoverSamples)
+	r.TakeoverByKind = byKind(r.takeoverSamples)
+}
+
+func byKind(samples []Sample) map[string]Stats {
+	m := map[string][]Sample{}
+	for _, s := range samples {
+		m[s.Kind] = append(m[s.Kind], s)
+	}
+	out := map[string]Stats{}
+	for k, v := range m {
+		out[k] = statsOf(v)
+	}
+	return out
+}
+
+// JSON is the one-line result `make chaos` ends with.
+func (r *Report) JSON() string {
+	line := struct {
+		Seed         int64   `json:"seed"`
+		DurationS    float64 `json:"duration_s"`
+		Ops          int     `json:"ops"`
+		Violations   int     `json:"violations"`
+		Failovers    int     `json:"failovers"`
+		FailoverMS   Stats   `json:"failover_ms"`
+		TakeoverMS   Stats   `json:"takeover_ms"`
+		SessionsLost int     `json:"sessions_lost"`
+	}{r.Seed, math.Round(r.DurationS*10) / 10, r.Ops, r.Violations, r.Failovers, r.FailoverMS, r.TakeoverMS, r.SessionsLost}
+	b, _ := json.Marshal(line)
+	return string(b)
+}
+
+// Summary is the readable report printed above the JSON line.
+func (r *Report) Summary() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "chaos: seed %d, fault phase %.1f s, %d steps\n", r.Seed, r.DurationS, r.Steps)
+	fmt.Fprintf(&b, "network: %s\n", r.Network)
+	fmt.Fprintf(&b, "faults injected:\n")
+	for _, k := range sortedKeys(r.Faults) {
+		fmt.Fprintf(&b, "  %-32s %4d\n", k, r.Faults[k])
+	}
+	fmt.Fprintf(&b, "  %-32s %4s\n", "slow/failing fsync", "not done")
+	fmt.Fprintf(&b, "operations checked: %d client calls; %d grants, %d fenced writes accepted, %d stale writes refused, %d lock-state observations, %d config ops, %d acknowledged unique puts\n",
+		r.Ops, r.Grants, r.AcceptedWrites, r.StaleRefused, r.LockObservations, r.ConfigOps, r.AckedWrites)
+	var kinds []string
+	for _, k := range sortedKeys(r.OpsByKind) {
+		kinds = append(kinds, fmt.Sprintf("%s %d", k, r.OpsByKind[k]))
+	}
+	fmt.Fprintf(&b, "  by kind: %s\n", strings.Join(kinds, ", "))
+	fmt.Fprintf(&b, "checkers:\n")
+	for _, c := range r.Checks {
+		status := "ok"
+		if len(c.Violations) > 0 {
+			status = fmt.Sprintf("%d VIOLATIONS", len(c.Violations))
+		}
+		extra := ""
+		if strings.HasPrefix(c.Name, "c.") {
+			extra = " (porcupine: " + r.Linearizable + ")"
+		}
+		fmt.Fprintf(&b, "  %-42s %8d checked  %s%s\n", c.Name, c.Checked, status, extra)
+		for i, v := range c.Violations {
+			if i == maxDetails {
+				fmt.Fprintf(&b, "      ... %d more\n", len(c.Violations)-maxDetails)
+				break
+			}
+			fmt.Fprintf(&b, "      - %s\n", v.Detail)
+		}
+	}
+	fmt.Fprintf(&b, "cell failover (leader killed/paused/cut off → first commit under the new leader): %s\n", r.FailoverMS)
+	for _, k := range sortedKeys(r.FailoverByKind) {
+		fmt.Fprintf(&b, "  %-32s %s\n", k, r.FailoverByKind[k])
+	}
+	fmt.Fprintf(&b, "takeover (holder process killed/paused → next waiter granted): %s\n", r.TakeoverMS)
+	for _, k := range sortedKeys(r.TakeoverByKind) {
+		fmt.Fprintf(&b, "  %-32s %s\n", k, r.TakeoverByKind[k])
+	}
+	fmt.Fprintf(&b, "majority back after kill-three → first commit: %s\n", r.RegainMS)
+	fmt.Fprintf(&b, "liveness phase after the heal: %.1f s until every waiter was granted (or the bound)\n", r.HealedS)
+	fmt.Fprintf(&b, "sessions lost to fail-overs: %d; jeopardy episodes: %d\n", r.SessionsLost, r.Jeopardies)
+	if len(r.Outages) > 0 {
+		fmt.Fprintf(&b, "OUTAGES (no commit for a lease or more): %s; sessions ended during them: %d\n", strings.Join(r.Outages, ", "), r.SessionsLostToOutages)
+	}
+	fmt.Fprintf(&b, "violations: %d\n", r.Violations)
+	if r.Dir != "" {
+		fmt.Fprintf(&b, "data and logs: %s\n", r.Dir)
+	}
+	return b.String()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}

@@ -1,0 +1,126 @@
+package chaos
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+// FaultKind is a nemesis.
+type FaultKind string
+
+const (
+	KillLeader    FaultKind = "kill-leader"    // kill -9 the cell's leader, restart it later
+	KillFollower  FaultKind = "kill-follower"  // kill -9 one follower, restart it later
+	KillTwo       FaultKind = "kill-two"       // kill -9 two replicas at once (a majority remains)
+	KillThree     FaultKind = "kill-three"     // kill -9 three: no majority; nothing may commit until one returns
+	PauseLeader   FaultKind = "pause-leader"   // SIGSTOP the leader, SIGCONT later (sometimes past the lease)
+	IsolateLeader FaultKind = "isolate-leader" // cut the leader off from every other replica (netns)
+	SplitCell     FaultKind = "split-2-3"      // cut the cell into two and three replicas (netns)
+	KillHolder    FaultKind = "kill-holder"    // kill -9 the holder process of the takeover lock
+	PauseHolder   FaultKind = "pause-holder"   // SIGSTOP the holder process past its lease, SIGCONT after the takeover
+)
+
+// partitionKinds need network namespaces.
+var partitionKinds = map[FaultKind]bool{IsolateLeader: true, SplitCell: true}
+
+// roundBag is one round of the schedule before shuffling: every nemesis,
+// the leader and holder ones twice or more so that a run measures enough
+// fail-overs and takeovers.
+var roundBag = []FaultKind{
+	KillLeader, KillLeader, PauseLeader, PauseLeader, IsolateLeader,
+	KillFollower, KillTwo, KillThree, SplitCell,
+	KillHolder, KillHolder, PauseHolder,
+}
+
+// Step is one fault of the schedule: what, for how long, which targets
+// (Pick chooses among the candidates the cell offers when the step runs:
+// the leader is whoever leads then), and the quiet gap after healing.
+type Step struct {
+	Kind FaultKind
+	Hold time.Duration
+	Long bool // pause-leader: past the lease
+	Pick uint64
+	Gap  time.Duration
+}
+
+func (s Step) String() string {
+	long := ""
+	if s.Long {
+		long = " (past the lease)"
+	}
+	return fmt.Sprintf("%s%s for %v, pick %d, then %v quiet", s.Kind, long, s.Hold.Round(time.Millisecond), s.Pick%1000, s.Gap.Round(time.Millisecond))
+}
+
+// Label is the step's name in the report's fault counts.
+func (s Step) Label() string {
+	if s.Long {
+		return string(s.Kind) + " (past the lease)"
+	}
+	return string(s.Kind)
+}
+
+// Timing scales a schedule: the longest election timeout (20 Raft ticks)
+// and the session lease.
+type Timing struct {
+	Election time.Duration
+	Lease    time.Duration
+}
+
+// Schedule is the fault schedule a seed gives: rounds of every nemesis in
+// an order shuffled by the seed, with durations drawn from it. The same
+// seed, timing and partition setting give the same steps. Without
+// partitions (no network namespaces) the partition nemeses are left out.
+func Schedule(seed int64, t Timing, partitions bool, rounds int) []Step {
+	r := rand.New(rand.NewPCG(uint64(seed), 0x6c6f636b64)) // "lockd"
+	E, L := t.Election, t.Lease
+	u := func(lo, hi time.Duration) time.Duration { return jitter(r, lo, hi) }
+	var steps []Step
+	for round := 0; round < rounds; round++ {
+		bag := make([]FaultKind, 0, len(roundBag))
+		for _, k := range roundBag {
+			if partitionKinds[k] && !partitions {
+				continue
+			}
+			bag = append(bag, k)
+		}
+		r.Shuffle(len(bag), func(i, j int) { bag[i], bag[j] = bag[j], bag[i] })
+		longPause := r.IntN(2) == 0 // of the round's two leader pauses, which is long
+		pauses := 0
+		for _, k := range bag {
+			st := Step{Kind: k, Pick: r.Uint64(), Gap: u(E/2, E)}
+			switch k {
+			case KillLeader, KillFollower, KillTwo:
+				st.Hold = u(E, 3*E)
+			case KillThree:
+				st.Hold = u(L/4, L/3)
+			case PauseLeader:
+				st.Long = (pauses == 0) == longPause
+				pauses++
+				if st.Long {
+					st.Hold = L + u(E/2, E)
+				} else {
+					st.Hold = u(E, 2*E)
+				}
+			case IsolateLeader, SplitCell:
+				st.Hold = u(2*E, 4*E)
+			case PauseHolder:
+				st.Hold = L + u(L/4, L/2)
+			case KillHolder:
+				st.Hold = 0
+			}
+			steps = append(steps, st)
+		}
+	}
+	return steps
+}
+
+// describeSchedule lists steps, one a line.
+func describeSchedule(steps []Step) string {
+	var b strings.Builder
+	for i, s := range steps {
+		fmt.Fprintf(&b, "  %3d  %s\n", i+1, s)
+	}
+	return b.String()
+}

@@ -272,21 +272,38 @@ func watchCmd(g *globals) *cobra.Command {
 	}
 }
 
-// watchLoop re-arms a data watch (and a children watch while the node
-// exists) after every event: re-read and re-arm are one call each.
+// watchLoop re-arms a children watch (while the node exists) and a data
+// watch after every event, and prints the event's line with the state read
+// by the re-arming GetW: the printed state is the one the watches are
+// armed at, so any later change fires again and the latest state is always
+// printed (intermediate ones may be skipped).
 func watchLoop(ctx context.Context, c *sdk.Client, path string, asJSON bool, out io.Writer) error {
+	var pending *api.Event // the event whose line waits for the re-read
 	for {
-		_, exists, dataCh, err := c.GetW(ctx, path)
+		// Children first: a child change between the two calls then fires
+		// the children watch, and a data change shows in the GetW read.
+		var childCh <-chan api.Event
+		if _, _, ch, err := c.ChildrenW(ctx, path); err == nil {
+			childCh = ch
+		} else if !errors.Is(err, sdk.ErrNoNode) {
+			return quietOnCancel(ctx, err)
+		}
+		cur, exists, dataCh, err := c.GetW(ctx, path)
 		if err != nil {
 			return quietOnCancel(ctx, err)
 		}
-		var childCh <-chan api.Event
-		if exists {
-			if _, _, ch, err := c.ChildrenW(ctx, path); err == nil {
-				childCh = ch
-			} else if !errors.Is(err, sdk.ErrNoNode) {
-				return quietOnCancel(ctx, err)
+		if exists && childCh == nil {
+			continue // created between the two reads: arm its children watch too
+		}
+		if pending != nil {
+			line := watchLine{Type: pending.Type, Path: pending.Path, Index: pending.Index}
+			if exists {
+				line.Exists, line.Version, line.Value = true, cur.Version, string(cur.Value)
 			}
+			if err := printWatchLine(out, line, asJSON); err != nil {
+				return err
+			}
+			pending = nil
 		}
 		var ev api.Event
 		var ok bool
@@ -305,26 +322,20 @@ func watchLoop(ctx context.Context, c *sdk.Client, path string, asJSON bool, out
 			}
 			continue // the client opens a new session on the next read
 		}
-		line := watchLine{Type: ev.Type, Path: ev.Path, Index: ev.Index}
-		if cur, err := c.Get(ctx, path); err == nil {
-			line.Exists, line.Version, line.Value = true, cur.Version, string(cur.Value)
-		} else if !errors.Is(err, sdk.ErrNoNode) {
-			return quietOnCancel(ctx, err)
-		}
-		if asJSON {
-			if err := writeJSONLine(out, line); err != nil {
-				return err
-			}
-			continue
-		}
-		state := "deleted"
-		if line.Exists {
-			state = fmt.Sprintf("version %d", line.Version)
-		}
-		if _, err := fmt.Fprintf(out, "%s %s index=%d %s\n", line.Type, line.Path, line.Index, state); err != nil {
-			return err
-		}
+		pending = &ev
 	}
+}
+
+func printWatchLine(out io.Writer, line watchLine, asJSON bool) error {
+	if asJSON {
+		return writeJSONLine(out, line)
+	}
+	state := "deleted"
+	if line.Exists {
+		state = fmt.Sprintf("version %d", line.Version)
+	}
+	_, err := fmt.Fprintf(out, "%s %s index=%d %s\n", line.Type, line.Path, line.Index, state)
+	return err
 }
 
 func quietOnCancel(ctx context.Context, err error) error {

@@ -435,6 +435,12 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 		return recipeErr(codeNotHeld, nil, "mutex %s is not held", m.path)
 	}
 	lost := g.lost
+	if err := g.s.Err(); lost == nil && err != nil && !errors.Is(err, ErrClosed) {
+		// The session ended (expired, or given up after the grace period)
+		// before the monitor recorded the loss: the lock is lost, and no
+		// delete is sent (the cell may be unreachable).
+		lost = recipeErr(codeLockLost, err, "lock %s (node %s) lost: its session ended", m.path, g.node)
+	}
 	g.released = true
 	m.g = nil
 	g.liveCancel()

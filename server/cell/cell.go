@@ -6,7 +6,6 @@ package cell
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"sync"
@@ -195,28 +194,16 @@ func (c *Cell) announce(term uint64) {
 	}
 }
 
-// appliedEffects is the part of a command afterApply needs.
-type appliedEffects struct {
-	Op        fsm.Op `json:"op"`
-	Session   uint64 `json:"session"`
-	Target    uint64 `json:"target"`
-	ReplicaID uint64 `json:"replica_id"`
-	Term      uint64 `json:"term"`
-}
-
 // afterApply updates the leader-only soft state after an entry applied. It
 // runs under dragonboat's write lock on the state, so it is ordered exactly
 // with applies and with lookups.
-func (c *Cell) afterApply(s *fsm.State, cmdBytes, resBytes []byte, changes []fsm.Change) {
-	if n := c.watches.Apply(changes); len(changes) > 0 && c.cfg.Fanout != nil {
+func (c *Cell) afterApply(s *fsm.State, a *fsm.Applied) {
+	if n := c.watches.Apply(a.Changes); len(a.Changes) > 0 && c.cfg.Fanout != nil {
 		if active, _ := c.sessions.Active(); active {
 			c.cfg.Fanout(n)
 		}
 	}
-	var cmd appliedEffects
-	if json.Unmarshal(cmdBytes, &cmd) != nil {
-		return
-	}
+	cmd, res := &a.Cmd, &a.Result
 	switch cmd.Op {
 	case fsm.OpLeaderStart:
 		if cmd.ReplicaID == c.cfg.ReplicaID && c.leading(cmd.Term) {
@@ -227,7 +214,7 @@ func (c *Cell) afterApply(s *fsm.State, cmdBytes, resBytes []byte, changes []fsm
 			c.watches.Reset()
 		}
 	case fsm.OpOpenSession:
-		if res, err := fsm.DecodeResult(resBytes); err == nil && res.Err == nil {
+		if res.Err == nil {
 			c.sessions.Opened(res.Session, res.LeaseMS)
 		}
 	case fsm.OpCloseSession, fsm.OpExpireSession:
@@ -242,7 +229,7 @@ func (c *Cell) afterApply(s *fsm.State, cmdBytes, resBytes []byte, changes []fsm
 	case fsm.OpCreate:
 		// A lock node that must wait gets its predecessor watch armed by the
 		// same apply: no extra round trip, and no window to miss the delete.
-		if res, err := fsm.DecodeResult(resBytes); err == nil && res.Err == nil && res.WaitFor != "" {
+		if res.Err == nil && res.WaitFor != "" {
 			if active, epoch := c.sessions.Active(); active && epoch == s.Epoch() {
 				c.watches.Register(cmd.Session, res.WaitFor, api.WatchData)
 			}

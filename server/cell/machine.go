@@ -21,9 +21,9 @@ type machine struct {
 }
 
 func (m *machine) Update(e sm.Entry) (sm.Result, error) {
-	res, changes := m.state.Apply(e.Index, e.Cmd)
-	m.cell.afterApply(m.state, e.Cmd, res, changes)
-	return sm.Result{Value: e.Index, Data: res}, nil
+	a := m.state.ApplyEntry(e.Index, e.Cmd)
+	m.cell.afterApply(m.state, &a)
+	return sm.Result{Value: e.Index, Data: a.Encoded}, nil
 }
 
 func (m *machine) Lookup(q interface{}) (interface{}, error) {

@@ -101,36 +101,51 @@ func (s *State) NumNodes() int { return len(s.nodes) }
 // NumSessions is the number of live sessions.
 func (s *State) NumSessions() int { return len(s.sessions) }
 
+// Applied is one applied entry: the command as decoded, its result, the
+// result encoded for the proposer, and the paths it changed. The runtime
+// beside the state machine reads it instead of decoding the entry again.
+type Applied struct {
+	Cmd     Command
+	Result  Result
+	Encoded []byte
+	Changes []Change
+}
+
 // Apply applies the command encoded in data, committed at index, and returns
-// the encoded Result and the paths it changed. A command that cannot be
-// decoded or is refused changes no node and no session state, except that a
-// session-scoped request still records its (error) result for dedupe and
-// applies its ack: a retry must get the same answer.
+// the encoded Result and the paths it changed. See ApplyEntry.
 func (s *State) Apply(index uint64, data []byte) ([]byte, []Change) {
+	a := s.ApplyEntry(index, data)
+	return a.Encoded, a.Changes
+}
+
+// ApplyEntry applies the command encoded in data, committed at index. A
+// command that cannot be decoded or is refused changes no node and no
+// session state, except that a session-scoped request still records its
+// (error) result for dedupe and applies its ack: a retry must get the same
+// answer.
+func (s *State) ApplyEntry(index uint64, data []byte) Applied {
 	if index <= s.index {
 		panic(fmt.Sprintf("fsm: apply index %d after %d", index, s.index))
 	}
 	s.index = index
 	cmd, err := DecodeCommand(data)
 	if err != nil {
-		r := Result{Err: api.Errorf(api.CodeBadRequest, "undecodable entry: %v", err), Index: index}
-		return r.Encode(), nil
+		return refused(index, Command{}, api.Errorf(api.CodeBadRequest, "undecodable entry: %v", err))
 	}
 	// Session-scoped writes with a request id are deduplicated: a retry gets
 	// the first attempt's result and is never applied twice.
 	if cmd.Session != 0 && cmd.Request != 0 && isDedupedOp(cmd.Op) {
 		sess, serr := s.liveSession(cmd.Session)
 		if serr != nil {
-			r := Result{Err: serr, Index: index}
-			return r.Encode(), nil
+			return refused(index, cmd, serr)
 		}
 		sess.ack(cmd.Ack)
 		if cmd.Request < sess.ackedBelow {
-			r := Result{Err: api.Errorf(api.CodeStaleRequest, "request %d of session %d was already answered", cmd.Request, cmd.Session), Index: index}
-			return r.Encode(), nil
+			return refused(index, cmd, api.Errorf(api.CodeStaleRequest, "request %d of session %d was already answered", cmd.Request, cmd.Session))
 		}
 		if prev, ok := sess.lookup(cmd.Request); ok {
-			return prev, nil
+			res, _ := DecodeResult(prev) // written by Encode: cannot fail
+			return Applied{Cmd: cmd, Result: res, Encoded: prev}
 		}
 		res, changes := s.apply(index, &cmd)
 		enc := res.Encode()
@@ -138,10 +153,15 @@ func (s *State) Apply(index uint64, data []byte) ([]byte, []Change) {
 		if _, live := s.sessions[cmd.Session]; live {
 			sess.record(cmd.Request, enc)
 		}
-		return enc, changes
+		return Applied{Cmd: cmd, Result: res, Encoded: enc, Changes: changes}
 	}
 	res, changes := s.apply(index, &cmd)
-	return res.Encode(), changes
+	return Applied{Cmd: cmd, Result: res, Encoded: res.Encode(), Changes: changes}
+}
+
+func refused(index uint64, cmd Command, err *api.Error) Applied {
+	res := Result{Err: err, Index: index}
+	return Applied{Cmd: cmd, Result: res, Encoded: res.Encode()}
 }
 
 func isDedupedOp(op Op) bool {

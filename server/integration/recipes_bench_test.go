@@ -113,7 +113,7 @@ func BenchmarkRecipeHandoff(b *testing.B) {
 		}
 	}
 	defer close(stop)
-	waitChildrenTB(b, clients[0], path, waiters+1)
+	waitChildren(b, clients[0], path, waiters+1)
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

@@ -279,8 +279,8 @@ func field(line, key string) string {
 	return ""
 }
 
-// waitChildrenTB waits until path has at least n children.
-func waitChildrenTB(tb testing.TB, cl *sdk.Client, path string, n int) {
+// waitChildren waits until path has at least n children.
+func waitChildren(tb testing.TB, cl *sdk.Client, path string, n int) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -159,7 +159,7 @@ func TestScenario3(t *testing.T) {
 			granted <- grantNote{c: ct, token: ct.m.Token(), at: time.Now()}
 		}()
 	}
-	waitChildrenTB(t, probe, lock, n+1)
+	waitChildren(t, probe, lock, n+1)
 	t.Logf("%d contenders queued behind the holder in %v", n, time.Since(start).Round(time.Millisecond))
 
 	bySession := map[uint64]*contender{}

@@ -30,22 +30,22 @@ test: vet
 # Benchmarks with the figures the issues ask for (real 5-replica cluster,
 # production Raft timing, fsync on).
 bench:
-	$(GO) test -run=NONE -bench=. -benchtime=2000x ./server/integration/
+	$(GO) test -run=NONE -bench=. -benchtime=2000x ./tests/integration/
 	$(GO) test -run=NONE -bench=. ./server/fsm/
 
-# Fault-injection suite (internal/chaos): a real 5-replica cell, each
+# Fault-injection suite (tests/chaos): a real 5-replica cell, each
 # replica in its own network namespace (root; loopback without partitions
 # otherwise), SDK workloads, a seeded fault schedule, checkers. Production
 # timing (100 ms ticks, 12 s lease). SEED= reproduces a schedule (default:
 # random, printed); DURATION= is the fault phase (default 5m). Ends with one
 # JSON line; exit status 1 on any violation.
 chaos:
-	$(GO) build -o $(BIN)/chaos ./internal/chaos/cmd/chaos
+	$(GO) build -o $(BIN)/chaos ./tests/chaos/cmd/chaos
 	./$(BIN)/chaos -seed=$(or $(SEED),0) -duration=$(or $(DURATION),5m)
 
 # One round of every nemesis with test timing (20 ms ticks, 5 s lease).
 chaos-short:
-	$(GO) build -o $(BIN)/chaos ./internal/chaos/cmd/chaos
+	$(GO) build -o $(BIN)/chaos ./tests/chaos/cmd/chaos
 	./$(BIN)/chaos -short -rounds=1 -seed=$(or $(SEED),1) -duration=$(or $(DURATION),2m)
 
 clean:

@@ -1,7 +1,0 @@
-//go:build !linux
-
-package testcluster
-
-import "os/exec"
-
-func start(cmd *exec.Cmd) error { return cmd.Start() }

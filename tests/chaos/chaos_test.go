@@ -1,0 +1,64 @@
+package chaos
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/lockservice/lockd/tests/cluster"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	cluster.Cleanup()
+	os.Exit(code)
+}
+
+// TestChaosShort is the fixed-seed run of `make test`: one round of every
+// nemesis (test timing: 20 ms Raft ticks, 5 s lease) against a real
+// five-replica cell in network namespaces, every workload, every checker.
+// It must find no violation, inject every fault, and measure fail-overs
+// and takeovers. Under -race the clients are fewer and slower; lockd is
+// built without -race either way.
+func TestChaosShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	cfg := Config{Seed: 1, Short: true, Rounds: 1, Duration: 2 * time.Minute, Logf: t.Logf}
+	if raceEnabled {
+		cfg.Locks, cfg.WorkersPerLock, cfg.SharedReaders, cfg.Candidates = 1, 3, 2, 2
+		cfg.ConfigClients, cfg.Churners, cfg.AckedWriters = 2, 1, 1
+		cfg.Think, cfg.ObservePeriod = 100*time.Millisecond, 50*time.Millisecond
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wall time %v\n%s%s", time.Since(t0).Round(time.Second), rep.Summary(), rep.JSON())
+	if rep.Violations != 0 {
+		t.Fatalf("%d violations (data and logs in %s)", rep.Violations, rep.Dir)
+	}
+	netns := cluster.NetnsAvailable() == nil
+	for _, k := range roundBag {
+		if partitionKinds[k] && !netns {
+			continue
+		}
+		n := rep.Faults[string(k)] + rep.Faults[string(k)+" (past the lease)"]
+		if n == 0 {
+			t.Errorf("fault %s was not injected", k)
+		}
+	}
+	if rep.Failovers < 2 || rep.TakeoverMS.N < 3 {
+		t.Errorf("%d fail-overs and %d takeovers measured, want ≥2 and 3", rep.Failovers, rep.TakeoverMS.N)
+	}
+	if rep.SessionsLost != 0 {
+		t.Errorf("%d sessions lost", rep.SessionsLost)
+	}
+	if rep.Ops < 1000 {
+		t.Errorf("only %d operations", rep.Ops)
+	}
+}

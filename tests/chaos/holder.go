@@ -1,0 +1,253 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/sdk"
+	"github.com/lockservice/lockd/tests/cluster"
+)
+
+var (
+	holderOnce sync.Once
+	holderBin  string
+	holderErr  error
+)
+
+// holderBinary builds cmd/holder (without -race: it is a client process
+// like any other) once per process into dir.
+func holderBinary(dir string) (string, error) {
+	holderOnce.Do(func() {
+		if p := os.Getenv("CHAOS_HOLDER_BIN"); p != "" {
+			holderBin, holderErr = filepath.Abs(p)
+			return
+		}
+		root, err := cluster.ModuleRoot()
+		if err != nil {
+			holderErr = err
+			return
+		}
+		bin := filepath.Join(dir, "chaos-holder")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./tests/chaos/cmd/holder")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			holderErr = fmt.Errorf("go build holder: %w\n%s", err, out)
+			return
+		}
+		holderBin = bin
+	})
+	return holderBin, holderErr
+}
+
+// holderProc is one run of the holder process.
+type holderProc struct {
+	name    string
+	cmd     *exec.Cmd
+	granted chan HolderLine // receives the grant line, once
+	done    chan struct{}   // closed when the process has exited
+
+	mu   sync.Mutex
+	last HolderLine
+	exit error
+}
+
+func (p *holderProc) pid() int { return p.cmd.Process.Pid }
+
+func (p *holderProc) running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+func (p *holderProc) signal(sig syscall.Signal) error {
+	if !p.running() {
+		return nil
+	}
+	if err := p.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("signal %v to holder %s (pid %d): %w", sig, p.name, p.pid(), err)
+	}
+	return nil
+}
+
+// kill sends SIGKILL (resuming first is not needed) and waits for the exit.
+func (p *holderProc) kill() error {
+	if err := p.signal(syscall.SIGKILL); err != nil {
+		return err
+	}
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("holder %s (pid %d) did not exit 10s after SIGKILL", p.name, p.pid())
+	}
+}
+
+// startHolder starts a holder process on the takeover lock. Its grant is
+// recorded like an in-process worker's.
+func (e *env) startHolder(bin, resourceURL, logDir, name string) (*holderProc, error) {
+	cmd := exec.Command(bin,
+		"-endpoints", strings.Join(e.endpoints, ","),
+		"-lock", takeoverLock,
+		"-resource", resourceURL,
+		"-name", name,
+		"-prepare", e.cfg.HolderPrepare.String(),
+	)
+	logf, err := os.OpenFile(filepath.Join(logDir, "holders.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = logf
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		logf.Close()
+		return nil, err
+	}
+	if err := cluster.StartProcess(cmd); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start holder: %w", err)
+	}
+	p := &holderProc{name: name, cmd: cmd, granted: make(chan HolderLine, 1), done: make(chan struct{})}
+	fmt.Fprintf(logf, "=== %s started pid %d at %v\n", name, p.pid(), e.h.Now())
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			var l HolderLine
+			if json.Unmarshal(sc.Bytes(), &l) != nil {
+				continue
+			}
+			fmt.Fprintf(logf, "%s %v %s\n", name, e.h.Now().Round(time.Millisecond), sc.Text())
+			p.mu.Lock()
+			p.last = l
+			p.mu.Unlock()
+			if l.Ev == "granted" {
+				e.holderGranted(name, l)
+				p.granted <- l
+			}
+		}
+		err := cmd.Wait()
+		fmt.Fprintf(logf, "=== %s pid %d exited at %v: %v\n", name, p.pid(), e.h.Now(), err)
+		logf.Close()
+		p.mu.Lock()
+		p.exit = err
+		p.mu.Unlock()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+func (e *env) holderGranted(name string, l HolderLine) {
+	at := e.h.Now()
+	e.h.AddLockObs(LockObs{Lock: takeoverLock, Node: l.Node, Mode: api.LockExclusive, Index: l.Index, Held: l.Held, Source: "holder"})
+	e.h.Checked("grant-confirmed")
+	if !l.Held {
+		e.h.AddViolation("grant-confirmed", fmt.Sprintf("holder %s was granted %s but the service says it does not hold (index %d)", name, l.Node, l.Index))
+	}
+	e.h.AddGrant(Grant{Lock: takeoverLock, Node: l.Node, Mode: api.LockExclusive, Token: l.Token, Session: l.Session,
+		Owner: l.Owner, CreateIndex: l.CreateIndex, Epoch: l.Epoch, Worker: name, At: at})
+}
+
+// takeoverWaiter is the in-process client that waits behind the holder
+// process: its grant after the holder dies is the takeover.
+type takeoverWaiter struct {
+	name    string
+	arm     chan struct{}      // start a Lock
+	release chan struct{}      // unlock
+	grants  chan time.Duration // the time of each grant, after its first fenced write
+}
+
+func newTakeoverWaiter() *takeoverWaiter {
+	return &takeoverWaiter{
+		name:    "takeover-waiter",
+		arm:     make(chan struct{}, 1),
+		release: make(chan struct{}, 1),
+		grants:  make(chan time.Duration, 1),
+	}
+}
+
+func (e *env) runTakeoverWaiter(w *takeoverWaiter) {
+	c, err := e.newClient(w.name, true, e.cfg.RequestTimeout)
+	if err != nil {
+		e.logf("chaos: %v", err)
+		return
+	}
+	r := e.rng(w.name)
+	for i := 0; i < maxIterations; i++ {
+		select {
+		case <-w.arm:
+		case <-e.ctx.Done():
+			return
+		}
+		// The holder may live through many steps before its fault: the
+		// wait is bounded by the run, not by a takeover bound (the
+		// executor applies that from the fault on).
+		ctx, cancel := context.WithTimeout(e.ctx, e.cfg.Duration+10*time.Minute)
+		s0, err := c.Session(ctx, cellName)
+		if err != nil {
+			cancel()
+			continue
+		}
+		m := c.NewMutex(takeoverLock)
+		err = e.op(w.name, "lock", func() error { return m.Lock(ctx) })
+		cancel()
+		if err != nil {
+			continue
+		}
+		at := e.h.Now()
+		e.granted(c, w.name, takeoverLock, api.LockExclusive, m.Node(), m.Token(), s0, at, r, m.Context)
+		select {
+		case w.grants <- at:
+		default:
+		}
+		select {
+		case <-w.release:
+		case <-e.ctx.Done():
+		}
+		uctx, ucancel := e.callCtx()
+		_ = e.op(w.name, "unlock", func() error { return m.Unlock(uctx) })
+		ucancel()
+	}
+}
+
+// waitQueued waits until the takeover lock has n lock nodes (the holder's
+// and the waiter's).
+func waitQueued(ctx context.Context, c *sdk.Client, n int, bound time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	for i := 0; i < 100_000; i++ {
+		names, _, err := c.Children(ctx, takeoverLock)
+		if err == nil {
+			k := 0
+			for _, nm := range names {
+				if strings.HasPrefix(nm, "w-") {
+					k++
+				}
+			}
+			if k >= n {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("takeover lock: %d lock nodes not queued within %v", n, bound)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return errors.New("takeover lock: not queued")
+}

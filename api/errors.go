@@ -25,6 +25,7 @@ const (
 	CodeStaleRequest    Code = "stale_request"    // a request id older than the session's retained window
 	CodeUnavailable     Code = "unavailable"      // no quorum or timed out; the outcome is unknown, retry with the same request id
 	CodeUnauthorized    Code = "unauthorized"     // missing or rejected auth token
+	CodeTokenExhausted  Code = "token_exhausted"  // the cell's fencing-token space is used up (see MaxTokenIndex, MaxTokenEpoch); permanent
 	CodeInternal        Code = "internal"         // a bug; please report
 )
 
@@ -41,6 +42,8 @@ func (c Code) HTTPStatus() int {
 		return http.StatusConflict
 	case CodeSessionExpired:
 		return http.StatusGone
+	case CodeTokenExhausted:
+		return http.StatusInsufficientStorage
 	case CodeValueTooLarge:
 		return http.StatusRequestEntityTooLarge
 	case CodeWrongCell:
@@ -105,5 +108,6 @@ var (
 	ErrStaleRequest    = &Error{Code: CodeStaleRequest}
 	ErrUnavailable     = &Error{Code: CodeUnavailable}
 	ErrUnauthorized    = &Error{Code: CodeUnauthorized}
+	ErrTokenExhausted  = &Error{Code: CodeTokenExhausted}
 	ErrInternal        = &Error{Code: CodeInternal}
 )

@@ -9,6 +9,12 @@ const (
 	MaxPathDepth      = 32       // segments in a path
 	MaxRequestBody    = 256 << 10
 	MaxWatchesPerCall = 1024 // watch registrations in one /v1/watch call
+	MaxNonceLen       = 64   // bytes in a session open's nonce
+
+	// MaxOpenNonces is how many recent session opens a cell remembers by
+	// nonce, so that a retried open returns the session the first attempt
+	// opened instead of a second one.
+	MaxOpenNonces = 4096
 
 	// MaxSessionRequestWindow is how many recent request results a session keeps
 	// for dedupe. A client has at most this many writes in flight per session.

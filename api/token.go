@@ -8,11 +8,20 @@ package api
 // changes and restarts: it is the log position). A prefix migration bumps the
 // epoch, so every token the new cell issues compares above every token the
 // old cell issued. Resources compare tokens as plain integers.
+//
+// Neither part may wrap: a cell refuses (CodeTokenExhausted) a lock create
+// at an index over MaxTokenIndex and a directory epoch over MaxTokenEpoch.
+// The top bit stays clear, so a token also fits a signed 64-bit column
+// (SQL BIGINT) without going negative.
 const (
 	TokenIndexBits = 40 // 1.1e12 entries: ~17 years at 2 000 writes/s
 	TokenEpochBits = 64 - TokenIndexBits
 	tokenIndexMask = 1<<TokenIndexBits - 1
-	MaxTokenEpoch  = 1<<TokenEpochBits - 1
+	// MaxTokenIndex is the last Raft index at which a lock node can be created.
+	MaxTokenIndex = tokenIndexMask
+	// MaxTokenEpoch is the highest directory epoch: one bit below the
+	// epoch field's width, so that every token is below 2^63.
+	MaxTokenEpoch = 1<<(TokenEpochBits-1) - 1
 )
 
 // MakeToken builds the token for a node created at index under epoch.

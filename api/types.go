@@ -68,6 +68,12 @@ type OpenSessionRequest struct {
 	// LeaseMS asks for a lease length; 0 takes the cell's default. The cell
 	// clamps it to [MinLease, MaxLease].
 	LeaseMS int64 `json:"lease_ms,omitempty"`
+	// Nonce names one logical open (at most MaxNonceLen bytes; empty: no
+	// dedupe). A retry with the same nonce returns the session the first
+	// attempt opened, while the cell remembers it (its last MaxOpenNonces
+	// opens) and the session lives; the client draws a fresh random nonce
+	// for every new open.
+	Nonce string `json:"nonce,omitempty"`
 }
 
 // SessionResponse answers OpenSession and KeepAlive.
@@ -78,17 +84,27 @@ type SessionResponse struct {
 	// which is how a client learns of a fail-over.
 	Epoch uint64 `json:"epoch"`
 	// Index is the cell's applied index when the reply was made.
-	Index  uint64  `json:"index"`
+	Index uint64 `json:"index"`
+	// Events are the session's events not yet acknowledged, oldest first.
+	// A reply may repeat events an earlier reply carried (that reply may
+	// have been lost); the client processes each Seq once.
 	Events []Event `json:"events,omitempty"`
 }
 
 // KeepAliveRequest renews a session's lease and long-polls for its events:
-// the leader extends the lease when it receives the request, then holds it
-// until an event is pending or WaitMS passes.
+// the leader extends the lease when it receives the request, drops the
+// events AckSeq acknowledges, then holds the request until an event is
+// pending or WaitMS passes (at most lease/2 and MaxKeepAliveWait). A newer
+// KeepAlive of the session releases an older one still held.
 type KeepAliveRequest struct {
 	Cell    string `json:"cell"`
 	Session uint64 `json:"session"`
 	WaitMS  int64  `json:"wait_ms,omitempty"`
+	// AckSeq is the highest event Seq the client has processed, under
+	// leader epoch AckEpoch (seqs restart with each leadership). An ack
+	// for another epoch than the leader's is ignored.
+	AckSeq   uint64 `json:"ack_seq"`
+	AckEpoch uint64 `json:"ack_epoch,omitempty"`
 }
 
 // CloseSessionRequest ends a session and frees everything it held.
@@ -241,6 +257,10 @@ type Event struct {
 	Path  string    `json:"path"`
 	Kind  WatchKind `json:"kind"`
 	Index uint64    `json:"index"` // the index of the change
+	// Seq numbers the session's events within one leadership (it grows
+	// per session under one leader epoch). The event is re-sent in every
+	// KeepAlive reply until a KeepAlive acknowledges it (AckSeq).
+	Seq uint64 `json:"seq"`
 }
 
 // ErrorResponse is the body of every non-2xx reply.
@@ -277,10 +297,16 @@ type ReplicaStatus struct {
 	Epoch        uint64 `json:"epoch"` // leader epoch in this replica's state
 	Sessions     int    `json:"sessions"`
 	Nodes        int    `json:"nodes"`
+	// TokenHeadroom is how many more Raft entries the cell can apply before
+	// it refuses lock creates (token_exhausted: the fencing token's index
+	// bits are used up; move the prefix to a new cell before).
+	TokenHeadroom uint64 `json:"token_index_headroom"`
 }
 
 // StatusResponse is what one lockd process reports about itself.
 type StatusResponse struct {
+	// Version is the lockd build (`git describe`, or "dev").
+	Version   string          `json:"version"`
 	ReplicaID uint64          `json:"replica_id"`
 	APIAddr   string          `json:"api_addr"`
 	RaftAddr  string          `json:"raft_addr"`

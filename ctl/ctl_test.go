@@ -167,13 +167,11 @@ func TestEndpointsAndTokenFromEnv(t *testing.T) {
 	t.Setenv(EnvEndpoints, f.addr)
 	t.Setenv(EnvAuthToken, "tok")
 	run(t, "--timeout", "3s", "put", "/demo/e", "v").ok(t)
-	f.mu.Lock()
-	for _, a := range f.auth {
+	for _, a := range f.auths() {
 		if a != "Bearer tok" {
 			t.Errorf("Authorization %q", a)
 		}
 	}
-	f.mu.Unlock()
 	// The flag wins over the environment.
 	t.Setenv(EnvEndpoints, deadAddr(t))
 	run(t, "--endpoints", f.addr, "--timeout", "3s", "get", "/demo/e").ok(t)

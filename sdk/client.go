@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/directory"
 )
 
 // Client is a connection to a lockd deployment: every cell in its
@@ -25,7 +26,7 @@ type Client struct {
 	ka   *transport // KeepAlives only
 
 	seeds *cellState // Config.Endpoints, for directory loads
-	dir   atomic.Pointer[directory]
+	dir   atomic.Pointer[routes]
 	dirMu sync.Mutex // serialises directory refreshes
 
 	// ctx ends when Close starts: it stops keepalive loops, backoff sleeps
@@ -44,11 +45,13 @@ type Client struct {
 	closeErr  error
 }
 
-// directory is an immutable snapshot of the prefix → cell map.
-type directory struct {
-	raw      api.DirectoryResponse
-	cells    map[string]*cellState // by name
-	byPrefix map[string]*cellState
+// routes is an immutable snapshot of the directory (the prefix → cell
+// map, package directory's, as lockd uses it) with the client's
+// reachability state of each cell.
+type routes struct {
+	raw   api.DirectoryResponse
+	dir   *directory.Directory
+	cells map[string]*cellState // by name
 }
 
 // cellState is what the client knows about reaching one cell: its
@@ -118,13 +121,6 @@ func (cs *cellState) setEndpoints(eps []string) {
 	cs.mu.Unlock()
 }
 
-// currentLeader returns the last known leader of the cell, "" if unknown.
-func (cs *cellState) currentLeader() string {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	return cs.leader
-}
-
 // New connects to the deployment at cfg.Endpoints: it loads the directory,
 // retrying until ctx ends. No session is opened until one is needed.
 func New(ctx context.Context, cfg Config) (*Client, error) {
@@ -181,8 +177,12 @@ func (c *Client) RefreshDirectory(ctx context.Context) error {
 	if err := c.do(ctx, c.seeds, &call{method: "GET", route: api.RouteDirectory, resp: &resp, anyReplica: true, retryUnsure: true}); err != nil {
 		return err
 	}
+	dir, err := directory.New(resp.Cells)
+	if err != nil {
+		return api.Errorf(api.CodeInternal, "the directory served is invalid: %v", err)
+	}
 	old := c.dir.Load()
-	d := &directory{raw: resp, cells: make(map[string]*cellState), byPrefix: make(map[string]*cellState)}
+	d := &routes{raw: resp, dir: dir, cells: make(map[string]*cellState)}
 	for _, cell := range resp.Cells {
 		var cs *cellState
 		if old != nil {
@@ -194,9 +194,6 @@ func (c *Client) RefreshDirectory(ctx context.Context) error {
 			cs.setEndpoints(cell.Endpoints)
 		}
 		d.cells[cell.Name] = cs
-		for _, p := range cell.Prefixes {
-			d.byPrefix[p] = cs
-		}
 	}
 	c.dir.Store(d)
 	return nil
@@ -221,12 +218,12 @@ func (c *Client) cellForPath(path string) (*cellState, error) {
 	if err := api.ValidatePath(path); err != nil {
 		return nil, err
 	}
-	p := api.Prefix(path)
-	cs := c.dir.Load().byPrefix[p]
-	if cs == nil {
-		return nil, api.Errorf(api.CodeWrongCell, "no cell serves prefix %s", p)
+	d := c.dir.Load()
+	cell, err := d.dir.CellFor(path)
+	if err != nil {
+		return nil, err
 	}
-	return cs, nil
+	return d.cells[cell.Name], nil
 }
 
 func (c *Client) cellByName(name string) (*cellState, error) {

@@ -226,12 +226,7 @@ func TestProclaimAfterNodeDeleted(t *testing.T) {
 	node := e.mutex().Node()
 	// Delete it and make the change invisible to the monitor: the Proclaim
 	// must find out by itself.
-	fc.mu.Lock()
-	fc.deleteLocked(node)
-	for _, s := range fc.sessions {
-		s.pending = nil
-	}
-	fc.mu.Unlock()
+	fc.DeleteQuietly(node)
 	if err := e.Proclaim(ctx, []byte("b")); !errors.Is(err, ErrLockLost) {
 		t.Fatalf("Proclaim on a deleted node: %v", err)
 	}

@@ -30,6 +30,35 @@ var (
 // closed. It is the one error the SDK returns that is not an *api.Error.
 var ErrClosed = errors.New("sdk: client closed")
 
+// ErrOutcomeUnknown marks a write that may or may not have been applied:
+// an attempt may have reached the cell and its reply was lost, and no
+// later answer settled it. Such errors also match ErrUnavailable. Read the
+// state before deciding to repeat the write.
+var ErrOutcomeUnknown = errors.New("sdk: the write's outcome is unknown")
+
+// outcomeUnknownError is an unavailable *api.Error for a write that may
+// have been applied; errors.Is matches it to ErrOutcomeUnknown,
+// ErrUnavailable and its cause (a context error), if any.
+type outcomeUnknownError struct {
+	apiErr *api.Error
+	cause  error
+}
+
+func (e *outcomeUnknownError) Error() string { return e.apiErr.Error() }
+func (e *outcomeUnknownError) Unwrap() []error {
+	if e.cause == nil {
+		return []error{e.apiErr, ErrOutcomeUnknown}
+	}
+	return []error{e.apiErr, ErrOutcomeUnknown, e.cause}
+}
+
+// outcomeUnknown builds an outcome-unknown error.
+func outcomeUnknown(cause error, format string, args ...any) error {
+	e := api.Errorf(api.CodeUnavailable, format, args...)
+	e.Message += "; the outcome is unknown"
+	return &outcomeUnknownError{apiErr: e, cause: cause}
+}
+
 // gaveUpError is what the retry loop returns when the context ends before
 // a call succeeded. It is an unavailable *api.Error (the outcome is
 // unknown) that also wraps the context's error, so both

@@ -178,7 +178,7 @@ func (m *Mutex) wait(ctx context.Context) error {
 	s.reqs.end(id)
 	node := resp.Node.Path
 
-	held, token, floor := resp.WaitFor == "", resp.Token, resp.Index
+	held, token, floor := resp.WaitFor == "" || brokenGrantEarly, resp.Token, resp.Index
 	for {
 		if held {
 			if s.certain(lc) {
@@ -197,13 +197,21 @@ func (m *Mutex) wait(ctx context.Context) error {
 				return m.giveUp(ctx, s, node, err)
 			}
 		} else {
+			// Second net: the cell re-sends events until acknowledged, but a
+			// waiter that hears nothing of its predecessor for a lease
+			// re-lists rather than wait forever on a lock that may be free.
+			silence := time.NewTimer(s.Lease())
 			select {
 			case ev := <-ch:
+				silence.Stop()
 				if ev.Type == EventSessionExpired || ev.Type == EventSessionClosed {
 					return m.waitErr(ctx, s, s.Err())
 				}
 				m.wakeups.Add(1)
 				floor = max(floor, ev.Index)
+			case <-silence.C:
+				s.dropWatch(ch) // the re-list arms a fresh one
+				m.c.log.Debug("lock waiter heard nothing for a lease; re-listing", "node", node)
 			case <-s.Done():
 				return m.waitErr(ctx, s, s.Err())
 			case <-ctx.Done():

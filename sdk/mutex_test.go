@@ -46,9 +46,7 @@ func notYet(t *testing.T, ch <-chan error, d time.Duration) {
 
 // nodesUnder lists the fake's children of dir.
 func nodesUnder(fc *fakeCell, dir string) []string {
-	fc.mu.Lock()
-	defer fc.mu.Unlock()
-	return fc.childrenLocked(dir)
+	return fc.Children(dir)
 }
 
 func waitNodes(t *testing.T, fc *fakeCell, dir string, n int) []string {
@@ -71,15 +69,7 @@ func lockStateReads(t *testing.T, fc *fakeCell, path string) int {
 
 // watchesOf lists the watches the fake holds for a session.
 func watchesOf(fc *fakeCell, id uint64) []watchKey {
-	fc.mu.Lock()
-	defer fc.mu.Unlock()
-	var out []watchKey
-	for k, on := range fc.sessions[id].watches {
-		if on {
-			out = append(out, k)
-		}
-	}
-	return out
+	return fc.watches(id)
 }
 
 func sessionOf(t *testing.T, c *Client) *Session {

@@ -19,10 +19,6 @@ type createFunc func(*api.CreateRequest)
 
 func (f createFunc) applyCreate(r *api.CreateRequest) { f(r) }
 
-type putFunc func(*api.PutRequest)
-
-func (f putFunc) applyPut(r *api.PutRequest) { f(r) }
-
 // Ephemeral makes Create's node ephemeral: owned by the cell's session
 // (opened if needed) and deleted when the session ends.
 func Ephemeral() CreateOption { return createFunc(func(r *api.CreateRequest) { r.Ephemeral = true }) }
@@ -130,21 +126,37 @@ func (c *Client) Delete(ctx context.Context, path string, opts ...DeleteOption) 
 // write sends a write to cs. With a session (needed, or merely live) it
 // carries the session's next request id, so it is retried safely; without
 // one it is retried only when it certainly did not arrive.
+//
+// A session write the cell refuses for the session alone (expired, or
+// unknown) is resent without the session when it needs none — but only if
+// no attempt under its request id can have been applied: once one may have
+// reached the cell (its reply lost, or answered unavailable), resending
+// could apply it twice or fail it falsely (a CAS's version_mismatch, a
+// create's node_exists), so the write fails with ErrOutcomeUnknown.
 func (c *Client) write(ctx context.Context, cs *cellState, needSession bool, hdr *api.WriteHeader, route string, req, resp any) error {
 	s, err := c.sessionFor(ctx, cs, needSession)
 	if err != nil {
 		return err
 	}
 	if s != nil {
-		err = s.write(ctx, hdr, route, req, resp)
+		id, err := s.reqs.begin(ctx)
+		if err != nil {
+			return err
+		}
+		reached, err := s.sendWrite(ctx, id, hdr, route, req, resp)
+		s.reqs.end(id)
 		if !sessionGone(err) || needSession {
 			return err
 		}
-		// The cell refused the request for the session alone, so the write
-		// was not applied; it does not need the session: send it without.
+		if reached {
+			return outcomeUnknown(nil, "%s: an earlier attempt under request %d of session %d may have been applied before the session ended (%v)", route, id, s.id, err)
+		}
+		// The cell refused every attempt for the session alone, so the
+		// write was not applied; it does not need the session: send it
+		// without.
 	}
 	*hdr = api.WriteHeader{}
-	return c.do(ctx, cs, &call{route: route, req: req, resp: resp})
+	return c.do(ctx, cs, &call{route: route, req: req, resp: resp, write: true})
 }
 
 // write sends a write under the session's next request id. Every attempt
@@ -162,18 +174,27 @@ func (s *Session) write(ctx context.Context, hdr *api.WriteHeader, route string,
 // s.reqs.begin and ends once the write has had its reply (or hands on to
 // a cleanup). Resending the same id returns the first attempt's result.
 func (s *Session) writeID(ctx context.Context, id uint64, hdr *api.WriteHeader, route string, req, resp any) error {
+	_, err := s.sendWrite(ctx, id, hdr, route, req, resp)
+	return err
+}
+
+// sendWrite is writeID that also reports whether an attempt may have
+// reached the cell without a definite answer (so may have been applied).
+func (s *Session) sendWrite(ctx context.Context, id uint64, hdr *api.WriteHeader, route string, req, resp any) (reached bool, err error) {
 	hdr.Session, hdr.Request = s.id, id
-	err := s.c.do(ctx, s.cs, &call{
+	cl := &call{
 		route:       route,
 		req:         req,
 		resp:        resp,
 		retryUnsure: true,
+		write:       true,
 		before:      func() { hdr.Ack = s.reqs.ack() },
-	})
+	}
+	err = s.c.do(ctx, s.cs, cl)
 	if sessionGone(err) {
 		s.expire(err)
 	}
-	return err
+	return cl.reached, err
 }
 
 // Get reads the node at path (linearizably, through the leader). It fails

@@ -28,15 +28,27 @@ type call struct {
 	// unknown (unavailable, a connection lost after sending). True for reads
 	// and for writes deduplicated by a session request id.
 	retryUnsure bool
+	// write marks a call that changes state: when it fails after an
+	// attempt may have reached the cell, its error is outcome-unknown
+	// (ErrOutcomeUnknown).
+	write bool
 	// duringClose lets the call run while the client is closing (the
 	// session close requests Close itself sends).
 	duringClose bool
 	// before runs before every attempt (to refresh a write's ack).
 	before func()
 
-	// Set by do on success.
-	sent     time.Time // when the successful attempt was sent
-	attempts int
+	// Set by do.
+	sent time.Time // when the successful attempt was sent
+	// firstSent is when the first attempt was sent: a deduplicated retry
+	// is answered with what the first one applied (a session open's
+	// lease began then).
+	firstSent time.Time
+	attempts  int
+	// reached: some attempt may have reached the cell without a definite
+	// answer (lost after sending, or answered unavailable), so it may have
+	// been applied.
+	reached bool
 }
 
 const (
@@ -45,6 +57,10 @@ const (
 	// maxFreeRedirects is how many not_leader redirects with a fresh hint
 	// a call follows at once before backing off between them.
 	maxFreeRedirects = 3
+	// unavailableRotate is how many consecutive unavailable replies from
+	// one replica make the loop look at another: a leader that keeps
+	// answering unavailable may have lost its quorum to a new leader.
+	unavailableRotate = 2
 )
 
 // backoff is a full-jitter exponential delay for the n-th retry (n ≥ 0),
@@ -57,15 +73,119 @@ func backoff(n int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
+// outcome is what one attempt of a call came to, as decide sees it.
+type outcome struct {
+	status    int      // HTTP status of the reply; 0 when there was none
+	code      api.Code // error code of a non-2xx reply
+	hint      string   // leader named by a not_leader reply
+	addr      string   // the endpoint tried
+	transport bool     // the exchange failed without a reply
+	notSent   bool     // ... and the request certainly never left (dial failure, no free connection)
+	ctxDone   bool     // the call's context ended (during a failed exchange)
+	closed    bool     // the client (or its transport) is closing
+
+	retryUnsure bool // the call may be resent after an unsure failure
+	redirects   int  // not_leader hints followed without backoff so far, not counting this one
+	unavailable int  // consecutive unavailable replies from addr, this one included
+}
+
+// action is what the retry loop does after an attempt.
+type action uint8
+
+const (
+	actDone     action = iota // 2xx: decode the reply and return
+	actFail                   // return the reply's error: a definite answer, or not retryable
+	actUnknown                // return outcome-unknown: the call may have applied and may not be resent
+	actRefresh                // wrong_cell: reload the directory, then return the error
+	actCanceled               // the context ended: give up
+	actClosed                 // the client is closing: ErrClosed
+	actRetry                  // send again at once (to the hinted leader)
+	actBackoff                // wait a jittered backoff, then send again
+)
+
+// decision is decide's verdict: the action, plus what the loop first
+// records about the endpoint.
+type decision struct {
+	act    action
+	forget bool // forget addr as leader and rotate the next pick past it
+	follow bool // record the not_leader hint as the cell's leader
+}
+
+// retryable are the only codes a call is resent after. Every other code —
+// including ones this SDK does not know — is a final answer.
+var retryable = map[api.Code]bool{api.CodeNotLeader: true, api.CodeUnavailable: true}
+
+// decide is the retry policy: pure, a function of one attempt's outcome.
+func decide(o outcome) decision {
+	switch {
+	case o.transport && o.ctxDone:
+		return decision{act: actCanceled}
+	case o.transport && o.closed:
+		return decision{act: actClosed}
+	case o.transport && !o.notSent && !o.retryUnsure:
+		return decision{act: actUnknown, forget: true}
+	case o.transport:
+		return decision{act: actBackoff, forget: true}
+	case o.status >= 200 && o.status < 300:
+		return decision{act: actDone}
+	case o.code == api.CodeWrongCell:
+		return decision{act: actRefresh}
+	case !retryable[o.code]:
+		return decision{act: actFail}
+	case o.code == api.CodeNotLeader: // never applied: always safe to resend
+		fresh := o.hint != "" && o.hint != o.addr
+		switch {
+		case !fresh:
+			return decision{act: actBackoff, forget: true}
+		case o.redirects < maxFreeRedirects:
+			return decision{act: actRetry, follow: true}
+		default:
+			return decision{act: actBackoff, follow: true}
+		}
+	default: // unavailable
+		switch {
+		case !o.retryUnsure:
+			return decision{act: actUnknown}
+		case o.unavailable >= unavailableRotate:
+			return decision{act: actBackoff, forget: true}
+		default:
+			return decision{act: actBackoff}
+		}
+	}
+}
+
+// attempt is one HTTP exchange of cl with addr: err is the transport's
+// error, encErr a request that cannot be encoded (nothing was sent).
+func (c *Client) attempt(ctx context.Context, cl *call, method, addr string, timeout time.Duration) (status int, body []byte, sent time.Time, err, encErr error) {
+	if cl.before != nil {
+		cl.before()
+	}
+	var reqBody []byte
+	if cl.req != nil {
+		b, err := json.Marshal(cl.req)
+		if err != nil {
+			return 0, nil, time.Time{}, nil, api.Errorf(api.CodeBadRequest, "encode %s: %v", cl.route, err)
+		}
+		reqBody = b
+	}
+	tr := c.bulk
+	if cl.keepAlive {
+		tr = c.ka
+	}
+	cl.attempts++
+	status, body, sent, err = tr.roundTrip(ctx, exchange{method: method, addr: addr, path: cl.route, body: reqBody, timeout: timeout})
+	return status, body, sent, err, nil
+}
+
 // do is the SDK's one retry loop. It sends cl to cs — the last known
-// leader, else the next replica in rotation — and:
-//   - on not_leader follows the leader hint, or rotates when there is none;
-//   - on transport errors and unavailable rotates/retries with jittered
-//     backoff until ctx ends (only when the outcome cannot have been a
-//     duplicate: the call is retryUnsure or the request never left);
-//   - returns every other error code at once.
+// leader, else the next replica in rotation — and acts on each attempt's
+// outcome as decide says: follow not_leader hints, rotate and back off on
+// transport errors and unavailable (resending only when the call allows
+// it or the request never left), return every other code at once.
 //
-// Errors are *api.Error (or wrap one); ErrClosed once the client closes.
+// Errors are *api.Error (or wrap one); ErrClosed once the client closes. A
+// write (cl.write) that fails after an attempt may have reached the cell
+// fails with an outcome-unknown error (ErrOutcomeUnknown).
 func (c *Client) do(ctx context.Context, cs *cellState, cl *call) error {
 	method := cl.method
 	if method == "" {
@@ -98,6 +218,9 @@ func (c *Client) do(ctx context.Context, cs *cellState, cl *call) error {
 		if last != nil {
 			msg += " (last error: " + last.Error() + ")"
 		}
+		if cl.write && cl.reached {
+			return outcomeUnknown(err, "%s", msg)
+		}
 		return &gaveUpError{apiErr: &api.Error{Code: api.CodeUnavailable, Message: msg}, ctxErr: err}
 	}
 	wait := func() error {
@@ -125,47 +248,61 @@ func (c *Client) do(ctx context.Context, cs *cellState, cl *call) error {
 		if addr == "" {
 			return api.Errorf(api.CodeUnavailable, "cell %q has no endpoints", cs.name)
 		}
-		if cl.before != nil {
-			cl.before()
+		status, rbody, sent, err, encErr := c.attempt(ctx, cl, method, addr, timeout)
+		if encErr != nil {
+			return encErr
 		}
-		var body []byte
-		if cl.req != nil {
-			b, err := json.Marshal(cl.req)
-			if err != nil {
-				return api.Errorf(api.CodeBadRequest, "encode %s: %v", cl.route, err)
-			}
-			body = b
+		if cl.firstSent.IsZero() {
+			cl.firstSent = sent
 		}
-		tr := c.bulk
-		if cl.keepAlive {
-			tr = c.ka
-		}
-		cl.attempts++
-		status, rbody, sent, err := tr.roundTrip(ctx, exchange{method: method, addr: addr, path: cl.route, body: body, timeout: timeout})
+		var aerr *api.Error
 
+		o := outcome{addr: addr, retryUnsure: cl.retryUnsure, redirects: redirects, ctxDone: ctx.Err() != nil}
 		if err != nil {
-			if ctx.Err() != nil {
-				return giveUp(ctx.Err())
-			}
-			if errors.Is(err, errTransportClosed) || (closing != nil && c.closed.Load()) {
-				return ErrClosed
-			}
-			cs.failed(addr)
 			var de *dialError
-			notSent := errors.As(err, &de) || errors.Is(err, fasthttp.ErrNoFreeConns)
+			o.transport = true
+			o.notSent = errors.As(err, &de) || errors.Is(err, fasthttp.ErrNoFreeConns)
+			o.closed = errors.Is(err, errTransportClosed) || (closing != nil && c.closed.Load())
+			if !o.notSent {
+				cl.reached = true
+			}
 			last = api.Errorf(api.CodeUnavailable, "%s %s: %v", addr, cl.route, err)
-			if !notSent && !cl.retryUnsure {
-				last.Message += "; the outcome is unknown"
-				return last
+		} else {
+			o.status = status
+			if status < 200 || status >= 300 {
+				aerr = decodeError(status, rbody, addr)
+				last = aerr
+				o.code, o.hint = aerr.Code, aerr.Leader
+				if aerr.Code == api.CodeUnavailable {
+					cl.reached = true
+					if addr == lastAddr {
+						unavail++
+					} else {
+						unavail = 1
+					}
+					o.unavailable = unavail
+				}
 			}
-			c.log.Debug("lockd request failed, retrying", "cell", cs.name, "endpoint", addr, "route", cl.route, "err", err)
-			if err := wait(); err != nil {
-				return err
-			}
-			continue
 		}
 
-		if status >= 200 && status < 300 {
+		d := decide(o)
+		if d.follow {
+			cs.redirect(addr, o.hint)
+		}
+		if d.forget {
+			cs.failed(addr)
+		}
+		if o.code == api.CodeNotLeader {
+			unavail = 0
+		}
+		if o.unavailable >= unavailableRotate && d.forget {
+			unavail = 0
+		}
+		if !o.transport {
+			lastAddr = addr
+		}
+		switch d.act {
+		case actDone:
 			if cl.resp != nil && len(rbody) > 0 {
 				if err := json.Unmarshal(rbody, cl.resp); err != nil {
 					return api.Errorf(api.CodeInternal, "decode %s reply from %s: %v", cl.route, addr, err)
@@ -176,41 +313,19 @@ func (c *Client) do(ctx context.Context, cs *cellState, cl *call) error {
 			}
 			cl.sent = sent
 			return nil
-		}
-
-		aerr := decodeError(status, rbody, addr)
-		last = aerr
-		switch aerr.Code {
-		case api.CodeNotLeader:
-			// Never applied: always safe to resend.
-			cs.redirect(addr, aerr.Leader)
-			unavail = 0
-			if aerr.Leader != "" && aerr.Leader != addr && redirects < maxFreeRedirects {
-				redirects++
-				continue
+		case actCanceled:
+			return giveUp(ctx.Err())
+		case actClosed:
+			return ErrClosed
+		case actUnknown:
+			if cl.write {
+				return outcomeUnknown(nil, "%s", last.Message)
 			}
-			if err := wait(); err != nil {
-				return err
+			if o.transport {
+				last.Message += "; the outcome is unknown"
 			}
-		case api.CodeUnavailable:
-			if !cl.retryUnsure {
-				return aerr
-			}
-			if addr == lastAddr {
-				unavail++
-			} else {
-				unavail = 1
-			}
-			// A leader that keeps answering unavailable may have lost its
-			// quorum to a new leader elsewhere: look around.
-			if unavail >= 2 {
-				cs.failed(addr)
-				unavail = 0
-			}
-			if err := wait(); err != nil {
-				return err
-			}
-		case api.CodeWrongCell:
+			return last
+		case actRefresh:
 			// The directory is stale (a prefix moved): reload it so the
 			// caller's retry is routed right.
 			if cs != c.seeds {
@@ -221,10 +336,18 @@ func (c *Client) do(ctx context.Context, cs *cellState, cl *call) error {
 				cancel()
 			}
 			return aerr
-		default:
+		case actFail:
 			return aerr
+		case actRetry:
+			redirects++
+		case actBackoff:
+			if o.transport {
+				c.log.Debug("lockd request failed, retrying", "cell", cs.name, "endpoint", addr, "route", cl.route, "err", err)
+			}
+			if err := wait(); err != nil {
+				return err
+			}
 		}
-		lastAddr = addr
 	}
 }
 

@@ -101,7 +101,7 @@ func replicasOf(reqs []fakeReq) []int {
 
 func TestRetryFollowsLeaderHint(t *testing.T) {
 	fc := newFakeCell(t, 3)
-	fc.leader = 2
+	fc.SetLeader(2)
 	c := newTestClient(t, fc, nil)
 	ctx := testCtx(t)
 
@@ -126,10 +126,10 @@ func TestRetryFollowsLeaderHint(t *testing.T) {
 
 func TestRetryRotatesWithoutHint(t *testing.T) {
 	fc := newFakeCell(t, 3)
-	fc.leader = 2
-	fc.hint = false
+	fc.SetLeader(2)
+	fc.SetHint(false)
 	// A dead replica first: a transport error also rotates.
-	fc.endpoints = append([]string{deadAddr(t)}, fc.endpoints...)
+	fc.SetEndpoints(append([]string{deadAddr(t)}, fc.Endpoints()...))
 	c := newTestClient(t, fc, nil)
 	if _, err := c.Get(testCtx(t), "/demo"); err != nil {
 		t.Fatal(err)
@@ -139,9 +139,7 @@ func TestRetryRotatesWithoutHint(t *testing.T) {
 	}
 	// A sessionless write whose request never left (dead endpoint, or
 	// not_leader) is also retried.
-	fc.mu.Lock()
-	fc.leader = 0
-	fc.mu.Unlock()
+	fc.SetLeader(0)
 	if _, err := c.Put(testCtx(t), "/demo/p", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -250,9 +248,7 @@ func TestLocalErrorsSendNothing(t *testing.T) {
 func TestGiveUpWhenNoLeader(t *testing.T) {
 	fc := newFakeCell(t, 2)
 	c := newTestClient(t, fc, nil)
-	fc.mu.Lock()
-	fc.leader = -1
-	fc.mu.Unlock()
+	fc.SetLeader(-1)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -785,9 +781,7 @@ func TestCloseInterruptsRetryingCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fc.mu.Lock()
-	fc.leader = -1
-	fc.mu.Unlock()
+	fc.SetLeader(-1)
 	done := make(chan error, 1)
 	go func() {
 		_, err := c.Get(context.Background(), "/demo")
@@ -845,10 +839,7 @@ func TestResyncFiresEveryWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, _ := c.Session(ctx, fc.name)
-	fc.mu.Lock()
-	fc.sessions[s.ID()].pending = append(fc.sessions[s.ID()].pending, api.Event{Type: api.EventResync})
-	fc.broadcastLocked()
-	fc.mu.Unlock()
+	fc.Queue(s.ID(), api.Event{Type: api.EventResync})
 	if ev := recvEvent(t, ch1); ev.Type != api.EventResync || ev.Path != "/demo/r1" || ev.Kind != api.WatchData {
 		t.Fatalf("event %+v", ev)
 	}

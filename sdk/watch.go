@@ -1,6 +1,8 @@
 package sdk
 
 import (
+	"slices"
+
 	"github.com/lockservice/lockd/api"
 )
 
@@ -48,11 +50,19 @@ const maxOrphans = api.MaxPendingEvents
 // own reply. So while any such read is in flight (pending > 0), events are
 // also kept as orphans, and a watch registered when its read returns first
 // looks among them (for one newer than its read).
+//
+// The cell re-sends a session's events in every KeepAlive reply until a
+// later KeepAlive acknowledges them (their reply may have been lost), so
+// dispatch processes each event once, by its seq: seqs grow within one
+// leader epoch and restart with the next.
 type watchSet struct {
 	byKey   map[watchKey][]*watch
 	dirty   map[watchKey]struct{} // to re-register with /v1/watch
 	pending int
 	orphans []api.Event
+	// seqEpoch is the leader epoch of the last reply; seq the highest
+	// event seq processed under it (what the next KeepAlive acknowledges).
+	seqEpoch, seq uint64
 }
 
 func (ws *watchSet) init() {
@@ -60,11 +70,35 @@ func (ws *watchSet) init() {
 	ws.dirty = make(map[watchKey]struct{})
 }
 
-// dispatch fires the watches the events match. It reports whether some
-// keys are left with watches whose server-side watch an event may have
-// consumed, so they need re-registering.
-func (ws *watchSet) dispatch(events []api.Event) (rearm bool) {
+// ack is what the next KeepAlive acknowledges: events up to seq under
+// leader epoch epoch.
+func (ws *watchSet) ack() (epoch, seq uint64) { return ws.seqEpoch, ws.seq }
+
+// fresh reports whether ev is new to the session, and records it as
+// processed. An event without a seq (an older cell) is always new.
+func (ws *watchSet) fresh(ev api.Event) bool {
+	if ev.Seq == 0 {
+		return true
+	}
+	if ev.Seq <= ws.seq {
+		return false
+	}
+	ws.seq = ev.Seq
+	return true
+}
+
+// dispatch fires the watches the events of a KeepAlive reply from leader
+// epoch epoch match, skipping events already processed. It reports
+// whether some keys are left with watches whose server-side watch an event
+// may have consumed, so they need re-registering.
+func (ws *watchSet) dispatch(epoch uint64, events []api.Event) (rearm bool) {
+	if epoch != 0 && epoch != ws.seqEpoch {
+		ws.seqEpoch, ws.seq = epoch, 0 // a new leadership numbers afresh
+	}
 	for _, ev := range events {
+		if !ws.fresh(ev) {
+			continue
+		}
 		if ev.Type == api.EventResync {
 			ws.failAll(api.EventResync)
 			ws.orphan(ev)
@@ -167,6 +201,33 @@ func (ws *watchSet) failAll(t api.EventType) {
 	}
 	clear(ws.byKey)
 	clear(ws.dirty)
+}
+
+// drop forgets the watch whose channel is ch, if it has not fired: its
+// holder stopped waiting for it (it re-read instead).
+func (ws *watchSet) drop(ch <-chan api.Event) {
+	for key, list := range ws.byKey {
+		for i, w := range list {
+			if (<-chan api.Event)(w.ch) != ch {
+				continue
+			}
+			list = slices.Delete(list, i, i+1)
+			if len(list) == 0 {
+				delete(ws.byKey, key)
+				delete(ws.dirty, key)
+			} else {
+				ws.byKey[key] = list
+			}
+			return
+		}
+	}
+}
+
+// dropWatch forgets a watch of the session its holder no longer waits on.
+func (s *Session) dropWatch(ch <-chan api.Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.w.drop(ch)
 }
 
 // markAllDirty marks every key for re-registration; it reports whether any.

@@ -28,6 +28,9 @@ type StaleError struct {
 }
 
 func (e *StaleError) Error() string {
+	if e.Highest == 0 { // not known (an SQL fence read without a Querier)
+		return fmt.Sprintf("fence: token %d for %s is below the accepted one", e.Token, e.Lock)
+	}
 	return fmt.Sprintf("fence: token %d for %s is below the accepted %d", e.Token, e.Lock, e.Highest)
 }
 

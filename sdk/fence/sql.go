@@ -3,7 +3,9 @@ package fence
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"math"
 	"regexp"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,9 +26,28 @@ type SQL struct {
 	// Table is the fence table's name (default lock_fences).
 	Table string
 	// Dollar selects $1-style placeholders (PostgreSQL); false gives ?
-	// (MySQL, SQLite).
-	Dollar   bool
+	// (MySQL, SQLite). Dialect Postgres implies it.
+	Dollar bool
+	// Dialect is the database. Empty means Postgres with Dollar, else MySQL;
+	// SQLite users must set it (SQLite has no SELECT … FOR UPDATE).
+	Dialect  Dialect
 	Rejected *prometheus.CounterVec // optional, see NewRejectionCounter
+}
+
+// Dialect names the database where the SQL differs.
+type Dialect string
+
+const (
+	MySQL    Dialect = "mysql"
+	Postgres Dialect = "postgres"
+	SQLite   Dialect = "sqlite"
+)
+
+// Querier is the optional read side of an Execer; *sql.Tx, *sql.DB and
+// *sql.Conn have it. Advance needs it to tell an unchanged row from a stale
+// token (below).
+type Querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*$`)
@@ -42,8 +63,18 @@ func (s SQL) table() (string, error) {
 	return t, nil
 }
 
+func (s SQL) dialect() Dialect {
+	switch {
+	case s.Dialect != "":
+		return s.Dialect
+	case s.Dollar:
+		return Postgres
+	}
+	return MySQL
+}
+
 func (s SQL) ph(i int) string {
-	if s.Dollar {
+	if s.Dollar || s.Dialect == Postgres {
 		return fmt.Sprintf("$%d", i)
 	}
 	return "?"
@@ -69,10 +100,22 @@ func (s SQL) Ensure(ctx context.Context, tx Execer, lock string) error {
 //
 // The caller does its protected write in the same transaction and commits
 // only if Advance returned nil. The row must exist (Ensure).
+//
+// MySQL counts only rows an UPDATE changed, so the same holder's second
+// write with the same token affects 0 rows. When no row was affected and tx
+// is a Querier, Advance therefore reads the stored fence (a locking read,
+// SELECT … FOR UPDATE, except on SQLite whose write transaction already
+// excludes other writers): equal to token is success, higher is stale. A tx
+// that is only an Execer gets the old rule, 0 rows is stale.
 func (s SQL) Advance(ctx context.Context, tx Execer, lock string, token uint64) error {
 	t, err := s.table()
 	if err != nil {
 		return err
+	}
+	if token > math.MaxInt64 {
+		// BIGINT is signed: such a token would compare below every other.
+		// lockd never issues one (its directory epochs stay below 2^23).
+		return fmt.Errorf("fence: token %d for %s does not fit a BIGINT", token, lock)
 	}
 	q := fmt.Sprintf("UPDATE %s SET fence = %s WHERE lock_name = %s AND fence <= %s", t, s.ph(1), s.ph(2), s.ph(3))
 	res, err := tx.ExecContext(ctx, q, int64(token), lock, int64(token))
@@ -83,11 +126,30 @@ func (s SQL) Advance(ctx context.Context, tx Execer, lock string, token uint64) 
 	if err != nil {
 		return err
 	}
-	if n == 0 {
-		if s.Rejected != nil {
-			s.Rejected.WithLabelValues(lock).Inc()
-		}
-		return &StaleError{Lock: lock, Token: token}
+	if n > 0 {
+		return nil
 	}
-	return nil
+	var highest uint64
+	if qr, ok := tx.(Querier); ok {
+		sel := fmt.Sprintf("SELECT fence FROM %s WHERE lock_name = %s", t, s.ph(1))
+		if s.dialect() != SQLite {
+			sel += " FOR UPDATE"
+		}
+		var cur int64
+		switch err := qr.QueryRowContext(ctx, sel, lock).Scan(&cur); {
+		case errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("fence: no fence row for %s (call Ensure first)", lock)
+		case err != nil:
+			return err
+		case cur == int64(token):
+			return nil // matched, unchanged (MySQL)
+		case cur < int64(token):
+			return fmt.Errorf("fence: fence of %s is %d, below token %d, yet the update matched nothing", lock, cur, token)
+		}
+		highest = uint64(cur)
+	}
+	if s.Rejected != nil {
+		s.Rejected.WithLabelValues(lock).Inc()
+	}
+	return &StaleError{Lock: lock, Token: token, Highest: highest}
 }

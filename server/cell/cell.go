@@ -53,6 +53,10 @@ type Cell struct {
 
 	leaderID atomic.Uint64 // as last reported by the Raft event listener
 	term     atomic.Uint64
+	// clock records when this replica applied the latest leader_start, so
+	// that its own leader_start can report how long the previous leadership
+	// lasted (repeated short fail-overs must not keep a dead session alive).
+	clock *session.LeaderClock
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -68,7 +72,7 @@ func Start(nh *dragonboat.NodeHost, cfg Config) (*Cell, error) {
 	if cfg.DefaultLease <= 0 {
 		cfg.DefaultLease = api.DefaultLease
 	}
-	c := &Cell{cfg: cfg, nh: nh, stop: make(chan struct{})}
+	c := &Cell{cfg: cfg, nh: nh, stop: make(chan struct{}), clock: session.NewLeaderClock(nil)}
 	c.log = cfg.Logger.With("cell", cfg.Info.Name, "shard", cfg.Info.ShardID)
 	c.sessions = session.New(session.Config{Expire: c.proposeExpiry, Tick: c.proposeTick, Confirm: c.proposeConfirm, Logger: c.log})
 	c.watches = watch.NewTable(c.sessions)
@@ -158,11 +162,12 @@ func (c *Cell) leading(term uint64) bool {
 }
 
 // announce commits this leader's leader_start entry, then the cell's
-// prefixes. The session manager starts when leader_start applies.
+// prefixes. The session manager starts when leader_start applies. A retry
+// after a timeout may commit a second copy; the state machine ignores it.
 func (c *Cell) announce(term uint64) {
 	defer c.wg.Done()
-	cmd := fsm.Command{Op: fsm.OpLeaderStart, ReplicaID: c.cfg.ReplicaID, Term: term}
 	for attempt := 0; c.leading(term); attempt++ {
+		cmd := c.leaderStartCmd(term) // measured afresh: it must precede its commit
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		_, err := c.propose(ctx, &cmd)
 		cancel()
@@ -194,6 +199,13 @@ func (c *Cell) announce(term uint64) {
 	}
 }
 
+// leaderStartCmd is this replica's leader_start for term, carrying how long
+// the previous leadership lasted as this replica saw it (LeaderClock).
+func (c *Cell) leaderStartCmd(term uint64) fsm.Command {
+	epoch, prev := c.clock.Prev()
+	return fsm.Command{Op: fsm.OpLeaderStart, ReplicaID: c.cfg.ReplicaID, Term: term, Epoch: epoch, PrevLeadershipMS: prev}
+}
+
 // afterApply updates the leader-only soft state after an entry applied. It
 // runs under dragonboat's write lock on the state, so it is ordered exactly
 // with applies and with lookups.
@@ -206,7 +218,14 @@ func (c *Cell) afterApply(s *fsm.State, a *fsm.Applied) {
 	cmd, res := &a.Cmd, &a.Result
 	switch cmd.Op {
 	case fsm.OpLeaderStart:
+		if res.Err != nil {
+			break // a stale leader_start changed nothing
+		}
+		c.clock.Applied(s.Epoch())
 		if cmd.ReplicaID == c.cfg.ReplicaID && c.leading(cmd.Term) {
+			if active, epoch := c.sessions.Active(); active && epoch == s.Epoch() {
+				break // a second copy of the running leadership's own: keep its leases and watches
+			}
 			c.watches.Reset()
 			c.sessions.Start(s.Epoch(), s.Sessions())
 		} else {
@@ -214,7 +233,9 @@ func (c *Cell) afterApply(s *fsm.State, a *fsm.Applied) {
 			c.watches.Reset()
 		}
 	case fsm.OpOpenSession:
-		if res.Err == nil {
+		// A session's id is the index of the entry that opened it; a
+		// retried open answered with an older session keeps that lease.
+		if res.Err == nil && res.Session == res.Index {
 			c.sessions.Opened(res.Session, res.LeaseMS)
 		}
 	case fsm.OpCloseSession, fsm.OpExpireSession:
@@ -231,10 +252,24 @@ func (c *Cell) afterApply(s *fsm.State, a *fsm.Applied) {
 		// same apply: no extra round trip, and no window to miss the delete.
 		if res.Err == nil && res.WaitFor != "" {
 			if active, epoch := c.sessions.Active(); active && epoch == s.Epoch() {
-				c.watches.Register(cmd.Session, res.WaitFor, api.WatchData)
+				c.armPredecessor(s, cmd.Session, res.WaitFor)
 			}
 		}
 	}
+}
+
+// armPredecessor arms a waiter's deletion watch on its predecessor. A
+// retried create is answered from the dedupe window with the first
+// attempt's wait_for, which may have been deleted since: then the deleted
+// event fires at once (a watch on a node that is gone would never fire).
+// A lock node's path is never reused (its sequence number only grows), so
+// "no lock node there" means that predecessor is gone.
+func (c *Cell) armPredecessor(s *fsm.State, session uint64, waitFor string) {
+	if exists, _, _, _ := s.LockState(waitFor); exists {
+		c.watches.Register(session, waitFor, api.WatchData)
+		return
+	}
+	c.watches.FireNow(session, api.Event{Type: api.EventDeleted, Path: waitFor, Kind: api.WatchData, Index: s.Index()})
 }
 
 // --- Raft plumbing ---
@@ -267,21 +302,34 @@ func (c *Cell) read(ctx context.Context, q interface{}) (interface{}, error) {
 	return v, nil
 }
 
-// raftError maps dragonboat's errors onto api codes. Everything transient is
+// raftError maps dragonboat's errors onto api codes. Transient ones are
 // unavailable: the outcome is unknown and the client retries with the same
-// request id.
+// request id. Permanent ones get a code the SDK does not retry; an error
+// not listed here is internal (a bug to report, not a reason to retry
+// forever).
 func raftError(err error) error {
 	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
+		errors.Is(err, dragonboat.ErrTimeout), errors.Is(err, dragonboat.ErrCanceled),
+		errors.Is(err, dragonboat.ErrSystemBusy), errors.Is(err, dragonboat.ErrAborted),
+		errors.Is(err, dragonboat.ErrShardNotReady), errors.Is(err, dragonboat.ErrShardNotInitialized),
+		errors.Is(err, dragonboat.ErrShardClosed), errors.Is(err, dragonboat.ErrClosed),
+		errors.Is(err, dragonboat.ErrLogDBNotCreatedOrClosed),
+		// The request's deadline had (nearly) passed before Raft saw it: a
+		// retry with a fresh deadline can succeed.
+		errors.Is(err, dragonboat.ErrInvalidDeadline), errors.Is(err, dragonboat.ErrTimeoutTooSmall):
+		return api.Errorf(api.CodeUnavailable, "%v", err)
+	case errors.Is(err, dragonboat.ErrReplicaRemoved):
+		// This replica left the shard; another one may serve it.
+		return api.Errorf(api.CodeNotLeader, "replica removed from the cell: %v", err)
 	case errors.Is(err, dragonboat.ErrShardNotFound):
 		return api.Errorf(api.CodeWrongCell, "shard not on this host")
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
-		errors.Is(err, dragonboat.ErrTimeout), errors.Is(err, dragonboat.ErrSystemBusy),
-		errors.Is(err, dragonboat.ErrShardNotReady), errors.Is(err, dragonboat.ErrCanceled),
-		errors.Is(err, dragonboat.ErrAborted), errors.Is(err, dragonboat.ErrRejected),
-		errors.Is(err, dragonboat.ErrShardClosed), errors.Is(err, dragonboat.ErrClosed):
-		return api.Errorf(api.CodeUnavailable, "%v", err)
+	case errors.Is(err, dragonboat.ErrPayloadTooBig):
+		return api.Errorf(api.CodeValueTooLarge, "entry too large for the log: %v", err)
 	}
-	return api.Errorf(api.CodeUnavailable, "%v", err)
+	// ErrRejected (a client session we do not use), ErrDeadlineNotSet,
+	// ErrInvalidSession, ErrInvalidOperation and anything new.
+	return api.Errorf(api.CodeInternal, "raft: %v", err)
 }
 
 func (c *Cell) proposeExpiry(ctx context.Context, id, epoch uint64) error {
@@ -330,7 +378,7 @@ func (c *Cell) OpenSession(ctx context.Context, req api.OpenSessionRequest) (api
 	if lease <= 0 {
 		lease = c.cfg.DefaultLease.Milliseconds()
 	}
-	res, err := c.propose(ctx, &fsm.Command{Op: fsm.OpOpenSession, LeaseMS: lease})
+	res, err := c.propose(ctx, &fsm.Command{Op: fsm.OpOpenSession, LeaseMS: lease, Nonce: req.Nonce})
 	if err != nil {
 		return api.SessionResponse{}, err
 	}
@@ -340,11 +388,13 @@ func (c *Cell) OpenSession(ctx context.Context, req api.OpenSessionRequest) (api
 // KeepAlive renews a session and long-polls for its events. The reply is
 // sent only after a ReadIndex round confirms this replica still leads under
 // the same epoch, so a deposed leader can never extend a lease the new
-// leader does not know about.
+// leader does not know about. Events leave the session's queue only when a
+// later KeepAlive acknowledges them, so a reply that never reaches its
+// client loses nothing.
 func (c *Cell) KeepAlive(ctx context.Context, req api.KeepAliveRequest) (api.SessionResponse, error) {
 	wait := min(time.Duration(req.WaitMS)*time.Millisecond, api.MaxKeepAliveWait)
 	_, epoch := c.sessions.Active()
-	evs, lease, err := c.sessions.KeepAlive(ctx, req.Session, wait)
+	r, err := c.sessions.Renew(ctx, req.Session, wait, session.Ack{Epoch: req.AckEpoch, Seq: req.AckSeq})
 	if errors.Is(err, session.ErrUnknown) {
 		// The manager has no lease: ask the state whether it ever existed.
 		if _, rerr := c.read(ctx, sessionQuery{session: req.Session, epoch: epoch}); rerr != nil {
@@ -357,12 +407,11 @@ func (c *Cell) KeepAlive(ctx context.Context, req api.KeepAliveRequest) (api.Ses
 	}
 	rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	v, err := c.read(rctx, sessionQuery{session: req.Session, epoch: epoch})
+	v, err := c.read(rctx, sessionQuery{session: req.Session, epoch: r.Epoch})
 	if err != nil {
-		c.sessions.Requeue(req.Session, evs)
 		return api.SessionResponse{}, err
 	}
-	return api.SessionResponse{Session: req.Session, LeaseMS: lease.Milliseconds(), Epoch: epoch, Index: v.(uint64), Events: evs}, nil
+	return api.SessionResponse{Session: req.Session, LeaseMS: r.Lease.Milliseconds(), Epoch: r.Epoch, Index: v.(uint64), Events: r.Events}, nil
 }
 
 // CloseSession ends a session.
@@ -456,8 +505,20 @@ func (c *Cell) Status() api.ReplicaStatus {
 	if v, err := c.nh.StaleRead(c.cfg.Info.ShardID, statsQuery{}); err == nil {
 		s := v.(stats)
 		st.AppliedIndex, st.Epoch, st.Sessions, st.Nodes = s.index, s.epoch, s.sessions, s.nodes
+		st.TokenHeadroom = s.tokenHeadroom
 	}
 	return st
+}
+
+// TokenHeadroom is how many more entries this replica's state can apply
+// before lock creates are refused (token_exhausted), and false if the
+// state cannot be read (replica not started).
+func (c *Cell) TokenHeadroom() (uint64, bool) {
+	v, err := c.nh.StaleRead(c.cfg.Info.ShardID, statsQuery{})
+	if err != nil {
+		return 0, false
+	}
+	return v.(stats).tokenHeadroom, true
 }
 
 // Counters are the cell's metrics sources.

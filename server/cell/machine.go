@@ -98,6 +98,7 @@ type (
 type stats struct {
 	index, epoch    uint64
 	sessions, nodes int
+	tokenHeadroom   uint64
 }
 
 var errNotLeading = api.Errorf(api.CodeNotLeader, "this replica does not lead the cell")
@@ -105,15 +106,19 @@ var errNotLeading = api.Errorf(api.CodeNotLeader, "this replica does not lead th
 func (c *Cell) lookup(s *fsm.State, q interface{}) (interface{}, error) {
 	switch q := q.(type) {
 	case getQuery:
+		// As in ZooKeeper: a data watch on a missing node is an exists-watch
+		// (answers exists=false, fires on create); any other get of a
+		// missing node answers no_node and arms nothing, since the client
+		// was told there is nothing to watch.
 		n, ok := s.Get(q.path)
+		if !ok && q.watch != api.WatchData {
+			return nil, api.Errorf(api.CodeNoNode, "%s does not exist", q.path)
+		}
 		if q.watch != "" {
 			if err := c.canWatch(s, q.session); err != nil {
 				return nil, err
 			}
 			c.watches.Register(q.session, q.path, q.watch)
-		}
-		if !ok && q.watch != api.WatchData {
-			return nil, api.Errorf(api.CodeNoNode, "%s does not exist", q.path)
 		}
 		return api.GetResponse{Exists: ok, Node: n, Index: s.Index()}, nil
 	case childrenQuery:
@@ -158,7 +163,7 @@ func (c *Cell) lookup(s *fsm.State, q interface{}) (interface{}, error) {
 		}
 		return s.Index(), nil
 	case statsQuery:
-		return stats{index: s.Index(), epoch: s.Epoch(), sessions: s.NumSessions(), nodes: s.NumNodes()}, nil
+		return stats{index: s.Index(), epoch: s.Epoch(), sessions: s.NumSessions(), nodes: s.NumNodes(), tokenHeadroom: s.TokenHeadroom()}, nil
 	}
 	return nil, errors.New("cell: unknown query")
 }

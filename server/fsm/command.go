@@ -26,7 +26,8 @@ const (
 	OpPut           Op = "put"
 	OpDelete        Op = "delete"
 	// OpLeaderStart is the first entry every new leader commits. It bumps the
-	// leader epoch; the new leader's session manager starts only once it has
+	// leader epoch (a second copy for the same replica and term changes
+	// nothing); the new leader's session manager starts only once it has
 	// applied it, and expiries decided under an older epoch are refused.
 	OpLeaderStart Op = "leader_start"
 	// OpLeaderTick records how long the current leader has led (by its own
@@ -57,9 +58,13 @@ type Command struct {
 	MakeParents bool         `json:"make_parents,omitempty"`
 
 	LeaseMS int64 `json:"lease_ms,omitempty"` // open_session
+	// Nonce: for open_session, the client's name for this logical open; a
+	// retry with the same nonce returns the session already opened.
+	Nonce string `json:"nonce,omitempty"`
 
 	// Epoch: for expire_session, the leader epoch it was decided under; for
-	// ensure_prefix, the directory epoch.
+	// ensure_prefix, the directory epoch; for leader_start, the leader epoch
+	// PrevLeadershipMS measures.
 	Epoch uint64 `json:"epoch,omitempty"`
 	// Target is the session an expire_session ends.
 	Target uint64 `json:"target,omitempty"`
@@ -71,6 +76,11 @@ type Command struct {
 
 	ReplicaID uint64 `json:"replica_id,omitempty"` // leader_start
 	Term      uint64 `json:"term,omitempty"`       // leader_start
+	// PrevLeadershipMS: for leader_start, how long the leadership that
+	// began with leader epoch Epoch lasted, as the proposer measured it on
+	// its monotonic clock from its own apply of that leadership's
+	// leader_start to the proposal (a lower bound; 0 if unknown).
+	PrevLeadershipMS int64 `json:"prev_leadership_ms,omitempty"`
 }
 
 // Encode serialises a command for the log.

@@ -80,3 +80,74 @@ func TestLeaderClockEntriesAreEpochGuarded(t *testing.T) {
 		t.Fatal("a stale tick or confirm changed the state")
 	}
 }
+
+// A leader_start proposal that timed out may still commit, so the leader's
+// retry can apply a second copy for the same replica and term. The copy must
+// change nothing: no epoch bump (the running manager would restart and drop
+// its leases) and no charge. A leader_start from an older term is refused.
+func TestDuplicateLeaderStartChangesNothing(t *testing.T) {
+	h := newDemo(t)
+	id := h.open()
+	start := Command{Op: OpLeaderStart, ReplicaID: 2, Term: 7}
+	epoch := h.ok(start).Epoch
+	h.ok(Command{Op: OpLeaderTick, Epoch: epoch, ElapsedMS: 3000})
+	before := snapNoIndex(t, h.s)
+
+	if got := h.ok(start).Epoch; got != epoch {
+		t.Fatalf("second leader_start for replica 2 term 7 answered epoch %d, want %d", got, epoch)
+	}
+	if h.s.Epoch() != epoch {
+		t.Fatalf("second leader_start for the same replica and term moved the epoch to %d, want %d", h.s.Epoch(), epoch)
+	}
+	if !bytes.Equal(before, snapNoIndex(t, h.s)) {
+		t.Fatal("second leader_start for the same replica and term changed the state")
+	}
+	for _, stale := range []Command{
+		{Op: OpLeaderStart, ReplicaID: 2, Term: 6}, // older term
+		{Op: OpLeaderStart, ReplicaID: 3, Term: 7}, // another replica, same term: not Raft
+	} {
+		h.fail(stale, api.CodeNotLeader)
+		if !bytes.Equal(before, snapNoIndex(t, h.s)) {
+			t.Fatalf("stale leader_start %+v changed the state", stale)
+		}
+	}
+	if got := sessionInfo(t, h.s, id).SilentMS; got != 0 {
+		t.Fatalf("session charged %d ms by leader_starts of the running leadership", got)
+	}
+}
+
+// leader_start charges the larger of the ending leadership's ticks and the
+// length its proposer measured, but only a measurement of that leadership
+// (Epoch names it); the charge saturates at the lease.
+func TestLeaderStartChargesReportedLeadership(t *testing.T) {
+	cases := []struct {
+		name       string
+		ticks      int64
+		epochDelta int64 // reported epoch minus the ending one
+		prev       int64
+		want       int64
+	}{
+		{"report longer than ticks", 1000, 0, 2500, 2500},
+		{"no ticks (shorter than one)", 0, 0, 700, 700},
+		{"ticks longer than report", 3000, 0, 2500, 3000},
+		{"report of an older leadership", 1000, -1, 5000, 1000},
+		{"report of no leadership", 1000, 1, 5000, 1000},
+		{"report beyond the lease", 0, 0, 1 << 62, 12000},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newDemo(t)
+			id := h.ok(Command{Op: OpOpenSession, LeaseMS: 12000}).Session
+			h.leaderStart()
+			ending := h.s.Epoch()
+			if tc.ticks > 0 {
+				h.ok(Command{Op: OpLeaderTick, Epoch: ending, ElapsedMS: tc.ticks})
+			}
+			_, term := h.s.Leader()
+			h.ok(Command{Op: OpLeaderStart, ReplicaID: 2, Term: term + 1, Epoch: uint64(int64(ending) + tc.epochDelta), PrevLeadershipMS: tc.prev})
+			if got := sessionInfo(t, h.s, id).SilentMS; got != tc.want {
+				t.Fatalf("charged %d ms, want %d", got, tc.want)
+			}
+		})
+	}
+}

@@ -30,6 +30,14 @@ type snapHeader struct {
 	Sessions   int      `json:"sessions"`
 	Nodes      int      `json:"nodes"`
 	Ended      []uint64 `json:"ended"`
+	// Opens is the session-open nonce window, oldest first (absent in
+	// snapshots from before it existed: an empty window).
+	Opens []snapOpen `json:"opens,omitempty"`
+}
+
+type snapOpen struct {
+	Nonce   string `json:"n"`
+	Session uint64 `json:"s"`
 }
 
 type snapSession struct {
@@ -69,6 +77,9 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 	h := snapHeader{
 		Format: snapshotFormat, Index: s.index, Epoch: s.epoch, LeaderID: s.leaderID, LeaderTerm: s.leaderTerm,
 		RootChild: s.root.childIndex, ElapsedMS: s.leaderElapsedMS, Sessions: len(s.sessions), Nodes: len(s.nodes), Ended: s.endedOrder,
+	}
+	for _, o := range s.openOrder {
+		h.Opens = append(h.Opens, snapOpen{Nonce: o.nonce, Session: o.session})
 	}
 	if err := enc.Encode(&h); err != nil {
 		return err
@@ -120,6 +131,13 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		s.ended[id] = struct{}{}
 	}
 	s.endedOrder = append([]uint64(nil), h.Ended...)
+	if len(h.Opens) > api.MaxOpenNonces {
+		return nil, fmt.Errorf("snapshot holds %d open nonces, limit %d", len(h.Opens), api.MaxOpenNonces)
+	}
+	for _, o := range h.Opens {
+		s.opens[o.Nonce] = o.Session // a reused nonce: the newer entry wins, as when applied
+		s.openOrder = append(s.openOrder, openNonce{nonce: o.Nonce, session: o.Session})
+	}
 	for i := 0; i < h.Sessions; i++ {
 		var ss snapSession
 		if err := dec.Decode(&ss); err != nil {

@@ -74,6 +74,16 @@ type State struct {
 	sessions        map[uint64]*session
 	ended           map[uint64]struct{}
 	endedOrder      []uint64 // FIFO of ended ids, oldest first
+	// opens maps the nonce of each of the last api.MaxOpenNonces session
+	// opens to the session it opened (openOrder: those opens, oldest
+	// first), so that a retried open returns that session.
+	opens     map[string]uint64
+	openOrder []openNonce
+}
+
+type openNonce struct {
+	nonce   string
+	session uint64
 }
 
 // New returns an empty state: just the root.
@@ -83,6 +93,7 @@ func New() *State {
 		nodes:    map[string]*node{},
 		sessions: map[uint64]*session{},
 		ended:    map[uint64]struct{}{},
+		opens:    map[string]uint64{},
 	}
 }
 
@@ -191,8 +202,7 @@ func (s *State) apply(index uint64, c *Command) (Result, []Change) {
 	case OpDelete:
 		res, changes = s.delete(index, c)
 	case OpLeaderStart:
-		s.leaderStart(c)
-		res = Result{Epoch: s.epoch}
+		res = s.leaderStart(c)
 	case OpLeaderTick:
 		res = s.leaderTick(c)
 	case OpConfirm:
@@ -221,10 +231,39 @@ func clampLease(ms int64) int64 {
 }
 
 func (s *State) openSession(index uint64, c *Command) Result {
+	if len(c.Nonce) > api.MaxNonceLen {
+		return Result{Err: api.Errorf(api.CodeBadRequest, "nonce is %d bytes, limit %d", len(c.Nonce), api.MaxNonceLen)}
+	}
+	if id, ok := s.opens[c.Nonce]; ok && c.Nonce != "" {
+		// A retry of an open that applied (its reply was lost): the same
+		// session, and nothing changes. Once that session has ended the
+		// retry opens a new one: the first never reached its client.
+		if sess, live := s.sessions[id]; live {
+			return Result{Session: id, LeaseMS: sess.leaseMS, Epoch: s.epoch}
+		}
+	}
 	// The session id is the index of its open entry: unique, deterministic.
 	sess := &session{id: index, leaseMS: clampLease(c.LeaseMS), confirmedEpoch: s.epoch, ephemerals: map[string]struct{}{}}
 	s.sessions[index] = sess
+	if c.Nonce != "" {
+		s.rememberOpen(c.Nonce, index)
+	}
 	return Result{Session: index, LeaseMS: sess.leaseMS, Epoch: s.epoch}
+}
+
+// rememberOpen records an open's nonce, forgetting the oldest beyond the
+// window. A nonce reused after its session ended appears twice in
+// openOrder; the map follows the newer entry, which is evicted last.
+func (s *State) rememberOpen(nonce string, id uint64) {
+	s.opens[nonce] = id
+	s.openOrder = append(s.openOrder, openNonce{nonce: nonce, session: id})
+	if len(s.openOrder) > api.MaxOpenNonces {
+		old := s.openOrder[0]
+		if s.opens[old.nonce] == old.session {
+			delete(s.opens, old.nonce)
+		}
+		s.openOrder = s.openOrder[1:]
+	}
 }
 
 func (s *State) liveSession(id uint64) (*session, *api.Error) {
@@ -260,17 +299,40 @@ func (s *State) expireSession(index uint64, c *Command) (Result, []Change) {
 }
 
 // leaderStart bumps the leader epoch. Every session that did not renew under
-// the leadership now ending is charged that leadership's recorded length: a
-// new leader grants it only what is left of its lease.
-func (s *State) leaderStart(c *Command) {
+// the leadership now ending is charged that leadership's length: a new
+// leader grants it only what is left of its lease. The length is the larger
+// of two lower bounds: the leader's committed ticks, and PrevLeadershipMS,
+// the time the proposing replica measured from its own apply of the
+// leader_start that began the ending leadership (Epoch names it; a
+// measurement of another leadership is ignored). The second one also covers
+// leaderships shorter than a tick and the election gap after them.
+//
+// A copy of the running leadership's own leader_start (a retry after a
+// timed-out proposal that committed anyway) changes nothing, and a
+// leader_start from an older term is refused: only a new Raft term starts a
+// new leadership.
+func (s *State) leaderStart(c *Command) Result {
+	if s.epoch > 0 && c.Term <= s.leaderTerm {
+		if c.Term == s.leaderTerm && c.ReplicaID == s.leaderID {
+			return Result{Epoch: s.epoch}
+		}
+		return Result{Err: api.Errorf(api.CodeNotLeader, "leader_start of replica %d term %d after term %d", c.ReplicaID, c.Term, s.leaderTerm)}
+	}
+	charge := s.leaderElapsedMS
+	if c.Epoch == s.epoch {
+		charge = max(charge, c.PrevLeadershipMS)
+	}
 	for _, sess := range s.sessions {
 		if sess.confirmedEpoch < s.epoch {
-			sess.silentMS += s.leaderElapsedMS
+			// Silence beyond the lease means expired: saturate there (a
+			// corrupt entry must not overflow into a longer lease).
+			sess.silentMS = min(sess.silentMS+min(charge, sess.leaseMS), sess.leaseMS)
 		}
 	}
 	s.epoch++
 	s.leaderID, s.leaderTerm = c.ReplicaID, c.Term
 	s.leaderElapsedMS = 0
+	return Result{Epoch: s.epoch}
 }
 
 func (s *State) leaderTick(c *Command) Result {
@@ -379,99 +441,129 @@ func (s *State) checkNodePath(p string) *api.Error {
 	return nil
 }
 
+// createPlan is a create that passed every check: what applyCreate needs.
+type createPlan struct {
+	path       string // final path (with the sequence suffix)
+	parentPath string
+	parent     *node    // nil: make_parents creates parentPath
+	seq        uint64   // sequence number, for a sequential create
+	sess       *session // owner, for an ephemeral create
+}
+
+// create is checkCreate, then applyCreate: a refused create changes nothing.
 func (s *State) create(index uint64, c *Command) (Result, []Change) {
-	if err := s.checkNodePath(c.Path); err != nil {
+	p, err := s.checkCreate(index, c)
+	if err != nil {
 		return Result{Err: err}, nil
+	}
+	return s.applyCreate(index, c, p)
+}
+
+// checkCreate validates a create against the state without changing it.
+func (s *State) checkCreate(index uint64, c *Command) (createPlan, *api.Error) {
+	var p createPlan
+	if err := s.checkNodePath(c.Path); err != nil {
+		return p, err
 	}
 	if err := checkValue(c.Value); err != nil {
-		return Result{Err: err}, nil
+		return p, err
 	}
 	if !c.Lock.Valid() {
-		return Result{Err: api.Errorf(api.CodeBadRequest, "unknown lock mode %q", c.Lock)}, nil
+		return p, api.Errorf(api.CodeBadRequest, "unknown lock mode %q", c.Lock)
 	}
-	if c.Lock != api.LockNone && (!c.Ephemeral || !c.Sequential) {
-		return Result{Err: api.Errorf(api.CodeBadRequest, "a lock node must be ephemeral and sequential")}, nil
+	if c.Lock != api.LockNone {
+		if !c.Ephemeral || !c.Sequential {
+			return p, api.Errorf(api.CodeBadRequest, "a lock node must be ephemeral and sequential")
+		}
+		if err := s.checkTokenSpace(index, c.Path); err != nil {
+			return p, err
+		}
 	}
-	var sess *session
 	if c.Ephemeral {
 		if c.Session == 0 {
-			return Result{Err: api.Errorf(api.CodeNoSession, "an ephemeral node needs a session")}, nil
+			return p, api.Errorf(api.CodeNoSession, "an ephemeral node needs a session")
 		}
 		var err *api.Error
-		if sess, err = s.liveSession(c.Session); err != nil {
-			return Result{Err: err}, nil
+		if p.sess, err = s.liveSession(c.Session); err != nil {
+			return p, err
 		}
 	}
-	parentPath := api.Parent(c.Path)
-	parent, ok := s.nodes[parentPath]
+	p.parentPath = api.Parent(c.Path)
+	parent, ok := s.nodes[p.parentPath]
 	if !ok && !c.MakeParents {
-		return Result{Err: api.Errorf(api.CodeNoNode, "parent %s does not exist", parentPath)}, nil
+		return p, api.Errorf(api.CodeNoNode, "parent %s does not exist", p.parentPath)
 	}
 	if ok && parent.ephemeral {
-		return Result{Err: api.Errorf(api.CodeBadRequest, "ephemeral node %s cannot have children", parentPath)}, nil
+		return p, api.Errorf(api.CodeBadRequest, "ephemeral node %s cannot have children", p.parentPath)
 	}
-	if !ok {
+	if ok {
+		p.parent = parent
+	} else {
 		// make_parents would create the missing ancestors below the nearest
 		// existing one, which must not be ephemeral either. The walk ends at
 		// the latest at the prefix root, which checkNodePath found.
-		q := api.Parent(parentPath)
+		q := api.Parent(p.parentPath)
 		for s.nodes[q] == nil {
 			q = api.Parent(q)
 		}
 		if s.nodes[q].ephemeral {
-			return Result{Err: api.Errorf(api.CodeBadRequest, "ephemeral node %s cannot have children", q)}, nil
+			return p, api.Errorf(api.CodeBadRequest, "ephemeral node %s cannot have children", q)
 		}
 	}
-	path := c.Path
-	var seq uint64
+	p.path = c.Path
 	if c.Sequential {
-		if parent != nil {
-			seq = parent.nextSeq
+		if p.parent != nil {
+			p.seq = p.parent.nextSeq
 		}
 		// Skip names a plain node already took, so one clash cannot block
 		// every later sequential create under the parent.
 		for {
-			if seq > maxSeq {
-				return Result{Err: api.Errorf(api.CodeBadRequest, "sequence counter of %s is exhausted", parentPath)}, nil
+			if p.seq > maxSeq {
+				return p, api.Errorf(api.CodeBadRequest, "sequence counter of %s is exhausted", p.parentPath)
 			}
-			path = fmt.Sprintf("%s%0*d", c.Path, seqDigits, seq)
-			if _, taken := s.nodes[path]; !taken {
+			p.path = fmt.Sprintf("%s%0*d", c.Path, seqDigits, p.seq)
+			if _, taken := s.nodes[p.path]; !taken {
 				break
 			}
-			seq++
+			p.seq++
 		}
-		if len(path) > api.MaxPathLen {
-			return Result{Err: api.Errorf(api.CodeInvalidPath, "sequential path is %d bytes, limit %d", len(path), api.MaxPathLen)}, nil
+		if len(p.path) > api.MaxPathLen {
+			return p, api.Errorf(api.CodeInvalidPath, "sequential path is %d bytes, limit %d", len(p.path), api.MaxPathLen)
 		}
 	}
-	if _, exists := s.nodes[path]; exists {
-		return Result{Err: api.Errorf(api.CodeNodeExists, "%s exists", path)}, nil
+	if _, exists := s.nodes[p.path]; exists {
+		return p, api.Errorf(api.CodeNodeExists, "%s exists", p.path)
 	}
-	// Checks done; from here the command applies in full.
+	return p, nil
+}
+
+// applyCreate applies a checked create in full.
+func (s *State) applyCreate(index uint64, c *Command, p createPlan) (Result, []Change) {
 	var changes []Change
+	parent := p.parent
 	if parent == nil {
-		parent, changes = s.makeParents(index, parentPath)
+		parent, changes = s.makeParents(index, p.parentPath)
 	}
 	n := &node{
-		path: path, parent: parent, value: cloneBytes(c.Value), version: 1,
+		path: p.path, parent: parent, value: cloneBytes(c.Value), version: 1,
 		createIndex: index, modifyIndex: index, childIndex: index,
 		ephemeral: c.Ephemeral, lock: c.Lock, children: map[string]*node{},
 	}
 	if c.Sequential {
-		n.seq = seq
-		parent.nextSeq = seq + 1
+		n.seq = p.seq
+		parent.nextSeq = p.seq + 1
 	}
 	if n.lock != api.LockNone {
 		// The token's epoch is fixed at grant: a later epoch raise does not
 		// change a holder's token.
-		n.tokenEpoch = s.nodes[api.Prefix(path)].dirEpoch
+		n.tokenEpoch = s.nodes[api.Prefix(p.path)].dirEpoch
 	}
-	if sess != nil {
-		n.owner = sess.id
-		sess.ephemerals[path] = struct{}{}
+	if p.sess != nil {
+		n.owner = p.sess.id
+		p.sess.ephemerals[p.path] = struct{}{}
 	}
 	s.link(index, n)
-	changes = append(changes, Change{Path: path, Type: ChangeCreated, Index: index}, Change{Path: parent.path, Type: ChangeChildren, Index: index})
+	changes = append(changes, Change{Path: p.path, Type: ChangeCreated, Index: index}, Change{Path: parent.path, Type: ChangeChildren, Index: index})
 	res := Result{Node: s.meta(n, false)}
 	if n.lock != api.LockNone {
 		res.Token = s.token(n)
@@ -480,6 +572,29 @@ func (s *State) create(index uint64, c *Command) (Result, []Change) {
 		}
 	}
 	return res, changes
+}
+
+// checkTokenSpace refuses a lock node whose fencing token would not
+// compare above every earlier one: its create index past the token's index
+// bits (it would wrap), or its prefix's directory epoch past MaxTokenEpoch
+// (a state from before the limit; the token would be negative as int64).
+func (s *State) checkTokenSpace(index uint64, path string) *api.Error {
+	if index > api.MaxTokenIndex {
+		return api.Errorf(api.CodeTokenExhausted, "lock create at index %d: fencing-token index space ends at %d; move the prefix to a new cell", index, uint64(api.MaxTokenIndex))
+	}
+	if e := s.nodes[api.Prefix(path)].dirEpoch; e > api.MaxTokenEpoch {
+		return api.Errorf(api.CodeTokenExhausted, "directory epoch %d of %s is over the token limit %d", e, api.Prefix(path), uint64(api.MaxTokenEpoch))
+	}
+	return nil
+}
+
+// TokenHeadroom is how many more Raft indices the cell can apply before
+// lock creates are refused (token_exhausted).
+func (s *State) TokenHeadroom() uint64 {
+	if s.index >= api.MaxTokenIndex {
+		return 0
+	}
+	return api.MaxTokenIndex - s.index
 }
 
 // makeParents creates the missing persistent ancestors of p (below its
@@ -586,6 +701,10 @@ func (s *State) ensurePrefix(index uint64, c *Command) (Result, []Change) {
 	}
 	if api.Parent(c.Path) != "/" {
 		return Result{Err: api.Errorf(api.CodeInvalidPath, "%s is not a top-level prefix", c.Path)}, nil
+	}
+	if c.Epoch > api.MaxTokenEpoch {
+		// Tokens under it would not fit 63 bits (int64 in SQL goes negative).
+		return Result{Err: api.Errorf(api.CodeTokenExhausted, "directory epoch %d is over the token limit %d", c.Epoch, uint64(api.MaxTokenEpoch))}, nil
 	}
 	if n, ok := s.nodes[c.Path]; ok {
 		if c.Epoch > n.dirEpoch { // the directory epoch only goes up
@@ -791,6 +910,21 @@ func (s *State) CheckInvariants() error {
 	}
 	if count != len(s.nodes) {
 		return fmt.Errorf("%d nodes reachable, %d indexed", count, len(s.nodes))
+	}
+	if len(s.openOrder) > api.MaxOpenNonces {
+		return fmt.Errorf("%d open nonces remembered, limit %d", len(s.openOrder), api.MaxOpenNonces)
+	}
+	last := make(map[string]uint64, len(s.openOrder))
+	for _, o := range s.openOrder {
+		last[o.nonce] = o.session
+	}
+	if len(last) != len(s.opens) {
+		return fmt.Errorf("%d open nonces mapped, %d in the window", len(s.opens), len(last))
+	}
+	for n, id := range last {
+		if s.opens[n] != id {
+			return fmt.Errorf("open nonce %q maps to session %d, window says %d", n, s.opens[n], id)
+		}
 	}
 	for id, sess := range s.sessions {
 		for p := range sess.ephemerals {

@@ -240,7 +240,12 @@ func needSession(id uint64, what string) error {
 
 func (s *Server) openSession(ctx *fasthttp.RequestCtx) (any, error) {
 	var req api.OpenSessionRequest
-	return s.onCell(ctx, &req, func() string { return req.Cell }, nil, nil, func(cctx context.Context, c *cell.Cell) (any, error) {
+	return s.onCell(ctx, &req, func() string { return req.Cell }, func() error {
+		if len(req.Nonce) > api.MaxNonceLen {
+			return api.Errorf(api.CodeBadRequest, "nonce is %d bytes, limit %d", len(req.Nonce), api.MaxNonceLen)
+		}
+		return nil
+	}, nil, func(cctx context.Context, c *cell.Cell) (any, error) {
 		return c.OpenSession(cctx, req)
 	})
 }

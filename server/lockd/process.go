@@ -3,6 +3,7 @@ package lockd
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"path/filepath"
 	"sync"
@@ -199,7 +200,7 @@ func (p *Process) Close() {
 // Status reports every hosted cell as this replica sees it.
 func (p *Process) Status() api.StatusResponse {
 	self := p.cfg.Self()
-	st := api.StatusResponse{ReplicaID: self.ID, APIAddr: self.APIAddr, RaftAddr: self.RaftAddr}
+	st := api.StatusResponse{ReplicaID: self.ID, APIAddr: self.APIAddr, RaftAddr: self.RaftAddr, Version: Version}
 	for _, info := range p.sortedCells() {
 		st.Cells = append(st.Cells, p.cells[info].Status())
 	}
@@ -234,6 +235,16 @@ func registerCellMetrics(reg *prometheus.Registry, c *cell.Cell) {
 	counter("lockd_session_expiries_total", "Sessions expired by this replica's session manager.", func(k cell.Counters) float64 { return float64(k.Expiries) })
 	counter("lockd_watch_events_total", "Watch events delivered to sessions.", func(k cell.Counters) float64 { return float64(k.WatchEvents) })
 	counter("lockd_dropped_events_total", "Events dropped by full session queues (replaced by a resync).", func(k cell.Counters) float64 { return float64(k.DroppedEvents) })
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "lockd_token_index_headroom",
+		Help:        "Raft entries the cell can still apply before lock creates are refused (token_exhausted: fencing-token index bits used up); NaN until the replica's state is readable.",
+		ConstLabels: labels,
+	}, func() float64 {
+		if h, ok := c.TokenHeadroom(); ok {
+			return float64(h)
+		}
+		return math.NaN()
+	}))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lockd_is_leader", Help: "1 if this replica leads the cell and its session manager runs.", ConstLabels: labels}, func() float64 {
 		if c.Ready() == nil {
 			return 1

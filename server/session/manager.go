@@ -8,6 +8,7 @@ package session
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,8 +52,13 @@ type lease struct {
 	// confirmed: the state knows the session renewed under this leader.
 	confirmed bool
 	expiring  bool // an expiry proposal is in flight
-	events    []api.Event
-	wake      chan struct{} // closed to release the waiting KeepAlive
+	ended     bool // the state machine ended the session (Ended)
+	// events are the session's events not yet acknowledged, in seq order.
+	// Replies carry copies; only an ack removes them, so a reply lost on
+	// the way (or written to a connection its client gave up on) loses
+	// nothing: the next KeepAlive carries them again.
+	events []api.Event
+	wake   chan struct{} // closed to release the waiting KeepAlive
 }
 
 // Manager tracks the leases of every session while its replica leads.
@@ -65,6 +71,10 @@ type Manager struct {
 	since   time.Time // when this leadership's manager started
 	leases  map[uint64]*lease
 	stopped chan struct{} // closed when leadership ends
+	// seq numbers events. It only grows for the manager's life, so seqs
+	// grow per session within a leadership (clients reset their ack when
+	// the epoch changes) and an ack never covers an event of a newer lease.
+	seq uint64
 
 	done chan struct{}
 	wg   sync.WaitGroup
@@ -126,10 +136,16 @@ func (m *Manager) Close() {
 // cannot keep a dead one alive forever. This is safe because the recorded
 // silence is a lower bound on the time since the session's last
 // acknowledged KeepAlive.
+//
+// Start under the epoch the manager already runs changes nothing: the
+// running leadership's leases (and its waiting KeepAlives) are kept.
 func (m *Manager) Start(epoch uint64, sessions []fsm.SessionInfo) {
 	now := m.cfg.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.active && m.epoch == epoch {
+		return
+	}
 	m.deactivateLocked()
 	m.active, m.epoch, m.since = true, epoch, now
 	m.stopped = make(chan struct{})
@@ -186,6 +202,7 @@ func (m *Manager) Ended(id uint64) {
 	defer m.mu.Unlock()
 	if l, ok := m.leases[id]; ok {
 		delete(m.leases, id)
+		l.ended = true
 		if l.wake != nil {
 			close(l.wake)
 			l.wake = nil
@@ -201,11 +218,16 @@ func (m *Manager) Deliver(id uint64, ev api.Event) {
 	if !ok || !m.active {
 		return
 	}
+	m.seq++
 	if len(l.events) >= api.MaxPendingEvents {
 		// Too far behind: tell the client to re-read everything instead.
+		// The resync takes a seq above every event it replaces, so a
+		// client that processed some of them still processes it. Replies
+		// hold copies, so reusing the array is safe.
 		m.dropped.Add(uint64(len(l.events)))
-		l.events = append(l.events[:0], api.Event{Type: api.EventResync, Index: ev.Index})
+		l.events = append(l.events[:0], api.Event{Type: api.EventResync, Index: ev.Index, Seq: m.seq})
 	} else {
+		ev.Seq = m.seq
 		l.events = append(l.events, ev)
 	}
 	if l.wake != nil {
@@ -214,49 +236,81 @@ func (m *Manager) Deliver(id uint64, ev api.Event) {
 	}
 }
 
-// KeepAlive extends the session's lease from now and waits up to wait for
-// events. It returns the events and the lease length.
+// Ack acknowledges a session's events up to Seq, under leader epoch Epoch.
+type Ack struct{ Epoch, Seq uint64 }
+
+// Renewal answers Renew.
+type Renewal struct {
+	Events []api.Event // unacknowledged events, oldest first (a copy)
+	Lease  time.Duration
+	Epoch  uint64 // the leadership that renewed the lease
+}
+
+// KeepAlive is Renew acknowledging nothing.
 func (m *Manager) KeepAlive(ctx context.Context, id uint64, wait time.Duration) ([]api.Event, time.Duration, error) {
+	r, err := m.Renew(ctx, id, wait, Ack{})
+	return r.Events, r.Lease, err
+}
+
+// Renew extends the session's lease from now, drops the events ack
+// covers (ignored unless ack.Epoch is this leadership's) and waits up to
+// wait (at most half the lease) for events. It returns every event not yet
+// acknowledged: nothing leaves the queue without an ack. A newer call for
+// the session releases an older one still waiting. Errors: not_leader or
+// unavailable when leadership changed under it; session_expired only once
+// the state machine ended the session; ErrUnknown without a lease.
+func (m *Manager) Renew(ctx context.Context, id uint64, wait time.Duration, ack Ack) (Renewal, error) {
 	m.keepAlives.Add(1)
 	m.mu.Lock()
 	if !m.active {
 		m.mu.Unlock()
-		return nil, 0, api.Errorf(api.CodeNotLeader, "not the leader")
+		return Renewal{}, api.Errorf(api.CodeNotLeader, "not the leader")
 	}
 	l, ok := m.leases[id]
 	if !ok {
 		m.mu.Unlock()
-		return nil, 0, ErrUnknown
+		return Renewal{}, ErrUnknown
 	}
 	if l.expiring {
+		// Its expiry is proposed, not yet applied (a deposed leader's
+		// proposal is refused): the client retries, and learns the
+		// session's fate from the state once the entry applies.
 		m.mu.Unlock()
-		return nil, 0, api.Errorf(api.CodeSessionExpired, "session %d lease ran out", id)
+		return Renewal{}, api.Errorf(api.CodeUnavailable, "session %d lease ran out; expiry in flight", id)
 	}
+	epoch := m.epoch
 	l.expiry = m.cfg.Now().Add(l.dur)
+	if ack.Epoch == epoch {
+		l.ackLocked(ack.Seq)
+	}
+	// One waiter per session: an older one (its client has moved on)
+	// returns now, consuming nothing.
+	if l.wake != nil {
+		close(l.wake)
+		l.wake = nil
+	}
 	if !l.confirmed {
 		// First renewal under this leader: the state must know of it before
 		// it is acknowledged, or the next leader would charge the session
 		// this whole leadership as silence.
-		epoch := m.epoch
 		m.mu.Unlock()
 		if err := m.confirm(ctx, id); err != nil {
-			return nil, 0, err
+			return Renewal{}, err
 		}
 		m.mu.Lock()
-		if cur, ok := m.leases[id]; !ok || cur != l || !m.active || m.epoch != epoch {
+		if err := m.changedLocked(id, l, epoch); err != nil {
 			m.mu.Unlock()
-			return nil, 0, api.Errorf(api.CodeUnavailable, "session %d changed while confirming", id)
+			return Renewal{}, err
 		}
 		l.confirmed = true
 	}
+	// Half a lease at most: the client's attempt timeout is built on its
+	// own wait, and a reply held longer would arrive after it gave up.
+	wait = min(wait, l.dur/2)
 	if len(l.events) > 0 || wait <= 0 {
-		evs := l.events
-		l.events = nil
+		r := Renewal{Events: slices.Clone(l.events), Lease: l.dur, Epoch: epoch}
 		m.mu.Unlock()
-		return evs, l.dur, nil
-	}
-	if l.wake != nil {
-		close(l.wake) // one waiter per session: the older one returns now
+		return r, nil
 	}
 	wake := make(chan struct{})
 	l.wake = wake
@@ -274,18 +328,40 @@ func (m *Manager) KeepAlive(ctx context.Context, id uint64, wait time.Duration) 
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if cur, ok := m.leases[id]; !ok || cur != l {
-		if !m.active {
-			return nil, 0, api.Errorf(api.CodeNotLeader, "leadership lost")
-		}
-		return nil, 0, api.Errorf(api.CodeSessionExpired, "session %d ended", id)
+	if err := m.changedLocked(id, l, epoch); err != nil {
+		return Renewal{}, err
 	}
 	if l.wake == wake {
 		l.wake = nil
 	}
-	evs := l.events
-	l.events = nil
-	return evs, l.dur, nil
+	return Renewal{Events: slices.Clone(l.events), Lease: l.dur, Epoch: epoch}, nil
+}
+
+// changedLocked reports why lease l of session id, renewed under epoch, is
+// no longer the manager's current one, if it is not. Only an end the state
+// machine decided is session_expired; a manager that stopped or restarted
+// under the caller says nothing about the session.
+func (m *Manager) changedLocked(id uint64, l *lease, epoch uint64) error {
+	switch cur, ok := m.leases[id]; {
+	case l.ended:
+		return api.Errorf(api.CodeSessionExpired, "session %d ended", id)
+	case !m.active:
+		return api.Errorf(api.CodeNotLeader, "leadership lost")
+	case !ok || cur != l || m.epoch != epoch:
+		return api.Errorf(api.CodeUnavailable, "session %d: leadership changed during the keepalive", id)
+	}
+	return nil
+}
+
+// ackLocked drops the events up to seq.
+func (l *lease) ackLocked(seq uint64) {
+	n := 0
+	for n < len(l.events) && l.events[n].Seq <= seq {
+		n++
+	}
+	if n > 0 {
+		l.events = l.events[:copy(l.events, l.events[n:])]
+	}
 }
 
 // Stats returns live leases and counters.
@@ -453,18 +529,5 @@ func (m *Manager) expire(id, epoch uint64) {
 	// Retry on the next tick if we still lead under the same epoch.
 	if l, ok := m.leases[id]; ok && m.active && m.epoch == epoch {
 		l.expiring = false
-	}
-}
-
-// Requeue puts undelivered events back at the front of a session's queue
-// (the reply carrying them could not be sent).
-func (m *Manager) Requeue(id uint64, evs []api.Event) {
-	if len(evs) == 0 {
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if l, ok := m.leases[id]; ok && m.active && len(l.events)+len(evs) <= api.MaxPendingEvents {
-		l.events = append(append([]api.Event(nil), evs...), l.events...)
 	}
 }

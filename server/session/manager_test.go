@@ -124,8 +124,8 @@ func TestLeaseLifecycle(t *testing.T) {
 	if got := expireDue(m); len(got) != 1 || got[0] != 2 {
 		t.Fatalf("expired %v, want [2]", got)
 	}
-	if _, _, err := m.KeepAlive(ctx, 2, 0); !errors.Is(err, api.ErrSessionExpired) {
-		t.Fatalf("keepalive of expiring session: %v", err)
+	if _, _, err := m.KeepAlive(ctx, 2, 0); !errors.Is(err, api.ErrUnavailable) {
+		t.Fatalf("keepalive of expiring session: %v, want unavailable until the expiry applies", err)
 	}
 	m.Ended(2)
 	if _, _, err := m.KeepAlive(ctx, 2, 0); !errors.Is(err, ErrUnknown) {

@@ -44,9 +44,10 @@
 // source and destination address name the replicas, and the kernel drops
 // exactly the pairs we choose, for the Raft transport and anything else
 // alike, with no code of ours on the data path. (This machine's kernel has
-// no sch_netem, so delay and loss are not injected; without root, or
-// without `ip netns`, the suite runs on loopback without the partition
-// nemeses and says so in its summary.)
+// no sch_netem, so delay and loss are not injected.) Without root, or
+// without `ip netns`, the run fails, unless CHAOS_NO_PARTITIONS=1 (or
+// -no-partitions) says to run on loopback without the partition nemeses;
+// the JSON line's "nemeses" counts the fault steps that ran, by kind.
 //
 // # Nemeses
 //
@@ -66,7 +67,8 @@
 // # Workloads
 //
 // Exclusive locks with fenced writes to an in-process Resource (sdk/fence
-// semantics; it records every admitted access with token and session);
+// semantics; it records every access attempt, accepted or refused, with
+// token, session and whether the writer's lock Context was still live);
 // shared locks beside an exclusive writer on one path (readers check the
 // fence without raising it); leader election (Campaign, Leader, fenced
 // writes with the leader's token, Resign); config get/put/compare-and-set
@@ -75,20 +77,46 @@
 // waiters; probes that put back to back to time fail-overs; a holder
 // process and its in-process waiter for takeovers.
 //
-// # Checkers (each has a test that feeds it a broken history)
+// # Checkers (package check; each has a test that feeds it a broken history)
+//
+// The history types and the checkers live in tests/chaos/check, apart
+// from the runner, the nemeses and the workloads.
 //
 //	a. CheckMutualExclusion: in Raft-index order, no two nodes of one lock
 //	   held at once if either is exclusive, and no node waits after it held.
-//	b. CheckFencing: the resource never admitted a token below one it had
-//	   accepted; every admitted token is the create index of a node the
-//	   service saw holding, owned by the session the access came from.
+//	   A held span ends at the node's deletion index (a data watch on every
+//	   lock node the observer lists), not at its last sample.
+//	   CheckIntervals (Jepsen-style, real time): every client of this
+//	   process records, on the process's one monotonic clock, when its
+//	   lock's Context became live (the grant returned) and when it was
+//	   cancelled or Unlock was called; no two intervals of one lock overlap
+//	   by more than sdk.DriftMargin. Holder processes are left out (their
+//	   Context is on their own clock, and a paused one reports its loss only
+//	   after SIGCONT). A grant whose node is already gone while its Context
+//	   is live is a violation (etcd #11456), never dropped.
+//	b. CheckFencing: the resource records every attempt, accepted or
+//	   refused; the checker replays the fence's rule itself, checks that
+//	   accepted writes are token-monotonic per lock and never interleave
+//	   between holders, that every accepted token is the create index of a
+//	   node the service saw holding, owned by the writer's session, and
+//	   that no client of this process was refused as stale while its lock's
+//	   Context was still live (two holders at once, whatever the fence did).
 //	c. CheckLinearizable: config histories are linearizable (porcupine;
-//	   unknown outcomes may or may not have happened).
-//	d. CheckAcked, CheckSessions: every acknowledged write reads back; no
-//	   healthy client's session ended unless the cell committed nothing
-//	   for a lease or more (an outage, itself reported).
+//	   unknown outcomes may or may not have happened); a porcupine timeout
+//	   (Unknown) fails the run.
+//	d. CheckAcked, CheckSessions: every acknowledged write reads back (one
+//	   that cannot be read fails too); no healthy client's session ended
+//	   unless the cell committed nothing for lease + grace, after which the
+//	   client itself gives up (a cell without a leader expires nobody).
 //	e. CheckLiveness: after the faults stop every waiter is granted within
 //	   a bound; CheckNoQuorum: nothing succeeded while two replicas ran.
+//
+// The broken build: `go test -tags lockd_broken_grant_early ./tests/chaos/
+// -run TestChaosBrokenGrant`, or `make chaos-short
+// TAGS=lockd_broken_grant_early`, builds an SDK whose Lock reports a grant
+// as soon as its node is created (sdk/broken_grant.go); the interval,
+// grant-confirmation and fencing checkers must fire. The holder process
+// is built without the tag.
 //
 // While the run goes on: every grant is confirmed by a lock/state read,
 // the service's election leader is the campaigner, churned sessions own

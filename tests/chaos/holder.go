@@ -16,40 +16,17 @@ import (
 
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/sdk"
+	"github.com/lockservice/lockd/tests/chaos/check"
 	"github.com/lockservice/lockd/tests/cluster"
 )
 
-var (
-	holderOnce sync.Once
-	holderBin  string
-	holderErr  error
-)
-
-// holderBinary builds cmd/holder (without -race: it is a client process
-// like any other) once per process into dir.
-func holderBinary(dir string) (string, error) {
-	holderOnce.Do(func() {
-		if p := os.Getenv("CHAOS_HOLDER_BIN"); p != "" {
-			holderBin, holderErr = filepath.Abs(p)
-			return
-		}
-		root, err := cluster.ModuleRoot()
-		if err != nil {
-			holderErr = err
-			return
-		}
-		bin := filepath.Join(dir, "chaos-holder")
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./tests/chaos/cmd/holder")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			holderErr = fmt.Errorf("go build holder: %w\n%s", err, out)
-			return
-		}
-		holderBin = bin
-	})
-	return holderBin, holderErr
+// holderBinary is cmd/holder ($CHAOS_HOLDER_BIN, or built once per process
+// without -race: it is a client process like any other).
+func holderBinary() (string, error) {
+	if p := os.Getenv("CHAOS_HOLDER_BIN"); p != "" {
+		return filepath.Abs(p)
+	}
+	return cluster.BuildBinary("./tests/chaos/cmd/holder")
 }
 
 // holderProc is one run of the holder process.
@@ -154,12 +131,12 @@ func (e *env) startHolder(bin, resourceURL, logDir, name string) (*holderProc, e
 
 func (e *env) holderGranted(name string, l HolderLine) {
 	at := e.h.Now()
-	e.h.AddLockObs(LockObs{Lock: takeoverLock, Node: l.Node, Mode: api.LockExclusive, Index: l.Index, Held: l.Held, Source: "holder"})
+	e.h.AddLockObs(check.LockObs{Lock: takeoverLock, Node: l.Node, Mode: api.LockExclusive, Index: l.Index, Held: l.Held, Source: "holder"})
 	e.h.Checked("grant-confirmed")
 	if !l.Held {
 		e.h.AddViolation("grant-confirmed", fmt.Sprintf("holder %s was granted %s but the service says it does not hold (index %d)", name, l.Node, l.Index))
 	}
-	e.h.AddGrant(Grant{Lock: takeoverLock, Node: l.Node, Mode: api.LockExclusive, Token: l.Token, Session: l.Session,
+	e.h.AddGrant(check.Grant{Lock: takeoverLock, Node: l.Node, Mode: api.LockExclusive, Token: l.Token, Session: l.Session,
 		Owner: l.Owner, CreateIndex: l.CreateIndex, Epoch: l.Epoch, Worker: name, At: at})
 }
 
@@ -210,7 +187,9 @@ func (e *env) runTakeoverWaiter(w *takeoverWaiter) {
 			continue
 		}
 		at := e.h.Now()
-		e.granted(c, w.name, takeoverLock, api.LockExclusive, m.Node(), m.Token(), s0, at, r, m.Context)
+		hold := e.newHolding(takeoverLock, m.Node(), w.name, api.LockExclusive)
+		hold.live(m.Context(), at)
+		e.granted(c, w.name, takeoverLock, api.LockExclusive, m.Node(), m.Token(), s0, r, hold, m.Context)
 		select {
 		case w.grants <- at:
 		default:
@@ -219,6 +198,7 @@ func (e *env) runTakeoverWaiter(w *takeoverWaiter) {
 		case <-w.release:
 		case <-e.ctx.Done():
 		}
+		hold.release()
 		uctx, ucancel := e.callCtx()
 		_ = e.op(w.name, "unlock", func() error { return m.Unlock(uctx) })
 		ucancel()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lockservice/lockd/sdk"
+	"github.com/lockservice/lockd/tests/chaos/check"
 	"github.com/lockservice/lockd/tests/cluster"
 )
 
@@ -393,7 +394,7 @@ func (n *nemesis) noMajority(ctx context.Context, st Step) error {
 	}()
 	sleepCtx(ctx, st.Hold)
 	end := n.e.h.Now()
-	n.e.h.AddNoQuorum(Window{Start: start, End: end, What: fmt.Sprintf("no majority (%v killed)", victims)})
+	n.e.h.AddNoQuorum(check.Window{Start: start, End: end, What: fmt.Sprintf("no majority (%v killed)", victims)})
 	err = n.restart(victims[0])
 	back := n.e.h.Now()
 	// Commits resume once a majority runs.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockservice/lockd/sdk"
+	"github.com/lockservice/lockd/tests/chaos/check"
 )
 
 // prober measures fail-over from the client side of the cell: a few
@@ -49,7 +50,7 @@ func (p *prober) firstAfter(t time.Duration) (time.Duration, bool) {
 
 // outages are the periods of at least min, up to until, in which no probe
 // put was acknowledged: the cell committed nothing.
-func (p *prober) outages(min, until time.Duration) []Window {
+func (p *prober) outages(min, until time.Duration) []check.Window {
 	p.mu.Lock()
 	ends := make([]time.Duration, len(p.acks))
 	for i, a := range p.acks {
@@ -57,24 +58,17 @@ func (p *prober) outages(min, until time.Duration) []Window {
 	}
 	p.mu.Unlock()
 	sort.Slice(ends, func(i, j int) bool { return ends[i] < ends[j] })
-	var out []Window
+	var out []check.Window
 	for i := 1; i <= len(ends); i++ {
 		next := until
 		if i < len(ends) {
 			next = ends[i]
 		}
 		if next-ends[i-1] >= min {
-			out = append(out, Window{Start: ends[i-1], End: next, What: "no commit"})
+			out = append(out, check.Window{Start: ends[i-1], End: next, What: "no commit"})
 		}
 	}
 	return out
-}
-
-// count is the number of acknowledged probe puts.
-func (p *prober) count() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.acks)
 }
 
 func (e *env) probeWorker(p *prober, name string) {
@@ -90,7 +84,7 @@ func (e *env) probeWorker(p *prober, name string) {
 		_, err := c.Put(ctx, key, []byte(fmt.Sprint(i)), sdk.MakeParents())
 		cancel()
 		end := e.h.Now()
-		e.h.AddOp(Op{Worker: name, Kind: "probe-put", Start: start, End: end, OK: err == nil})
+		e.h.AddOp(check.Op{Worker: name, Kind: "probe-put", Start: start, End: end, OK: err == nil})
 		if err == nil {
 			p.add(start, end)
 		}

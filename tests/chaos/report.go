@@ -3,10 +3,14 @@ package chaos
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/lockservice/lockd/tests/chaos/check"
 )
 
 // Stats are the min, median and max of samples, in milliseconds.
@@ -45,7 +49,7 @@ func (s Stats) String() string {
 type CheckSummary struct {
 	Name       string
 	Checked    int
-	Violations []Violation
+	Violations []check.Violation
 }
 
 // Report is what a run found and measured.
@@ -68,6 +72,8 @@ type Report struct {
 	OpsByKind        map[string]int
 	Grants           int
 	AcceptedWrites   int
+	Intervals        int // client hold intervals checked (Jepsen-style)
+	Deletions        int // lock nodes whose deletion index was learned
 	LockObservations int
 	ConfigOps        int
 	AckedWrites      int
@@ -87,8 +93,8 @@ type Report struct {
 }
 
 // check records a checker's result.
-func (r *Report) check(name string) func(int, []Violation) {
-	return func(checked int, vs []Violation) {
+func (r *Report) check(name string) func(int, []check.Violation) {
+	return func(checked int, vs []check.Violation) {
 		r.Checks = append(r.Checks, CheckSummary{Name: name, Checked: checked, Violations: vs})
 	}
 }
@@ -129,7 +135,12 @@ func (r *Report) JSON() string {
 		FailoverMS   Stats   `json:"failover_ms"`
 		TakeoverMS   Stats   `json:"takeover_ms"`
 		SessionsLost int     `json:"sessions_lost"`
-	}{r.Seed, math.Round(r.DurationS*10) / 10, r.Ops, r.Violations, r.Failovers, r.FailoverMS, r.TakeoverMS, r.SessionsLost}
+		// Intervals is the number of client hold intervals the real-time
+		// mutual-exclusion check compared.
+		Intervals int `json:"intervals"`
+		// Nemeses counts the fault steps that ran, by kind.
+		Nemeses map[string]int `json:"nemeses"`
+	}{r.Seed, math.Round(r.DurationS*10) / 10, r.Ops, r.Violations, r.Failovers, r.FailoverMS, r.TakeoverMS, r.SessionsLost, r.Intervals, r.Faults}
 	b, _ := json.Marshal(line)
 	return string(b)
 }
@@ -140,14 +151,14 @@ func (r *Report) Summary() string {
 	fmt.Fprintf(&b, "chaos: seed %d, fault phase %.1f s, %d steps\n", r.Seed, r.DurationS, r.Steps)
 	fmt.Fprintf(&b, "network: %s\n", r.Network)
 	fmt.Fprintf(&b, "faults injected:\n")
-	for _, k := range sortedKeys(r.Faults) {
+	for _, k := range slices.Sorted(maps.Keys(r.Faults)) {
 		fmt.Fprintf(&b, "  %-32s %4d\n", k, r.Faults[k])
 	}
 	fmt.Fprintf(&b, "  %-32s %4s\n", "slow/failing fsync", "not done")
-	fmt.Fprintf(&b, "operations checked: %d client calls; %d grants, %d fenced writes accepted, %d stale writes refused, %d lock-state observations, %d config ops, %d acknowledged unique puts\n",
-		r.Ops, r.Grants, r.AcceptedWrites, r.StaleRefused, r.LockObservations, r.ConfigOps, r.AckedWrites)
+	fmt.Fprintf(&b, "operations checked: %d client calls; %d grants, %d hold intervals, %d fenced writes accepted, %d stale writes refused, %d lock-state observations, %d deletion indices, %d config ops, %d acknowledged unique puts\n",
+		r.Ops, r.Grants, r.Intervals, r.AcceptedWrites, r.StaleRefused, r.LockObservations, r.Deletions, r.ConfigOps, r.AckedWrites)
 	var kinds []string
-	for _, k := range sortedKeys(r.OpsByKind) {
+	for _, k := range slices.Sorted(maps.Keys(r.OpsByKind)) {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, r.OpsByKind[k]))
 	}
 	fmt.Fprintf(&b, "  by kind: %s\n", strings.Join(kinds, ", "))
@@ -163,19 +174,19 @@ func (r *Report) Summary() string {
 		}
 		fmt.Fprintf(&b, "  %-42s %8d checked  %s%s\n", c.Name, c.Checked, status, extra)
 		for i, v := range c.Violations {
-			if i == maxDetails {
-				fmt.Fprintf(&b, "      ... %d more\n", len(c.Violations)-maxDetails)
+			if i == check.MaxDetails {
+				fmt.Fprintf(&b, "      ... %d more\n", len(c.Violations)-check.MaxDetails)
 				break
 			}
 			fmt.Fprintf(&b, "      - %s\n", v.Detail)
 		}
 	}
 	fmt.Fprintf(&b, "cell failover (leader killed/paused/cut off → first commit under the new leader): %s\n", r.FailoverMS)
-	for _, k := range sortedKeys(r.FailoverByKind) {
+	for _, k := range slices.Sorted(maps.Keys(r.FailoverByKind)) {
 		fmt.Fprintf(&b, "  %-32s %s\n", k, r.FailoverByKind[k])
 	}
 	fmt.Fprintf(&b, "takeover (holder process killed/paused → next waiter granted): %s\n", r.TakeoverMS)
-	for _, k := range sortedKeys(r.TakeoverByKind) {
+	for _, k := range slices.Sorted(maps.Keys(r.TakeoverByKind)) {
 		fmt.Fprintf(&b, "  %-32s %s\n", k, r.TakeoverByKind[k])
 	}
 	fmt.Fprintf(&b, "majority back after kill-three → first commit: %s\n", r.RegainMS)
@@ -189,13 +200,4 @@ func (r *Report) Summary() string {
 		fmt.Fprintf(&b, "data and logs: %s\n", r.Dir)
 	}
 	return b.String()
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }

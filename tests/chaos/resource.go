@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -11,20 +12,20 @@ import (
 	"time"
 
 	"github.com/lockservice/lockd/sdk/fence"
+	"github.com/lockservice/lockd/tests/chaos/check"
 )
 
 // Resource is the protected resource of the fenced-write workload: it
 // admits a write only through an sdk/fence Fence (the highest accepted
 // token per lock, refusing lower ones, check and write atomic) and records
-// every accepted write with its token and the writer's session, in
-// acceptance order, for the fencing checker. In-process workers call Write;
-// the holder process writes over HTTP (Handler).
+// every attempt, accepted or refused, with its token and the writer's
+// session, in decision order. The fencing checker replays the attempts
+// itself rather than trusting the fence. In-process workers call Write and
+// Read with their lock's Context; the holder process writes over HTTP
+// (Handler).
 type Resource struct {
-	h     *History
+	h     *check.History
 	fence *fence.Fence
-	// Unchecked turns the fence off (every write is accepted): the broken
-	// variant the fencing checker's own test must catch.
-	Unchecked bool
 
 	seq      atomic.Uint64
 	mu       sync.Mutex
@@ -32,46 +33,44 @@ type Resource struct {
 }
 
 // NewResource returns a resource recording into h.
-func NewResource(h *History) *Resource {
+func NewResource(h *check.History) *Resource {
 	return &Resource{h: h, fence: fence.New(nil), rejected: map[string]int{}}
 }
 
 // Write applies a write under lock with token from session (writer names
 // the client, for the report). It returns fence.ErrStaleToken (a
-// *fence.StaleError) if the token is below the lock's mark.
-func (r *Resource) Write(lock string, token, session uint64, writer string) error {
-	return r.access(lock, token, session, writer, false)
+// *fence.StaleError) if the token is below the lock's mark. live is the
+// writer's lock Context, if the writer is a client of this process (nil
+// otherwise): whether it is still live just after the verdict is recorded.
+func (r *Resource) Write(lock string, token, session uint64, writer string, live context.Context) error {
+	return r.access(lock, token, session, writer, false, live)
 }
 
 // Read is a shared holder's access: admitted if token is at least the
 // lock's mark, which it does not raise (readers holding at once have
 // different tokens, and none may refuse another).
-func (r *Resource) Read(lock string, token, session uint64, writer string) error {
-	return r.access(lock, token, session, writer, true)
+func (r *Resource) Read(lock string, token, session uint64, writer string, live context.Context) error {
+	return r.access(lock, token, session, writer, true, live)
 }
 
-func (r *Resource) access(lock string, token, session uint64, writer string, read bool) error {
+func (r *Resource) access(lock string, token, session uint64, writer string, read bool, live context.Context) error {
 	// One mutex orders every access, so the recorded sequence is the order
 	// in which the checks were made.
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	record := func() error {
-		r.h.AddWrite(Write{Seq: r.seq.Add(1), Lock: lock, Token: token, Session: session, Writer: writer, Read: read, At: r.h.Now()})
-		return nil
-	}
 	var err error
-	switch {
-	case r.Unchecked:
-		err = record()
-	case read:
+	if read {
 		if hi := r.fence.Highest(lock); token < hi {
 			err = &fence.StaleError{Lock: lock, Token: token, Highest: hi}
-		} else {
-			err = record()
 		}
-	default:
-		err = r.fence.Do(lock, token, record)
+	} else {
+		err = r.fence.Do(lock, token, func() error { return nil })
 	}
+	w := check.Write{Seq: r.seq.Add(1), Lock: lock, Token: token, Session: session, Writer: writer, Read: read, Accepted: err == nil, At: r.h.Now()}
+	if live != nil {
+		w.LiveKnown, w.LiveAfter = true, live.Err() == nil
+	}
+	r.h.AddWrite(w)
 	if errors.Is(err, fence.ErrStaleToken) {
 		r.rejected[lock]++
 		r.h.AddStaleWrite()
@@ -113,7 +112,7 @@ func (r *Resource) Handler() http.Handler {
 			http.Error(w, "need lock and "+HeaderSession, http.StatusBadRequest)
 			return
 		}
-		err = r.Write(lock, token, session, req.Header.Get(HeaderWriter))
+		err = r.Write(lock, token, session, req.Header.Get(HeaderWriter), nil)
 		switch {
 		case errors.Is(err, fence.ErrStaleToken):
 			http.Error(w, err.Error(), http.StatusConflict)

@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/sdk"
+	"github.com/lockservice/lockd/tests/chaos/check"
 	"github.com/lockservice/lockd/tests/cluster"
 )
 
@@ -27,7 +30,10 @@ type Config struct {
 	Rounds int
 	// Short: test timing (20 ms Raft ticks, 5 s lease) and fewer clients.
 	Short bool
-	// NoPartitions runs without network namespaces (no partition nemeses).
+	// NoPartitions runs without network namespaces (no partition
+	// nemeses). Without it, a machine that cannot make namespaces (no
+	// root, no `ip netns`) fails the run, unless the environment says
+	// CHAOS_NO_PARTITIONS=1.
 	NoPartitions bool
 
 	RTTMillisecond int
@@ -132,7 +138,7 @@ func (c Config) electionMax() time.Duration {
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg = cfg.withDefaults()
 	logf := cfg.Logf
-	h := NewHistory()
+	h := check.NewHistory()
 	rep := &Report{Seed: cfg.Seed, Faults: map[string]int{}, OpsByKind: map[string]int{}}
 
 	dir, keep := cfg.Dir, cfg.Dir != ""
@@ -152,11 +158,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	cluster.SweepNetns(logf)
 	var nn *cluster.Netns
-	if cfg.NoPartitions {
-		rep.Network = "loopback (partitions disabled by configuration)"
+	noPart := cfg.NoPartitions || os.Getenv("CHAOS_NO_PARTITIONS") == "1"
+	if noPart {
+		rep.Network = "loopback (partition nemeses skipped: -no-partitions or CHAOS_NO_PARTITIONS=1)"
 	} else if n, err := cluster.NewNetns(5, logf); err != nil {
-		rep.Network = "loopback: NETWORK NAMESPACES UNAVAILABLE, PARTITION NEMESES NOT RUN: " + err.Error()
-		logf("chaos: WARNING: %s", rep.Network)
+		return nil, fmt.Errorf("network namespaces unavailable, so the partition nemeses cannot run (set CHAOS_NO_PARTITIONS=1 to run without them): %w", err)
 	} else {
 		nn = n
 		rep.Network = fmt.Sprintf("one network namespace per replica, bridge %s, partitions by blackhole routes", n.Bridge())
@@ -196,7 +202,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	holderBin, err := holderBinary(dir)
+	holderBin, err := holderBinary()
 	if err != nil {
 		return nil, err
 	}
@@ -317,7 +323,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	deadline := time.Now().Add(cfg.LivenessBound)
 	for i := 0; i < 1_000_000 && time.Now().Before(deadline) && ctx.Err() == nil; i++ {
 		snap := h.Snapshot()
-		if _, vs := CheckLiveness(snap.WaiterGrant, waiters, healAt, cfg.LivenessBound); len(vs) == 0 {
+		if _, vs := check.CheckLiveness(snap.WaiterGrant, waiters, healAt, cfg.LivenessBound); len(vs) == 0 {
 			break
 		}
 		sleepCtx(ctx, 100*time.Millisecond)
@@ -346,28 +352,23 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	snap = h.Snapshot()
 
 	// Checkers.
-	rep.check("a. mutual exclusion (service indices)")(CheckMutualExclusion(snap.LockObs))
-	rep.check("b. fencing (resource)")(CheckFencing(snap.Writes, snap.Grants, snap.LockObs))
-	lin := CheckLinearizable(append(snap.Config, finalOps...), cfg.LinearizabilityTimeout)
+	rep.check("a. mutual exclusion (service indices)")(check.CheckMutualExclusion(snap.LockObs, snap.Deletions))
+	rep.check("a. mutual exclusion (client intervals)")(check.CheckIntervals(snap.Intervals, sdk.DriftMargin(cfg.Lease)))
+	rep.check("b. fencing (resource)")(check.CheckFencing(snap.Writes, snap.Grants, snap.LockObs))
+	lin := check.CheckLinearizable(append(snap.Config, finalOps...), cfg.LinearizabilityTimeout)
 	rep.Linearizable = string(lin.Result)
 	rep.check("c. linearizable config (porcupine)")(lin.Ops, lin.Violations)
-	var readable []AckedWrite
-	for _, a := range snap.Acked {
-		if !unread[a.Key] {
-			readable = append(readable, a)
-		}
-	}
-	rep.check("d. acknowledged writes kept")(CheckAcked(readable, final))
+	rep.check("d. acknowledged writes kept")(check.CheckAcked(snap.Acked, final, unread))
 	outages := pr.outages(cfg.Lease, h.Now())
-	sessionVs, excused := CheckSessions(snap.Losses, outages, cfg.Lease, api.DefaultGrace)
+	sessionVs, excused := check.CheckSessions(snap.Losses, outages, cfg.Lease, api.DefaultGrace)
 	rep.check("d. no session lost to a fail-over")(len(waiters)+cfg.ConfigClients+cfg.AckedWriters, sessionVs)
 	rep.SessionsLostToOutages = len(excused)
 	for _, o := range outages {
 		rep.Outages = append(rep.Outages, fmt.Sprintf("%v–%v (%v)", o.Start.Round(time.Second), o.End.Round(time.Second), (o.End-o.Start).Round(time.Second)))
 	}
-	rep.check("no commit without a majority")(CheckNoQuorum(snap.Ops, snap.NoQuorum))
-	rep.check("e. liveness after heal")(CheckLiveness(snap.WaiterGrant, waiters, healAt, cfg.LivenessBound))
-	byChecker := map[string][]Violation{}
+	rep.check("no commit without a majority")(check.CheckNoQuorum(snap.Ops, snap.NoQuorum))
+	rep.check("e. liveness after heal")(check.CheckLiveness(snap.WaiterGrant, waiters, healAt, cfg.LivenessBound))
+	byChecker := map[string][]check.Violation{}
 	for _, v := range snap.Violations {
 		byChecker[v.Checker] = append(byChecker[v.Checker], v)
 	}
@@ -375,7 +376,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.check(row.title)(snap.Checked[row.key], byChecker[row.key])
 		delete(byChecker, row.key)
 	}
-	for _, k := range sortedKeys(byChecker) {
+	for _, k := range slices.Sorted(maps.Keys(byChecker)) {
 		rep.check("during the run: "+k)(snap.Checked[k], byChecker[k])
 	}
 
@@ -384,7 +385,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for _, o := range snap.Ops {
 		rep.OpsByKind[o.Kind]++
 	}
-	rep.Grants, rep.AcceptedWrites, rep.LockObservations = len(snap.Grants), len(snap.Writes), len(snap.LockObs)
+	rep.Grants, rep.LockObservations = len(snap.Grants), len(snap.LockObs)
+	rep.Intervals, rep.Deletions = len(snap.Intervals), len(snap.Deletions)
+	for _, w := range snap.Writes {
+		if w.Accepted {
+			rep.AcceptedWrites++
+		}
+	}
 	rep.ConfigOps, rep.AckedWrites = len(snap.Config)+len(finalOps), len(snap.Acked)
 	rep.StaleRefused, rep.Jeopardies = snap.StaleWrites, snap.Jeopardies
 	rep.SessionsLost = len(sessionVs)
@@ -416,9 +423,9 @@ var runningChecks = []struct{ key, title string }{
 
 // finalReads reads back every acknowledged key and each config key (the
 // latter recorded as config gets for the linearizability checker). Keys it
-// could not read are in unread, not in final: the liveness checks report
-// the cell's unavailability, and a key nobody could read is not "lost".
-func finalReads(endpoints []string, acked []AckedWrite, keys []string, h *History, bound time.Duration) (final map[string]string, unread map[string]bool, ops []ConfigOp, err error) {
+// could not read are in unread, not in final; they fail the run (checker
+// d) as well as the liveness bound.
+func finalReads(endpoints []string, acked []check.AckedWrite, keys []string, h *check.History, bound time.Duration) (final map[string]string, unread map[string]bool, ops []check.ConfigOp, err error) {
 	final, unread = map[string]string{}, map[string]bool{}
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
@@ -432,14 +439,14 @@ func finalReads(endpoints []string, acked []AckedWrite, keys []string, h *Histor
 	defer c.Close()
 	var errs []error
 	for _, k := range keys {
-		op := ConfigOp{Client: 1000, Key: k, Kind: ConfigGet, Call: h.Now()}
+		op := check.ConfigOp{Client: 1000, Key: k, Kind: check.ConfigGet, Call: h.Now()}
 		n, err := c.Get(ctx, k)
 		op.Return = h.Now()
 		switch {
 		case err == nil:
-			op.Outcome, op.Exists, op.GotValue, op.Version = OutcomeOK, true, string(n.Value), n.Version
+			op.Outcome, op.Exists, op.GotValue, op.Version = check.OutcomeOK, true, string(n.Value), n.Version
 		case errors.Is(err, sdk.ErrNoNode):
-			op.Outcome = OutcomeOK
+			op.Outcome = check.OutcomeOK
 		default:
 			errs = append(errs, fmt.Errorf("get %s: %w", k, err))
 			continue
@@ -448,7 +455,7 @@ func finalReads(endpoints []string, acked []AckedWrite, keys []string, h *Histor
 	}
 	var (
 		mu   sync.Mutex
-		jobs = make(chan AckedWrite)
+		jobs = make(chan check.AckedWrite)
 		wg   sync.WaitGroup
 	)
 	for w := 0; w < 8; w++ {

@@ -13,6 +13,7 @@ import (
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/sdk"
 	"github.com/lockservice/lockd/sdk/fence"
+	"github.com/lockservice/lockd/tests/chaos/check"
 )
 
 // Paths the workloads use, all under the one cell's prefix.
@@ -35,7 +36,7 @@ const maxIterations = 10_000_000
 
 // env is what the workloads share.
 type env struct {
-	h         *History
+	h         *check.History
 	res       *Resource
 	cfg       Config
 	endpoints []string
@@ -105,7 +106,7 @@ func (e *env) monitor(name string, c *sdk.Client) {
 				e.h.AddJeopardy()
 			case sdk.SessionExpired:
 				if e.ctx.Err() == nil {
-					e.h.AddLoss(SessionLoss{Worker: name, Session: s.ID(), At: e.h.Now(), Err: fmt.Sprint(ev.Err)})
+					e.h.AddLoss(check.SessionLoss{Worker: name, Session: s.ID(), At: e.h.Now(), Err: fmt.Sprint(ev.Err)})
 				}
 			}
 		}
@@ -140,7 +141,7 @@ var notQuorum = map[string]bool{"session-open": true, "client-close": true}
 func (e *env) op(worker, kind string, f func() error) error {
 	start := e.h.Now()
 	err := f()
-	e.h.AddOp(Op{Worker: worker, Kind: kind, Start: start, End: e.h.Now(), OK: err == nil, Local: notQuorum[kind]})
+	e.h.AddOp(check.Op{Worker: worker, Kind: kind, Start: start, End: e.h.Now(), OK: err == nil, Local: notQuorum[kind]})
 	return err
 }
 
@@ -201,17 +202,90 @@ func (e *env) lockOnce(c *sdk.Client, name, path string, mode api.LockMode, r *r
 		return
 	}
 	at := e.h.Now()
+	hold := e.newHolding(path, m.Node(), name, mode)
+	hold.live(m.Context(), at)
 	defer func() {
+		hold.release()
 		uctx, ucancel := e.callCtx()
 		defer ucancel()
 		_ = e.op(name, "unlock", func() error { return m.Unlock(uctx) })
 	}()
-	e.granted(c, name, path, mode, m.Node(), m.Token(), s0, at, r, m.Context)
+	e.granted(c, name, path, mode, m.Node(), m.Token(), s0, r, hold, m.Context)
+}
+
+// holding records the periods during which one grant's Context was live,
+// on the History's clock (check.Interval): from the grant's return, or
+// from when a fresh Context (live again after jeopardy) was first seen,
+// until it was cancelled (context.AfterFunc, which runs just after the
+// cancel) or Unlock was called.
+type holding struct {
+	e    *env
+	tmpl check.Interval
+
+	mu    sync.Mutex
+	seen  map[context.Context]bool
+	spans []*liveSpan
+}
+
+type liveSpan struct {
+	start time.Duration
+	ended bool
+	stop  func() bool
+}
+
+func (e *env) newHolding(lock, node, worker string, mode api.LockMode) *holding {
+	return &holding{e: e, tmpl: check.Interval{Lock: lock, Node: node, Worker: worker, Mode: mode}, seen: map[context.Context]bool{}}
+}
+
+// live notes that the client is about to act under ctx (first seen at at);
+// it reports whether ctx is live.
+func (h *holding) live(ctx context.Context, at time.Duration) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.seen[ctx] {
+		h.seen[ctx] = true
+		sp := &liveSpan{start: at}
+		h.spans = append(h.spans, sp)
+		sp.stop = context.AfterFunc(ctx, func() { h.end(sp) })
+	}
+	return true
+}
+
+func (h *holding) end(sp *liveSpan) {
+	now := h.e.h.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if sp.ended {
+		return
+	}
+	sp.ended = true
+	iv := h.tmpl
+	iv.Start, iv.End = sp.start, now
+	h.e.h.AddInterval(iv)
+}
+
+// release ends every open span: the client is about to call Unlock.
+func (h *holding) release() {
+	h.mu.Lock()
+	spans := h.spans
+	h.mu.Unlock()
+	for _, sp := range spans {
+		sp.stop()
+		h.end(sp)
+	}
 }
 
 // granted is what every holder does with a grant (lock or election): check
-// it with the service, record it, write under it, check it again.
-func (e *env) granted(c *sdk.Client, name, lock string, mode api.LockMode, node string, token uint64, s0 *sdk.Session, at time.Duration, r *rand.Rand, live func() context.Context) {
+// it with the service, record it, write under it, check it again. Like any
+// client it acts on the SDK's word: a grant the service does not confirm is
+// a violation, and its writes still go to the resource, where the fencing
+// checker judges them. A grant whose node is already gone while the lock's
+// Context is live is etcd #11456 (a grant reported after the session that
+// owned the node ended): a violation, never a silent drop.
+func (e *env) granted(c *sdk.Client, name, lock string, mode api.LockMode, node string, token uint64, s0 *sdk.Session, r *rand.Rand, hold *holding, live func() context.Context) {
 	ctx, cancel := e.callCtx()
 	defer cancel()
 	s1, err := c.Session(ctx, cellName)
@@ -220,16 +294,21 @@ func (e *env) granted(c *sdk.Client, name, lock string, mode api.LockMode, node 
 	}
 	var n api.Node
 	if err := e.op(name, "get-node", func() (err error) { n, err = c.Get(ctx, node); return }); err != nil {
+		if errors.Is(err, sdk.ErrNoNode) {
+			e.goneAtGrant(name, node, live)
+		}
 		return
 	}
-	if !e.checkHeld(c, name, lock, mode, node, "after grant") {
+	if exists, _ := e.checkHeld(c, name, lock, mode, node, "after grant"); !exists {
+		e.goneAtGrant(name, node, live)
 		return
 	}
-	e.h.AddGrant(Grant{Lock: lock, Node: node, Mode: mode, Token: token, Session: s1.ID(), Owner: n.Owner,
-		CreateIndex: n.CreateIndex, Epoch: e.epoch, Worker: name, At: at})
+	e.h.AddGrant(check.Grant{Lock: lock, Node: node, Mode: mode, Token: token, Session: s1.ID(), Owner: n.Owner,
+		CreateIndex: n.CreateIndex, Epoch: e.epoch, Worker: name, At: hold.tmplStart()})
 	writes := 1 + r.IntN(3)
 	for w := 0; w < writes; w++ {
-		if live().Err() != nil {
+		lctx := live()
+		if !hold.live(lctx, e.h.Now()) {
 			break
 		}
 		kind, access := "fenced-write", e.res.Write
@@ -237,38 +316,67 @@ func (e *env) granted(c *sdk.Client, name, lock string, mode api.LockMode, node 
 			kind, access = "fenced-read", e.res.Read
 		}
 		start := e.h.Now()
-		err := access(lock, token, s1.ID(), name)
-		e.h.AddOp(Op{Worker: name, Kind: kind, Start: start, End: e.h.Now(), OK: err == nil, Local: true})
+		err := access(lock, token, s1.ID(), name, lctx)
+		e.h.AddOp(check.Op{Worker: name, Kind: kind, Start: start, End: e.h.Now(), OK: err == nil, Local: true})
 		if errors.Is(err, fence.ErrStaleToken) {
-			e.logf("chaos: %s: healthy holder of %s refused by the resource: %v", name, node, err)
+			e.logf("chaos: %s: holder of %s refused by the resource: %v", name, node, err)
 		}
 		sleepCtx(e.ctx, jitter(r, 2*time.Millisecond, 20*time.Millisecond))
 	}
 	e.checkHeld(c, name, lock, mode, node, "before release")
 }
 
+// setNode names the node once the holder learns it.
+func (h *holding) setNode(node string) {
+	h.mu.Lock()
+	h.tmpl.Node = node
+	h.mu.Unlock()
+}
+
+// tmplStart is when the grant returned.
+func (h *holding) tmplStart() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.spans) > 0 {
+		return h.spans[0].start
+	}
+	return h.e.h.Now()
+}
+
+// goneAtGrant judges a grant whose node the service says does not exist.
+// If the lock's Context was cancelled by then, the lease ran out after the
+// grant (the client stopped acting before the cell could delete the node):
+// a loss, which the session monitor records. If it is still live, the SDK
+// reported a grant on a node that was gone.
+func (e *env) goneAtGrant(name, node string, live func() context.Context) {
+	e.h.Checked("grant-confirmed")
+	if live().Err() == nil {
+		e.h.AddViolation("grant-confirmed", fmt.Sprintf("%s was granted %s but the service says the node does not exist while the lock's Context is live (etcd #11456)", name, node))
+	}
+}
+
 // checkHeld asks the service about node and records what it said. A node
 // that exists and waits right after the client was granted it is a
 // violation (the library reported a grant the service does not agree
-// with).
-func (e *env) checkHeld(c *sdk.Client, name, lock string, mode api.LockMode, node, when string) bool {
+// with). exists is false only if the service said the node is gone.
+func (e *env) checkHeld(c *sdk.Client, name, lock string, mode api.LockMode, node, when string) (exists, held bool) {
 	ctx, cancel := e.callCtx()
 	defer cancel()
 	var st api.LockStateResponse
 	if err := e.op(name, "lock-state", func() (err error) { st, _, err = c.LockState(ctx, node, false); return }); err != nil {
-		return false
+		return true, false
 	}
 	if !st.Exists {
-		return false // lost (the session ended): the monitor records the loss
+		return false, false
 	}
-	e.h.AddLockObs(LockObs{Lock: lock, Node: node, Mode: mode, Index: st.Index, Held: st.Held, Source: "lockstate"})
+	e.h.AddLockObs(check.LockObs{Lock: lock, Node: node, Mode: mode, Index: st.Index, Held: st.Held, Source: "lockstate"})
 	if when == "after grant" {
 		e.h.Checked("grant-confirmed")
 	}
 	if !st.Held && when == "after grant" {
 		e.h.AddViolation("grant-confirmed", fmt.Sprintf("%s was granted %s but the service says it waits for %s (index %d)", name, node, st.WaitFor, st.Index))
 	}
-	return st.Held
+	return true, st.Held
 }
 
 // electionWorker campaigns, leads for a moment (fenced writes with the
@@ -302,7 +410,10 @@ func (e *env) electOnce(c *sdk.Client, name string, r *rand.Rand) {
 		return
 	}
 	at := e.h.Now()
+	hold := e.newHolding(electionPath, "", name, api.LockExclusive)
+	hold.live(el.Context(), at)
 	defer func() {
+		hold.release()
 		rctx, rcancel := e.callCtx()
 		defer rcancel()
 		_ = e.op(name, "resign", func() error { return el.Resign(rctx) })
@@ -319,7 +430,8 @@ func (e *env) electOnce(c *sdk.Client, name string, r *rand.Rand) {
 		}
 		return
 	}
-	e.granted(c, name, electionPath, api.LockExclusive, li.Node, token, s0, at, r, el.Context)
+	hold.setNode(li.Node)
+	e.granted(c, name, electionPath, api.LockExclusive, li.Node, token, s0, r, hold, el.Context)
 }
 
 // configWorker runs gets, puts and compare-and-sets on a few config keys,
@@ -341,21 +453,21 @@ func (e *env) configWorker(id int, name string, keys []string) {
 			continue
 		}
 		key := keys[r.IntN(len(keys))]
-		op := ConfigOp{Client: id, Key: key, Call: e.h.Now()}
+		op := check.ConfigOp{Client: id, Key: key, Call: e.h.Now()}
 		var (
 			n   api.Node
 			err error
 		)
 		switch p := r.IntN(10); {
 		case p < 4:
-			op.Kind = ConfigGet
+			op.Kind = check.ConfigGet
 			n, err = c.Get(ctx, key)
 		case p < 6:
-			op.Kind = ConfigPut
+			op.Kind = check.ConfigPut
 			op.Value = fmt.Sprintf("%s-%d", name, i)
 			n, err = c.Put(ctx, key, []byte(op.Value))
 		default:
-			op.Kind = ConfigCAS
+			op.Kind = check.ConfigCAS
 			op.Value = fmt.Sprintf("%s-%d", name, i)
 			op.Expect = seen[key]
 			if r.IntN(5) == 0 && op.Expect > 0 {
@@ -370,24 +482,24 @@ func (e *env) configWorker(id int, name string, keys []string) {
 		}
 		switch {
 		case err == nil:
-			op.Outcome, op.Exists, op.Version = OutcomeOK, true, n.Version
-			if op.Kind == ConfigGet {
+			op.Outcome, op.Exists, op.Version = check.OutcomeOK, true, n.Version
+			if op.Kind == check.ConfigGet {
 				op.GotValue = string(n.Value)
 			}
 			seen[key] = n.Version
-		case op.Kind == ConfigGet && errors.Is(err, sdk.ErrNoNode):
-			op.Outcome, op.Exists = OutcomeOK, false
+		case op.Kind == check.ConfigGet && errors.Is(err, sdk.ErrNoNode):
+			op.Outcome, op.Exists = check.OutcomeOK, false
 			seen[key] = 0
 		case definite(err):
-			op.Outcome = OutcomeFail
+			op.Outcome = check.OutcomeFail
 		default:
-			op.Outcome = OutcomeUnknown
+			op.Outcome = check.OutcomeUnknown
 		}
-		if op.Kind == ConfigGet && op.Outcome != OutcomeOK {
-			op.Outcome = OutcomeFail
+		if op.Kind == check.ConfigGet && op.Outcome != check.OutcomeOK {
+			op.Outcome = check.OutcomeFail
 		}
 		e.h.AddConfig(op)
-		e.h.AddOp(Op{Worker: name, Kind: "config-" + string(op.Kind), Start: op.Call, End: op.Return, OK: err == nil})
+		e.h.AddOp(check.Op{Worker: name, Kind: "config-" + string(op.Kind), Start: op.Call, End: op.Return, OK: err == nil})
 		sleepCtx(e.ctx, jitter(r, e.cfg.Think/4, e.cfg.Think))
 	}
 }
@@ -439,7 +551,7 @@ func (e *env) churnOnce(c *sdk.Client, name string, i int) {
 	})
 	if err != nil {
 		if api.CodeOf(err) == api.CodeSessionExpired && e.ctx.Err() == nil {
-			e.h.AddLoss(SessionLoss{Worker: name, Session: s.ID(), At: e.h.Now(), Err: err.Error()})
+			e.h.AddLoss(check.SessionLoss{Worker: name, Session: s.ID(), At: e.h.Now(), Err: err.Error()})
 		}
 		_ = s.Close(ctx)
 		return
@@ -495,7 +607,7 @@ func (e *env) ackedWriter(name string) {
 		})
 		cancel()
 		if err == nil {
-			e.h.AddAcked(AckedWrite{Key: key, Value: value})
+			e.h.AddAcked(check.AckedWrite{Key: key, Value: value})
 		}
 		sleepCtx(e.ctx, jitter(r, e.cfg.Think/4, e.cfg.Think))
 	}
@@ -511,6 +623,7 @@ func (e *env) observer(paths []string) {
 		return
 	}
 	last := map[string]uint64{}
+	watched := map[string]bool{}
 	for i := 0; i < maxIterations && e.ctx.Err() == nil; i++ {
 		for _, p := range paths {
 			ctx, cancel := e.callCtx()
@@ -520,11 +633,55 @@ func (e *env) observer(paths []string) {
 				continue
 			}
 			last[p] = parent.ChildIndex
-			modes, held := holdersOf(names)
+			modes, held := check.HoldersOf(names)
 			for name, mode := range modes {
-				e.h.AddLockObs(LockObs{Lock: p, Node: api.Join(p, name), Mode: mode, Index: parent.ChildIndex, Held: held[name], Source: "children"})
+				node := api.Join(p, name)
+				e.h.AddLockObs(check.LockObs{Lock: p, Node: node, Mode: mode, Index: parent.ChildIndex, Held: held[name], Source: "children"})
+				if !watched[node] {
+					watched[node] = true
+					e.goWorker(func() { e.watchDeletion(c, p, node) })
+				}
 			}
 		}
 		sleepCtx(e.ctx, e.cfg.ObservePeriod)
+	}
+}
+
+// watchDeletion learns the Raft index at which node is deleted: a data
+// watch's deleted event carries the index of the delete entry when it
+// fires under the leader that armed it. After a fail-over the SDK
+// re-registers the watch and the new leader fires it with its current
+// index, a later one; such an event (the session's epoch changed between
+// the arming read and the event) is not recorded, and the node's held span
+// then ends at its last observation.
+func (e *env) watchDeletion(c *sdk.Client, lock, node string) {
+	for i := 0; i < 1000 && e.ctx.Err() == nil; i++ {
+		ctx, cancel := e.callCtx()
+		s, err := c.Session(ctx, cellName)
+		if err != nil {
+			cancel()
+			return
+		}
+		epoch := s.Epoch()
+		_, exists, ch, err := c.GetW(ctx, node)
+		cancel()
+		if err != nil || !exists {
+			return
+		}
+		var ev api.Event
+		select {
+		case ev = <-ch:
+		case <-e.ctx.Done():
+			return
+		}
+		switch {
+		case ev.Type == api.EventDeleted:
+			if ev.Index > 0 && s.Err() == nil && s.Epoch() == epoch {
+				e.h.AddDeletion(check.Deletion{Lock: lock, Node: node, Index: ev.Index})
+			}
+			return
+		case ev.Type != api.EventDataChanged:
+			return // the session ended, or a resync: unknown
+		}
 	}
 }

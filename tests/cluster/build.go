@@ -8,30 +8,102 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 )
 
-// buildTimeout bounds the one go build of lockd.
+// buildTimeout bounds one go build.
 const buildTimeout = 5 * time.Minute
 
+// LockdPkg is the main package of lockd, relative to the module root.
+const LockdPkg = "./server/cmd/lockd"
+
+// built is one go build: done once per (package, flags) per test binary.
+type built struct {
+	once sync.Once
+	bin  string
+	err  error
+}
+
 var (
-	buildOnce sync.Once
-	buildBin  string
-	buildDir  string
-	buildErr  error
+	buildMu   sync.Mutex
+	buildDir  string // one temporary directory for every binary of the test binary
+	buildRuns = map[string]*built{}
 )
 
-// Binary returns the path of the lockd binary, building ./server/cmd/lockd
-// into a temporary directory on the first call of the test binary.
+// Build returns the path of the main package pkg (relative to the module
+// root, for example "./ctl/cmd/lockctl") built with the go build flags
+// given, failing t if the build fails. Each (pkg, flags) is built once per
+// test binary, into a temporary directory Cleanup removes.
+func Build(t testing.TB, pkg string, flags ...string) string {
+	t.Helper()
+	bin, err := BuildBinary(pkg, flags...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// BuildBinary is Build for callers without a testing.TB (TestMain, the
+// chaos command).
+func BuildBinary(pkg string, flags ...string) (string, error) {
+	key := pkg + "\x00" + strings.Join(flags, "\x00")
+	buildMu.Lock()
+	b, ok := buildRuns[key]
+	if !ok {
+		b = &built{}
+		buildRuns[key] = b
+	}
+	n := len(buildRuns)
+	buildMu.Unlock()
+	b.once.Do(func() { b.bin, b.err = goBuild(pkg, flags, n) })
+	return b.bin, b.err
+}
+
+func goBuild(pkg string, flags []string, n int) (string, error) {
+	root, err := ModuleRoot()
+	if err != nil {
+		return "", err
+	}
+	buildMu.Lock()
+	if buildDir == "" {
+		buildDir, err = os.MkdirTemp("", "testcluster-bin-")
+	}
+	dir := buildDir
+	buildMu.Unlock()
+	if err != nil {
+		return "", err
+	}
+	// One subdirectory per build keeps the binary's own name (it shows in
+	// ps and in logs) without clashes between flag sets.
+	sub := filepath.Join(dir, fmt.Sprint(n))
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		return "", err
+	}
+	bin := filepath.Join(sub, filepath.Base(pkg))
+	args := append(append([]string{"build", "-o", bin}, flags...), pkg)
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return bin, nil
+}
+
+// Binary returns the path of the lockd binary the clusters run:
+// $TESTCLUSTER_LOCKD_BIN if set, else ./server/cmd/lockd built once per
+// test binary (with -race if TESTCLUSTER_RACE=1).
 func Binary() (string, error) {
-	buildOnce.Do(func() {
-		if p := os.Getenv("TESTCLUSTER_LOCKD_BIN"); p != "" {
-			buildBin, buildErr = filepath.Abs(p)
-			return
-		}
-		buildBin, buildErr = build()
-	})
-	return buildBin, buildErr
+	if p := os.Getenv("TESTCLUSTER_LOCKD_BIN"); p != "" {
+		return filepath.Abs(p)
+	}
+	var flags []string
+	if os.Getenv("TESTCLUSTER_RACE") == "1" {
+		flags = append(flags, "-race")
+	}
+	return BuildBinary(LockdPkg, flags...)
 }
 
 // ModuleRoot is the directory holding the go.mod of the current module, as
@@ -50,36 +122,12 @@ func ModuleRoot() (string, error) {
 	return filepath.Dir(gomod), nil
 }
 
-func build() (string, error) {
-	root, err := ModuleRoot()
-	if err != nil {
-		return "", err
-	}
-	dir, err := os.MkdirTemp("", "testcluster-lockd-")
-	if err != nil {
-		return "", err
-	}
-	buildDir = dir
-	bin := filepath.Join(dir, "lockd")
-	args := []string{"build", "-o", bin}
-	if os.Getenv("TESTCLUSTER_RACE") == "1" {
-		args = append(args, "-race")
-	}
-	args = append(args, "./server/cmd/lockd")
-	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
-	}
-	return bin, nil
-}
-
-// Cleanup removes the binary Binary built. Call it from TestMain after
-// m.Run; clusters still running keep working (the file is open) but no new
-// process can start.
+// Cleanup removes the binaries Build built. Call it from TestMain after
+// m.Run; processes still running keep working (the file is open) but no
+// new one can start.
 func Cleanup() {
+	buildMu.Lock()
+	defer buildMu.Unlock()
 	if buildDir != "" {
 		_ = os.RemoveAll(buildDir)
 	}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -113,30 +112,6 @@ func parseFanout(r io.Reader, cell string) (fanout, error) {
 		}
 	}
 	return f, sc.Err()
-}
-
-// moduleRoot is the directory of go.mod.
-func moduleRoot(t testing.TB) string {
-	t.Helper()
-	root, err := cluster.ModuleRoot()
-	must(t, err)
-	return root
-}
-
-// buildCmd builds the main package pkg (relative to the module root, for
-// example "./ctl/cmd/lockctl") into the test's temporary directory and
-// returns the binary's path. Go's build cache makes repeats cheap.
-func buildCmd(t testing.TB, pkg string) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
-	cmd.Dir = moduleRoot(t)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
-	}
-	return bin
 }
 
 // lineProc is a child process whose stdout is read line by line: the

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,11 +23,7 @@ func TestTakeoverAfterHolderKilled(t *testing.T) {
 	}
 	const lease = 12 * time.Second
 	c := cluster.Start(t, cluster.Options{RTTMillisecond: 100, Lease: lease})
-	lockctl := filepath.Join(t.TempDir(), "lockctl")
-	root := strings.TrimSuffix(goEnv(t, "GOMOD"), "/go.mod")
-	if out, err := exec.Command("go", "build", "-o", lockctl, root+"/ctl/cmd/lockctl").CombinedOutput(); err != nil {
-		t.Fatalf("build lockctl: %v\n%s", err, out)
-	}
+	lockctl := cluster.Build(t, "./ctl/cmd/lockctl")
 
 	holder := exec.Command(lockctl, "--endpoints", strings.Join(c.Endpoints(), ","), "lock", "/demo/takeover/lock", "--", "sh", "-c", `echo "token=$LOCK_TOKEN"; exec sleep 600`)
 	holder.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -66,10 +61,4 @@ func TestTakeoverAfterHolderKilled(t *testing.T) {
 	if api.TokenIndex(waiter.Token()) == 0 {
 		t.Fatal("no token")
 	}
-}
-
-func goEnv(t *testing.T, key string) string {
-	out, err := exec.Command("go", "env", key).Output()
-	must(t, err)
-	return strings.TrimSpace(string(out))
 }

@@ -117,7 +117,7 @@ func TestScenario3(t *testing.T) {
 	defer cancel()
 	c := cluster.Start(t, cluster.Options{})
 	res := newFencedResource(t, lock)
-	worker := buildCmd(t, "./sdk/examples/pausedleader")
+	worker := cluster.Build(t, "./sdk/examples/pausedleader")
 	probe := newSDK(t, c, lease)
 
 	// The holder: a separate process that holds the lock and writes.

@@ -288,14 +288,14 @@ func coordinate(ctx context.Context, o options) error {
 		return err
 	}
 	if fenced.kv["status"] != "200" {
-		return fmt.Errorf("B's fencing write: %s", fenced.raw)
+		return fmt.Errorf("fencing write by B: %s", fenced.raw)
 	}
 	tokA, _ := strconv.ParseUint(holdA.kv["token"], 10, 64)
 	tokB, _ := strconv.ParseUint(holdB.kv["token"], 10, 64)
 	fmt.Printf("takeover: B holds %v after A was paused (lease %v), token %d > A's %d; B fenced first\n",
 		took.Round(time.Millisecond), o.lease, tokB, tokA)
 	if tokB <= tokA {
-		return fmt.Errorf("B's token %d is not above A's %d", tokB, tokA)
+		return fmt.Errorf("token of B %d is not above token of A %d", tokB, tokA)
 	}
 
 	a.signal(syscall.SIGCONT)
@@ -305,7 +305,7 @@ func coordinate(ctx context.Context, o options) error {
 		return err
 	}
 	if refused.kv["seq"] != prep.kv["seq"] || refused.kv["token"] != prep.kv["token"] {
-		return fmt.Errorf("A's refused write %q is not the one it prepared before the pause (%q)", refused.raw, prep.raw)
+		return fmt.Errorf("refused write of A %q is not the one it prepared before the pause (%q)", refused.raw, prep.raw)
 	}
 	if h := res.fence.Highest(o.lock); h != tokB {
 		return fmt.Errorf("resource mark %d, want B's token %d", h, tokB)
@@ -319,7 +319,7 @@ func coordinate(ctx context.Context, o options) error {
 	select {
 	case <-a.done:
 	case <-time.After(step):
-		return errors.New("A did not exit after its write was refused")
+		return errors.New("holder A did not exit after its write was refused")
 	}
 	b.stop(10 * time.Second)
 	if b.err != nil {

@@ -63,6 +63,17 @@ func (d devCluster) args(id int) []string {
 	return args
 }
 
+// ports lists every address the replicas will listen on.
+func (d devCluster) ports() []portUse {
+	var out []portUse
+	for i := 1; i <= d.replicas; i++ {
+		out = append(out,
+			portUse{addr: fmt.Sprintf("127.0.0.1:%d", d.apiBase+i-1), kind: "api", replica: uint64(i)},
+			portUse{addr: fmt.Sprintf("127.0.0.1:%d", d.raftBase+i-1), kind: "raft", replica: uint64(i)})
+	}
+	return out
+}
+
 func (d devCluster) endpoints() []string {
 	var out []string
 	for i := 1; i <= d.replicas; i++ {
@@ -82,8 +93,12 @@ func (d devCluster) run() error {
 	if err := os.MkdirAll(d.dataDir, 0o755); err != nil {
 		return err
 	}
+	if err := checkPorts(d.ports()); err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	superviseFromMainThread()
 
 	var (
 		wg    sync.WaitGroup
@@ -92,7 +107,7 @@ func (d devCluster) run() error {
 	)
 	for id := 1; id <= d.replicas; id++ {
 		cmd := exec.Command(self, d.args(id)...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Ctrl-C reaches us, we stop them in order
+		cmd.SysProcAttr = replicaAttr()
 		out, _ := cmd.StdoutPipe()
 		cmd.Stderr = cmd.Stdout
 		if err := cmd.Start(); err != nil {

@@ -21,7 +21,7 @@ func rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCommand(), devCommand())
+	root.AddCommand(serveCommand(), devCommand(), versionCommand())
 	return root
 }
 
@@ -108,6 +108,11 @@ func serve(cfg lockd.Config, level string) error {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return fmt.Errorf("log level %q: %w", level, err)
+	}
+	if self := cfg.Self(); self.ID != 0 {
+		if err := checkPorts([]portUse{{self.APIAddr, "api", self.ID}, {self.RaftAddr, "raft", self.ID}}); err != nil {
+			return err
+		}
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
 	p, err := lockd.Start(cfg, log)

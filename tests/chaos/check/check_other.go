@@ -1,4 +1,4 @@
-package chaos
+package check
 
 import (
 	"fmt"
@@ -8,12 +8,16 @@ import (
 
 // CheckAcked is checker (d), first half: every write the service
 // acknowledged reads back with its value after the run. final holds what
-// the final reads found (missing keys are absent).
-func CheckAcked(acked []AckedWrite, final map[string]string) (int, []Violation) {
+// the final reads found (missing keys are absent); unread are the keys the
+// final reads could not read at all, which fail the run too: an
+// acknowledged write nobody can read back is not shown to be kept.
+func CheckAcked(acked []AckedWrite, final map[string]string, unread map[string]bool) (int, []Violation) {
 	var vs []Violation
 	for _, a := range acked {
 		got, ok := final[a.Key]
 		switch {
+		case unread[a.Key]:
+			vs = append(vs, Violation{"acked-writes", fmt.Sprintf("acknowledged write %s = %q could not be read back", a.Key, a.Value)})
 		case !ok:
 			vs = append(vs, Violation{"acked-writes", fmt.Sprintf("acknowledged write %s = %q is lost", a.Key, a.Value)})
 		case got != a.Value:
@@ -24,17 +28,21 @@ func CheckAcked(acked []AckedWrite, final map[string]string) (int, []Violation) 
 }
 
 // CheckSessions is checker (d), second half: no session of a healthy
-// client expired by a fail-over. A session may legitimately end only when
-// the cell committed nothing for at least a lease (an outage: outages lists
-// them; the liveness checks report why the cell was down that long); a
-// loss within lease+grace of the start of such an outage is returned as
-// excused. Every other loss is a violation: a session expired by a
-// fail-over shorter than the lease.
+// client ended without being closed. An outage does not excuse a loss by
+// itself: a cell with no leader expires nobody (a new leader starts every
+// session's lease afresh, less the recorded leaderships it was not
+// confirmed under), and a leader that cannot reach a majority steps down
+// within an election timeout. The one principled excuse is the client's
+// own: it gives a session up after lease + grace without a confirmed
+// KeepAlive, so a loss is excused only if the cell committed nothing for
+// at least lease + grace (an outage in outages) up to within a lease of
+// the loss. Such an outage is itself a liveness failure, reported by the
+// bounds checks.
 func CheckSessions(losses []SessionLoss, outages []Window, lease, grace time.Duration) (vs []Violation, excused []SessionLoss) {
 	for _, l := range losses {
 		ok := false
 		for _, o := range outages {
-			if o.End-o.Start >= lease && o.Start < l.At && l.At <= o.End+lease+grace {
+			if o.End-o.Start >= lease+grace && o.Start+lease+grace <= l.At && l.At <= o.End+lease {
 				ok = true
 				break
 			}

@@ -1,4 +1,8 @@
-package chaos
+// Package check holds the chaos suite's history (what a run recorded, on
+// one clock and in the service's own indices) and the checkers that judge
+// it. It knows nothing of processes, namespaces or nemeses (package
+// chaos), so each checker is tested on hand-made broken histories.
+package check
 
 import (
 	"sync"
@@ -37,16 +41,42 @@ type Grant struct {
 	At          time.Duration // since the run started
 }
 
-// Write is one access the protected resource admitted, in order: a write
-// (raises the lock's mark) or a shared holder's read (checked against it).
+// Write is one access attempt at the protected resource, accepted or
+// refused, in the order the resource decided them: a write (raises the
+// lock's mark) or a shared holder's read (checked against it).
 type Write struct {
-	Seq     uint64
-	Lock    string
-	Token   uint64
-	Session uint64
-	Writer  string
-	Read    bool
-	At      time.Duration
+	Seq      uint64
+	Lock     string
+	Token    uint64
+	Session  uint64
+	Writer   string
+	Read     bool
+	Accepted bool // the resource's verdict
+	// LiveKnown: the writer is a client of this process, and LiveAfter
+	// says whether its lock's Context was still live just after the
+	// resource decided (holder processes cannot say: LiveKnown false).
+	LiveKnown, LiveAfter bool
+	At                   time.Duration
+}
+
+// Deletion is the Raft index at which a lock node was deleted, from a data
+// watch's deleted event that fired under the leader that applied the
+// delete (such an event carries the index of the delete entry; one fired
+// by a re-registration after a fail-over carries a later read index and
+// is not recorded).
+type Deletion struct {
+	Lock, Node string
+	Index      uint64
+}
+
+// Interval is one period during which a client of this process held a
+// lock as far as its SDK said: from the grant's return (or the lock's
+// Context becoming live again after jeopardy) until its Context was
+// cancelled or Unlock was called, both on the History's clock.
+type Interval struct {
+	Lock, Node, Worker string
+	Mode               api.LockMode
+	Start, End         time.Duration
 }
 
 // Op is one client call of the workload, for counting and for the
@@ -130,6 +160,8 @@ type History struct {
 	lockObs     []LockObs
 	grants      []Grant
 	writes      []Write
+	deletions   []Deletion
+	intervals   []Interval
 	ops         []Op
 	config      []ConfigOp
 	acked       []AckedWrite
@@ -153,11 +185,7 @@ func (h *History) Now() time.Duration { return time.Since(h.start) }
 // Start is when the history's clock started.
 func (h *History) Start() time.Time { return h.start }
 
-func (h *History) AddLockObs(o LockObs) {
-	h.mu.Lock()
-	h.lockObs = append(h.lockObs, o)
-	h.mu.Unlock()
-}
+func (h *History) AddLockObs(o LockObs) { add(h, &h.lockObs, o) }
 
 func (h *History) AddGrant(g Grant) {
 	h.mu.Lock()
@@ -174,41 +202,21 @@ func (h *History) AddProgress(waiter string, at time.Duration) {
 	h.mu.Unlock()
 }
 
-func (h *History) AddWrite(w Write) {
-	h.mu.Lock()
-	h.writes = append(h.writes, w)
-	h.mu.Unlock()
-}
+func (h *History) AddWrite(w Write) { add(h, &h.writes, w) }
 
-func (h *History) AddOp(o Op) {
-	h.mu.Lock()
-	h.ops = append(h.ops, o)
-	h.mu.Unlock()
-}
+func (h *History) AddDeletion(d Deletion) { add(h, &h.deletions, d) }
 
-func (h *History) AddConfig(o ConfigOp) {
-	h.mu.Lock()
-	h.config = append(h.config, o)
-	h.mu.Unlock()
-}
+func (h *History) AddInterval(iv Interval) { add(h, &h.intervals, iv) }
 
-func (h *History) AddAcked(a AckedWrite) {
-	h.mu.Lock()
-	h.acked = append(h.acked, a)
-	h.mu.Unlock()
-}
+func (h *History) AddOp(o Op) { add(h, &h.ops, o) }
 
-func (h *History) AddLoss(l SessionLoss) {
-	h.mu.Lock()
-	h.losses = append(h.losses, l)
-	h.mu.Unlock()
-}
+func (h *History) AddConfig(o ConfigOp) { add(h, &h.config, o) }
 
-func (h *History) AddNoQuorum(w Window) {
-	h.mu.Lock()
-	h.noQuorum = append(h.noQuorum, w)
-	h.mu.Unlock()
-}
+func (h *History) AddAcked(a AckedWrite) { add(h, &h.acked, a) }
+
+func (h *History) AddLoss(l SessionLoss) { add(h, &h.losses, l) }
+
+func (h *History) AddNoQuorum(w Window) { add(h, &h.noQuorum, w) }
 
 func (h *History) AddViolation(checker, detail string) {
 	h.mu.Lock()
@@ -241,6 +249,8 @@ type Snapshot struct {
 	LockObs     []LockObs
 	Grants      []Grant
 	Writes      []Write
+	Deletions   []Deletion
+	Intervals   []Interval
 	Ops         []Op
 	Config      []ConfigOp
 	Acked       []AckedWrite
@@ -269,6 +279,8 @@ func (h *History) Snapshot() Snapshot {
 		LockObs:     append([]LockObs(nil), h.lockObs...),
 		Grants:      append([]Grant(nil), h.grants...),
 		Writes:      append([]Write(nil), h.writes...),
+		Deletions:   append([]Deletion(nil), h.deletions...),
+		Intervals:   append([]Interval(nil), h.intervals...),
 		Ops:         append([]Op(nil), h.ops...),
 		Config:      append([]ConfigOp(nil), h.config...),
 		Acked:       append([]AckedWrite(nil), h.acked...),
@@ -280,4 +292,11 @@ func (h *History) Snapshot() Snapshot {
 		WaiterGrant: wg,
 		Checked:     checked,
 	}
+}
+
+// add appends v to one of h's lists.
+func add[T any](h *History, list *[]T, v T) {
+	h.mu.Lock()
+	*list = append(*list, v)
+	h.mu.Unlock()
 }

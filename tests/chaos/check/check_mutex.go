@@ -1,4 +1,4 @@
-package chaos
+package check
 
 import (
 	"fmt"
@@ -7,23 +7,25 @@ import (
 	"github.com/lockservice/lockd/api"
 )
 
-// maxDetails bounds the violations a checker spells out; the rest are
+// MaxDetails bounds the violations a checker spells out; the rest are
 // counted.
-const maxDetails = 20
+const MaxDetails = 20
 
 // CheckMutualExclusion is checker (a). It works in the service's own
-// order, Raft indices, from what the service said (LockObs), so it needs no
-// clock and no trust in the client library:
+// order, Raft indices, from what the service said (LockObs, Deletion), so
+// it needs no clock and no trust in the client library:
 //
 //   - once a node holds its lock it holds until it is deleted: no
 //     observation may show it waiting at a later index;
-//   - a node's held span is [first, last index at which it was seen
-//     holding]; the node held throughout it. No two spans of one lock may
-//     overlap if either node is exclusive: no two sessions held the lock,
-//     or a write lock beside a read lock, at the same index.
+//   - a node's held span runs from the first index at which it was seen
+//     holding to the index before its deletion (dels; a node whose
+//     deletion index is not known ends at its last observation). No two
+//     spans of one lock may overlap if either node is exclusive: no two
+//     sessions held the lock, or a write lock beside a read lock, at the
+//     same index.
 //
 // It returns the number of observations checked and the violations.
-func CheckMutualExclusion(obs []LockObs) (int, []Violation) {
+func CheckMutualExclusion(obs []LockObs, dels []Deletion) (int, []Violation) {
 	type span struct {
 		node     string
 		mode     api.LockMode
@@ -58,6 +60,12 @@ func CheckMutualExclusion(obs []LockObs) (int, []Violation) {
 		}
 		s.held = true
 		s.sources[o.Source] = true
+	}
+	// A held node holds until the index before its deletion.
+	for _, d := range dels {
+		if s := locks[d.Lock][d.Node]; s != nil && s.held && d.Index > 0 && d.Index-1 > s.hi {
+			s.hi, s.hiSource = d.Index-1, fmt.Sprintf("deleted at %d", d.Index)
+		}
 	}
 	var vs []Violation
 	add := func(format string, args ...any) {
@@ -103,11 +111,11 @@ func CheckMutualExclusion(obs []LockObs) (int, []Violation) {
 	return len(obs), vs
 }
 
-// holdersOf applies the lock rules to the lock nodes among a lock's
+// HoldersOf applies the lock rules to the lock nodes among a lock's
 // children (names in sequence order): an exclusive node holds if it is the
 // first; shared nodes hold while no exclusive node is before them. It
 // returns the mode of every lock child and whether it holds.
-func holdersOf(names []string) (modes map[string]api.LockMode, held map[string]bool) {
+func HoldersOf(names []string) (modes map[string]api.LockMode, held map[string]bool) {
 	type child struct {
 		name string
 		seq  string
@@ -139,8 +147,8 @@ func holdersOf(names []string) (modes map[string]api.LockMode, held map[string]b
 	return modes, held
 }
 
-// modeOf is the lock mode of a lock node by its name.
-func modeOf(node string) api.LockMode {
+// ModeOf is the lock mode of a lock node by its name.
+func ModeOf(node string) api.LockMode {
 	name := node
 	if i := lastSlash(node); i >= 0 {
 		name = node[i+1:]

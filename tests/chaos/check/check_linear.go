@@ -1,4 +1,4 @@
-package chaos
+package check
 
 import (
 	"fmt"
@@ -139,7 +139,8 @@ type LinearizabilityResult struct {
 // compare-and-sets form a linearizable history of one register per key
 // (porcupine). Operations with an unknown outcome stay open to the end of
 // the history and may or may not have taken effect. An Unknown result
-// (porcupine's timeout) is not a violation; the caller reports it.
+// (porcupine ran out of time) fails too: a history nobody could check is
+// not shown linearizable.
 func CheckLinearizable(ops []ConfigOp, timeout time.Duration) LinearizabilityResult {
 	hist := make([]porcupine.Operation, 0, len(ops))
 	for _, o := range ops {
@@ -160,8 +161,11 @@ func CheckLinearizable(ops []ConfigOp, timeout time.Duration) LinearizabilityRes
 	model := configModel.ToModel()
 	r, info := porcupine.CheckOperationsVerbose(model, hist, timeout)
 	res.Result = r
-	if r == porcupine.Illegal {
+	switch r {
+	case porcupine.Illegal:
 		res.Violations = append(res.Violations, Violation{"linearizability", "config history is not linearizable:\n" + excerpt(hist, info, model)})
+	case porcupine.Unknown:
+		res.Violations = append(res.Violations, Violation{"linearizability", fmt.Sprintf("porcupine could not decide %d operations within %v (result unknown)", len(hist), timeout)})
 	}
 	return res
 }

@@ -1,0 +1,166 @@
+package sdk
+
+// The KeepAlive loop: lease renewal, event delivery with acknowledgements,
+// fail-over detection and watch re-registration.
+
+import (
+	"context"
+	"time"
+
+	"github.com/lockservice/lockd/api"
+)
+
+// keepAliveLoop renews the lease: a long-poll KeepAlive with wait_ms =
+// lease/3 on the KeepAlive connection pool, the next sent as soon as the
+// previous returns (so one reaches the cell at least every lease/3). Each reply confirms the lease from the request's send
+// time, may carry watch events, and reveals fail-over by a new epoch.
+func (s *Session) keepAliveLoop() {
+	defer s.c.bg.Done()
+	defer s.wg.Done()
+	req := api.KeepAliveRequest{Cell: s.cs.name, Session: s.id}
+	// An attempt may take the whole long-poll plus a margin for the reply.
+	attempt := s.wait + max(s.lease/6, 500*time.Millisecond)
+	for s.ctx.Err() == nil {
+		var resp api.SessionResponse
+		cl := &call{
+			route:       api.RouteSessionKeepAlive,
+			req:         &req,
+			resp:        &resp,
+			keepAlive:   true,
+			timeout:     attempt,
+			retryUnsure: true,
+		}
+		// A resent KeepAlive (after a redirect or a failure) asks for an
+		// immediate reply: the lease confirmation, and the epoch of a
+		// possible new leader, are wanted now, not after a long-poll.
+		// Every attempt acknowledges the events processed so far: the cell
+		// keeps (and re-sends) the rest, so a lost reply loses nothing.
+		cl.before = func() {
+			req.WaitMS = s.wait.Milliseconds()
+			if cl.attempts > 0 {
+				req.WaitMS = 0
+			}
+			s.mu.Lock()
+			req.AckEpoch, req.AckSeq = s.w.ack()
+			s.mu.Unlock()
+		}
+		// Bound a round by the lease so the loop regains control (and can
+		// judge the lease) even while no replica answers.
+		rctx, cancel := context.WithTimeout(s.ctx, s.lease)
+		err := s.c.do(rctx, s.cs, cl)
+		cancel()
+		if s.ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			if sessionGone(err) {
+				s.expire(err)
+				return
+			}
+			s.log.Warn("keepalive failed", "err", err, "attempts", cl.attempts)
+			if cl.attempts <= 1 {
+				sleepCtx(s.ctx, keepAliveErrorPause)
+			}
+			continue
+		}
+		if !s.confirmed(cl.sent, &resp) {
+			if d := time.Since(cl.sent); d < minKeepAliveGap {
+				sleepCtx(s.ctx, minKeepAliveGap-d)
+			}
+		}
+	}
+}
+
+// confirmed applies a KeepAlive reply to the session. It reports whether
+// the reply carried events (new or repeated): then the next KeepAlive, which
+// acknowledges them, goes at once.
+func (s *Session) confirmed(sent time.Time, resp *api.SessionResponse) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return false
+	}
+	if sent.After(s.lastConfirmedSend) {
+		s.lastConfirmedSend = sent
+	}
+	if s.clockLocked().safeAgain(time.Now()) {
+		// Confirmed again within the grace period: same session, same
+		// locks and tokens.
+		s.log.Info("session safe again", "jeopardy_for", time.Since(s.jeopardySince))
+		s.jeopardySince = time.Time{}
+		s.leaseCtx, s.leaseCancel = context.WithCancel(s.ctx)
+		s.signalLeaseLocked()
+		s.emitLocked(SessionEvent{Type: SessionSafe})
+	}
+	select {
+	case s.confirmedSig <- struct{}{}:
+	default:
+	}
+	s.index = max(s.index, resp.Index)
+	rearm := s.w.dispatch(resp.Epoch, resp.Events)
+	if resp.Epoch != 0 && resp.Epoch != s.epoch {
+		s.log.Info("cell fail-over", "old_epoch", s.epoch, "epoch", resp.Epoch)
+		s.epoch = resp.Epoch
+		s.gen++
+		// The new leader holds none of the old one's in-memory watches.
+		if s.w.markAllDirty() {
+			rearm = true
+		}
+		s.emitLocked(SessionEvent{Type: SessionFailover, Epoch: resp.Epoch})
+	}
+	if rearm {
+		s.signalRearm()
+	}
+	return len(resp.Events) > 0
+}
+
+func (s *Session) signalRearm() {
+	select {
+	case s.rearm <- struct{}{}:
+	default:
+	}
+}
+
+// rearmLoop re-registers dirty watches with /v1/watch, each with the index
+// it was armed at, so the cell fires at once any the session missed.
+func (s *Session) rearmLoop() {
+	defer s.c.bg.Done()
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-s.rearm:
+		}
+		s.mu.Lock()
+		specs := s.w.takeDirty()
+		s.mu.Unlock()
+		for len(specs) > 0 {
+			n := min(len(specs), api.MaxWatchesPerCall)
+			chunk := specs[:n]
+			specs = specs[n:]
+			var resp api.WatchResponse
+			err := s.c.do(s.ctx, s.cs, &call{
+				route:       api.RouteWatch,
+				req:         api.WatchRequest{Cell: s.cs.name, Session: s.id, Watches: chunk},
+				resp:        &resp,
+				retryUnsure: true, // registering a watch twice is harmless
+			})
+			switch {
+			case err == nil:
+			case s.ctx.Err() != nil:
+				return
+			case sessionGone(err):
+				s.expire(err)
+				return
+			default:
+				// The cell refused: tell the watchers to re-read rather
+				// than leave them waiting on a watch nobody holds.
+				s.log.Warn("watch re-registration failed", "err", err, "watches", len(chunk))
+				s.mu.Lock()
+				s.w.resyncSpecs(chunk)
+				s.mu.Unlock()
+			}
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -107,7 +108,9 @@ func runLocked(ctx context.Context, m *sdk.Mutex, timeout time.Duration, argv []
 	child := exec.Command(argv[0], argv[1:]...)
 	child.Stdin, child.Stdout, child.Stderr = os.Stdin, stdout, stderr
 	child.Env = append(os.Environ(), "LOCK_TOKEN="+strconv.FormatUint(m.Token(), 10), "LOCK_NODE="+m.Node())
-	child.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // signal COMMAND and its children together
+	child.SysProcAttr = jobAttr()
+	runtime.LockOSThread() // the parent-death signal follows the starting thread
+	defer runtime.UnlockOSThread()
 	if err := child.Start(); err != nil {
 		release()
 		return api.Errorf(api.CodeBadRequest, "start %s: %v", argv[0], err)

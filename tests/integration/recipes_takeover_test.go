@@ -3,6 +3,8 @@ package integration_test
 import (
 	"bufio"
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -25,15 +27,19 @@ func TestTakeoverAfterHolderKilled(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{RTTMillisecond: 100, Lease: lease})
 	lockctl := cluster.Build(t, "./ctl/cmd/lockctl")
 
-	holder := exec.Command(lockctl, "--endpoints", strings.Join(c.Endpoints(), ","), "lock", "/demo/takeover/lock", "--", "sh", "-c", `echo "token=$LOCK_TOKEN"; exec sleep 600`)
+	holder := exec.Command(lockctl, "--endpoints", strings.Join(c.Endpoints(), ","), "lock", "/demo/takeover/lock", "--", "sh", "-c", `echo "token=$LOCK_TOKEN job=$$"; exec sleep 600`)
 	holder.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := holder.StdoutPipe()
 	must(t, err)
 	must(t, holder.Start())
 	defer func() { _ = syscall.Kill(-holder.Process.Pid, syscall.SIGKILL); _ = holder.Wait() }()
 	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "token=") {
-		t.Fatalf("holder printed %q, %v", line, err)
+	var token, job int
+	if err == nil {
+		_, err = fmt.Sscanf(line, "token=%d job=%d", &token, &job)
+	}
+	if err != nil {
+		t.Fatalf("holder printed %q: %v", line, err)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -48,9 +54,11 @@ func TestTakeoverAfterHolderKilled(t *testing.T) {
 	}()
 	waitChildren(t, newSDK(t, c, lease), "/demo/takeover/lock", 2)
 
-	// kill -9 the holder (lockctl and its job): its KeepAlives stop.
+	// kill -9 lockctl: its KeepAlives stop, and its job (in a process
+	// group of its own) must die with it rather than act without the lock.
 	killed := time.Now()
 	must(t, syscall.Kill(-holder.Process.Pid, syscall.SIGKILL))
+	defer func() { _ = syscall.Kill(job, syscall.SIGKILL) }()
 	took := (<-granted).Sub(killed)
 	t.Logf("takeover after the holder's kill -9: %v (lease %v)", took.Round(time.Millisecond), lease)
 	// The lease runs from the holder's last KeepAlive receipt, up to lease/3
@@ -60,5 +68,11 @@ func TestTakeoverAfterHolderKilled(t *testing.T) {
 	}
 	if api.TokenIndex(waiter.Token()) == 0 {
 		t.Fatal("no token")
+	}
+	// The job was killed at once (parent-death signal): long gone by now.
+	if err := syscall.Kill(job, 0); err == nil {
+		if st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", job)); !strings.Contains(string(st), ") Z ") {
+			t.Fatalf("job %d of the killed lockctl is still running", job)
+		}
 	}
 }

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/lockservice/lockd/bench/report"
+)
+
+// TestRunAgainstLocalCluster builds lockd and lockbench and runs a short
+// acquire against a real local cluster that lockbench starts itself.
+func TestRunAgainstLocalCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	for _, pkg := range []string{"../../../server/cmd/lockd", "."} {
+		name := filepath.Base(pkg)
+		if pkg == "." {
+			name = "lockbench"
+		}
+		if out, err := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, name), pkg).CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+		}
+	}
+	html := filepath.Join(dir, "r.html")
+	cmd := exec.CommandContext(ctx, filepath.Join(dir, "lockbench"), "run", "acquire", "--start",
+		"--duration", "1s", "--concurrency", "1,2", "-o", "json", "--html", html)
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("lockbench: %v\n%s", err, stderr)
+	}
+	var r report.Run
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("output is not a run: %v\n%s", err, out)
+	}
+	// 1 and 2 workers on distinct locks, 2 on one lock.
+	if len(r.Results) != 3 {
+		t.Fatalf("%d results, want 3: %s", len(r.Results), out)
+	}
+	for _, res := range r.Results {
+		if res.Summary.N == 0 || res.Summary.P99 <= 0 {
+			t.Errorf("%s %s: %d ops, p99 %v ms", res.Scenario, res.Case, res.Summary.N, res.Summary.P99)
+		}
+	}
+}

@@ -1,0 +1,181 @@
+// Command lockbench measures a lockd deployment for capacity planning:
+// lock acquisition, committed writes, thundering herds, against a running
+// cluster (--endpoints) or a local one it starts itself (--start).
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lockservice/lockd/bench/report"
+)
+
+func main() {
+	if err := rootCommand().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "lockbench:", err)
+		os.Exit(1)
+	}
+}
+
+// options are run's flags.
+type options struct {
+	endpoints   []string
+	start       bool
+	lockd       string
+	lease       time.Duration
+	duration    time.Duration
+	concurrency []int
+	writers     int
+	prefixes    []string
+	contenders  int
+	handoffs    int
+	output      string
+	jsonFile    string
+	htmlFile    string
+}
+
+func rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "lockbench",
+		Short:         "Measure a lockd deployment: acquire latency, write throughput, herds",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(runCommand())
+	return root
+}
+
+var scenarioNames = []string{"acquire", "writes", "herd"}
+
+func runCommand() *cobra.Command {
+	var o options
+	cmd := &cobra.Command{
+		Use:   "run SCENARIO...",
+		Short: "Run scenarios (" + strings.Join(scenarioNames, ", ") + ") and print a table",
+		Example: `  lockbench run acquire --start --duration 10s
+  lockbench run writes herd --endpoints 127.0.0.1:7001,127.0.0.1:7002 --json out.json --html out.html`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, a := range args {
+				if !slices.Contains(scenarioNames, a) {
+					return fmt.Errorf("unknown scenario %q (have %s; failover, takeover, sessions, state and capacity are not built yet)", a, strings.Join(scenarioNames, ", "))
+				}
+			}
+			if o.start == (len(o.endpoints) > 0) {
+				return fmt.Errorf("give exactly one of --endpoints and --start")
+			}
+			if o.output != "table" && o.output != "json" {
+				return fmt.Errorf("-o must be table or json")
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return run(ctx, o, args, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&o.endpoints, "endpoints", nil, "API addresses of a running cluster")
+	f.BoolVar(&o.start, "start", false, "start a local five-replica cluster (lockd dev: real processes, fsync on, production timing) and stop it at the end")
+	f.StringVar(&o.lockd, "lockd", "", "lockd binary for --start (default: lockd beside lockbench)")
+	f.DurationVar(&o.lease, "lease", 12*time.Second, "session lease")
+	f.DurationVar(&o.duration, "duration", 10*time.Second, "how long each case runs")
+	f.IntSliceVar(&o.concurrency, "concurrency", []int{1, 8, 32, 128}, "acquire: workers per case")
+	f.IntVar(&o.writers, "writers", 64, "writes: concurrent writers")
+	f.StringSliceVar(&o.prefixes, "prefixes", []string{"/demo", "/payments"}, "writes: prefixes (cells) the writers are spread over")
+	f.IntVar(&o.contenders, "contenders", 500, "herd: contenders on the one lock")
+	f.IntVar(&o.handoffs, "handoffs", 500, "herd: handoffs measured")
+	f.StringVarP(&o.output, "output", "o", "table", "table or json on stdout")
+	f.StringVar(&o.jsonFile, "json", "", "also write the results as JSON to this file")
+	f.StringVar(&o.htmlFile, "html", "", "also write a self-contained HTML report with charts to this file")
+	return cmd
+}
+
+func run(ctx context.Context, o options, scenarios []string, stdout, stderr io.Writer) error {
+	e := &env{endpoints: o.endpoints, lease: o.lease, duration: o.duration,
+		run: fmt.Sprintf("%d", time.Now().UnixNano()), progress: progressLine(stderr)}
+	if o.start {
+		fmt.Fprintln(stderr, "starting a local five-replica cluster (lockd dev)…")
+		lc, err := startLocal(ctx, o.lockd, o.lease)
+		if err != nil {
+			return err
+		}
+		defer lc.stop()
+		e.endpoints = lc.endpoints
+	}
+	host, _ := os.Hostname()
+	r := &report.Run{Started: time.Now(), Endpoints: e.endpoints,
+		Host: fmt.Sprintf("%s (%d CPUs, %s/%s)", host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH)}
+	for _, sc := range scenarios {
+		fmt.Fprintf(stderr, "running %s…\n", sc)
+		var (
+			res []report.Result
+			err error
+		)
+		switch sc {
+		case "acquire":
+			res, err = acquire(ctx, e, o.concurrency)
+		case "writes":
+			res, err = writes(ctx, e, o.writers, o.prefixes)
+		case "herd":
+			res, err = herd(ctx, e, o.contenders, o.handoffs)
+		}
+		r.Results = append(r.Results, res...)
+		if err != nil {
+			return fmt.Errorf("%s: %w", sc, err)
+		}
+	}
+	if err := e.firstErr.Load(); err != nil {
+		fmt.Fprintf(stderr, "first failed operation: %v\n", *err)
+	}
+	if o.jsonFile != "" {
+		if err := writeFile(o.jsonFile, r.JSON); err != nil {
+			return err
+		}
+	}
+	if o.htmlFile != "" {
+		if err := writeFile(o.htmlFile, r.HTML); err != nil {
+			return err
+		}
+	}
+	if o.output == "json" {
+		return r.JSON(stdout)
+	}
+	return r.Table(stdout)
+}
+
+func writeFile(path string, render func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := render(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// progressLine overwrites one status line on a terminal; elsewhere (CI
+// logs, files) it prints nothing, so logs stay readable.
+func progressLine(w io.Writer) func(format string, args ...any) {
+	f, ok := w.(*os.File)
+	if !ok {
+		return func(string, ...any) {}
+	}
+	st, err := f.Stat()
+	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		return func(string, ...any) {}
+	}
+	return func(format string, args ...any) {
+		fmt.Fprintf(w, "\r\033[K"+format, args...)
+	}
+}

@@ -1,0 +1,299 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/bench/report"
+	"github.com/lockservice/lockd/bench/stats"
+	"github.com/lockservice/lockd/sdk"
+)
+
+// env is what every scenario runs against.
+type env struct {
+	endpoints []string
+	lease     time.Duration
+	duration  time.Duration
+	run       string // unique per invocation, so runs never share paths
+	progress  func(format string, args ...any)
+	firstErr  atomic.Pointer[error] // the first failure of the run, for the report
+}
+
+func (e *env) client(ctx context.Context) (*sdk.Client, error) {
+	return sdk.New(ctx, sdk.Config{Endpoints: e.endpoints, Lease: e.lease})
+}
+
+// clients opens n clients (each with its own sessions and connections).
+func (e *env) clients(ctx context.Context, n int) ([]*sdk.Client, func(), error) {
+	var cs []*sdk.Client
+	closeAll := func() {
+		for _, c := range cs {
+			c.Close()
+		}
+	}
+	for i := 0; i < n; i++ {
+		c, err := e.client(ctx)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		cs = append(cs, c)
+		// Open the session outside the measurement: the first call of a
+		// client would otherwise carry it.
+		for _, cell := range c.Directory().Cells {
+			if _, err := c.Session(ctx, cell.Name); err != nil {
+				closeAll()
+				return nil, nil, err
+			}
+		}
+	}
+	return cs, closeAll, nil
+}
+
+// loop runs workers until the duration ends, each calling op repeatedly;
+// op returns false to stop its worker.
+func (e *env) loop(ctx context.Context, workers int, rec *stats.Recorder, op func(ctx context.Context, worker, i int) error) time.Duration {
+	ctx, cancel := context.WithTimeout(ctx, e.duration)
+	defer cancel()
+	start := time.Now()
+	var done atomic.Int64
+	stopProgress := e.tick(func() string {
+		return fmt.Sprintf("%d ops, %.0f/s", done.Load(), float64(done.Load())/time.Since(start).Seconds())
+	})
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				t0 := time.Now()
+				err := op(ctx, w, i)
+				switch {
+				case err == nil:
+					rec.Add(time.Since(t0), time.Now())
+					done.Add(1)
+				case ctx.Err() != nil:
+					return // cut off by the end of the run: not an error
+				default:
+					rec.Error()
+					e.firstErr.CompareAndSwap(nil, &err)
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	stopProgress()
+	return time.Since(start)
+}
+
+// tick prints a progress line every second until stopped.
+func (e *env) tick(line func() string) func() {
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				e.progress("%s", line())
+			}
+		}
+	}()
+	return func() { close(stop); <-done }
+}
+
+// acquire: Lock+Unlock at each concurrency on distinct fresh locks, then on
+// one contended lock.
+func acquire(ctx context.Context, e *env, concurrency []int) ([]report.Result, error) {
+	var out []report.Result
+	for _, contended := range []bool{false, true} {
+		for _, c := range concurrency {
+			if contended && c == 1 {
+				continue // one worker cannot contend
+			}
+			nClients := min(c, 8)
+			cs, closeAll, err := e.clients(ctx, nClients)
+			if err != nil {
+				return out, err
+			}
+			rec := stats.NewRecorder(time.Now())
+			base := fmt.Sprintf("/demo/lockbench/%s/acquire-%d-%v", e.run, c, contended)
+			elapsed := e.loop(ctx, c, rec, func(ctx context.Context, w, i int) error {
+				path := base + "/one"
+				if !contended {
+					path = fmt.Sprintf("%s/w%d-%d", base, w, i)
+				}
+				m := cs[w%nClients].NewMutex(path)
+				if err := m.Lock(ctx); err != nil {
+					return err
+				}
+				return m.Unlock(context.WithoutCancel(ctx))
+			})
+			closeAll()
+			kind := "distinct"
+			if contended {
+				kind = "one lock"
+			}
+			out = append(out, report.Result{Scenario: "acquire", Case: fmt.Sprintf("%d workers, %s", c, kind),
+				Params:  map[string]string{"workers": strconv.Itoa(c), "locks": kind, "op": "Lock+Unlock"},
+				Summary: rec.Summarise(elapsed)})
+		}
+	}
+	return out, nil
+}
+
+// writes: writers putting 100-byte values, split evenly over the prefixes
+// given (one cell each in the dev cluster), per prefix and summed.
+func writes(ctx context.Context, e *env, writers int, prefixes []string) ([]report.Result, error) {
+	cs, closeAll, err := e.clients(ctx, min(writers, 16))
+	if err != nil {
+		return nil, err
+	}
+	defer closeAll()
+	value := []byte(strings.Repeat("x", 100))
+	all := stats.NewRecorder(time.Now())
+	per := make([]*stats.Recorder, len(prefixes))
+	for i := range per {
+		per[i] = stats.NewRecorder(time.Now())
+	}
+	var mu sync.Mutex
+	elapsed := e.loop(ctx, writers, all, func(ctx context.Context, w, i int) error {
+		p := w % len(prefixes)
+		t0 := time.Now()
+		path := fmt.Sprintf("%s/lockbench/%s/writes/w%d", prefixes[p], e.run, w)
+		_, err := cs[w%len(cs)].Put(ctx, path, value, sdk.MakeParents())
+		if err == nil {
+			mu.Lock()
+			per[p].Add(time.Since(t0), time.Now())
+			mu.Unlock()
+		}
+		return err
+	})
+	var out []report.Result
+	for i, p := range prefixes {
+		out = append(out, report.Result{Scenario: "writes", Case: fmt.Sprintf("%d writers, %s", writers/len(prefixes), p),
+			Params: map[string]string{"writers": strconv.Itoa(writers), "prefix": p, "value_bytes": "100"}, Summary: per[i].Summarise(elapsed)})
+	}
+	if len(prefixes) > 1 {
+		out = append(out, report.Result{Scenario: "writes", Case: fmt.Sprintf("%d writers, %d cells summed", writers, len(prefixes)),
+			Params: map[string]string{"writers": strconv.Itoa(writers)}, Summary: all.Summarise(elapsed)})
+	}
+	return out, nil
+}
+
+// herd: contenders on one lock, each taking it in turn; the handoff is
+// the time from one holder's release to the next grant. Watch events per
+// release come from the cell's own counter.
+func herd(ctx context.Context, e *env, contenders, handoffs int) ([]report.Result, error) {
+	cs, closeAll, err := e.clients(ctx, min(contenders, 16))
+	if err != nil {
+		return nil, err
+	}
+	defer closeAll()
+	path := fmt.Sprintf("/demo/lockbench/%s/herd", e.run)
+	eventsBefore, err := metricSum(ctx, e.endpoints, "lockd_watch_events_total", `cell="demo"`)
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, e.duration+time.Minute)
+	defer cancel()
+	rec := stats.NewRecorder(time.Now())
+	var (
+		mu       sync.Mutex
+		released time.Time
+		granted  int
+	)
+	start := time.Now()
+	stopProgress := e.tick(func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return fmt.Sprintf("%d/%d handoffs", granted, handoffs)
+	})
+	var wg sync.WaitGroup
+	for w := 0; w < contenders; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			c := cs[w%len(cs)]
+			for rctx.Err() == nil {
+				m := c.NewMutex(path)
+				if err := m.Lock(rctx); err != nil {
+					return
+				}
+				mu.Lock()
+				if !released.IsZero() {
+					rec.Add(time.Since(released), time.Now())
+				}
+				granted++
+				last := granted > handoffs
+				mu.Unlock()
+				time.Sleep(time.Millisecond) // hold briefly
+				mu.Lock()
+				released = time.Now()
+				mu.Unlock()
+				_ = m.Unlock(context.WithoutCancel(rctx))
+				if last {
+					cancel()
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	stopProgress()
+	elapsed := time.Since(start)
+	eventsAfter, err := metricSum(ctx, e.endpoints, "lockd_watch_events_total", `cell="demo"`)
+	if err != nil {
+		return nil, err
+	}
+	s := rec.Summarise(elapsed)
+	extra := map[string]float64{}
+	if s.N > 0 {
+		extra["events_per_release"] = (eventsAfter - eventsBefore) / float64(s.N+1)
+	}
+	return []report.Result{{Scenario: "herd", Case: fmt.Sprintf("%d contenders, one lock", contenders),
+		Params: map[string]string{"contenders": strconv.Itoa(contenders), "handoffs": strconv.Itoa(handoffs)}, Summary: s, Extra: extra}}, nil
+}
+
+// metricSum adds up a counter over every replica's /metrics (only the
+// leader's moves for leader-only counters).
+func metricSum(ctx context.Context, endpoints []string, name, label string) (float64, error) {
+	hc := &http.Client{Timeout: 5 * time.Second}
+	defer hc.CloseIdleConnections()
+	var sum float64
+	for _, ep := range endpoints {
+		req, err := http.NewRequestWithContext(ctx, "GET", "http://"+ep+api.RouteMetrics, nil)
+		if err != nil {
+			return 0, err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			continue // a replica down counts nothing
+		}
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			line := sc.Text()
+			if !strings.HasPrefix(line, name+"{") || !strings.Contains(line, label) {
+				continue
+			}
+			f := strings.Fields(line)
+			if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
+				sum += v
+			}
+		}
+		resp.Body.Close()
+	}
+	return sum, nil
+}

@@ -1,0 +1,89 @@
+package stats
+
+import (
+	"testing"
+	"time"
+)
+
+func durs(ms ...int) []time.Duration {
+	out := make([]time.Duration, len(ms))
+	for i, m := range ms {
+		out[i] = time.Duration(m) * time.Millisecond
+	}
+	return out
+}
+
+func TestPercentile(t *testing.T) {
+	hundred := make([]int, 100)
+	for i := range hundred {
+		hundred[i] = i + 1
+	}
+	for _, tc := range []struct {
+		name   string
+		sorted []time.Duration
+		q      float64
+		want   time.Duration
+	}{
+		{"empty", nil, 0.5, 0},
+		{"one", durs(7), 0.99, 7 * time.Millisecond},
+		{"median of four is the second", durs(1, 2, 3, 4), 0.5, 2 * time.Millisecond},
+		{"p99 of 1..100", durs(hundred...), 0.99, 99 * time.Millisecond},
+		{"p999 of 1..100 is the max", durs(hundred...), 0.999, 100 * time.Millisecond},
+		{"p100", durs(1, 2, 3), 1, 3 * time.Millisecond},
+		{"tiny q is the min", durs(1, 2, 3), 0.0001, 1 * time.Millisecond},
+	} {
+		if got := Percentile(tc.sorted, tc.q); got != tc.want {
+			t.Errorf("%s: Percentile(q=%v) = %v, want %v", tc.name, tc.q, got, tc.want)
+		}
+	}
+}
+
+func TestRateAndPerSecond(t *testing.T) {
+	for _, tc := range []struct {
+		n       int
+		elapsed time.Duration
+		want    float64
+	}{
+		{0, time.Second, 0},
+		{100, 2 * time.Second, 50},
+		{3, 0, 0},
+		{1, 500 * time.Millisecond, 2},
+	} {
+		if got := Rate(tc.n, tc.elapsed); got != tc.want {
+			t.Errorf("Rate(%d, %v) = %v, want %v", tc.n, tc.elapsed, got, tc.want)
+		}
+	}
+	got := PerSecond(durs(0, 999, 1000, 2500, 3000, 9000), 3*time.Second)
+	want := []int{2, 1, 3} // past the end counts in the last second
+	if len(got) != len(want) {
+		t.Fatalf("PerSecond = %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("PerSecond = %v, want %v", got, want)
+		}
+	}
+}
+
+func TestSummarise(t *testing.T) {
+	start := time.Unix(0, 0)
+	r := NewRecorder(start)
+	for i := 1; i <= 1000; i++ {
+		d := time.Duration(i) * time.Millisecond
+		r.Add(d, start.Add(time.Duration(i)*time.Millisecond))
+	}
+	r.Error()
+	s := r.Summarise(2 * time.Second)
+	if s.N != 1000 || s.Errors != 1 || s.Rate != 500 {
+		t.Fatalf("n=%d errors=%d rate=%v", s.N, s.Errors, s.Rate)
+	}
+	if s.P50 != 500 || s.P99 != 990 || s.P999 != 999 || s.Max != 1000 || s.Mean != 500.5 {
+		t.Fatalf("p50=%v p99=%v p999=%v max=%v mean=%v", s.P50, s.P99, s.P999, s.Max, s.Mean)
+	}
+	if len(s.CDF) != 100 || s.CDF[0].X != 1 || s.CDF[99].X != 1000 || s.CDF[99].Y != 1 {
+		t.Fatalf("CDF ends %v … %v (%d points)", s.CDF[0], s.CDF[len(s.CDF)-1], len(s.CDF))
+	}
+	if len(s.PerSecond) != 2 || s.PerSecond[0] != 999 || s.PerSecond[1] != 1 {
+		t.Fatalf("per second %v", s.PerSecond)
+	}
+}

@@ -214,6 +214,9 @@ type LockStateResponse struct {
 	Held    bool   `json:"held"`
 	WaitFor string `json:"wait_for,omitempty"`
 	Token   uint64 `json:"token,omitempty"`
+	// Version is the lock node's data version (a holder's Proclaim is
+	// conditional on it).
+	Version uint64 `json:"version,omitempty"`
 	Index   uint64 `json:"index"`
 }
 

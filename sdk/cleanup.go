@@ -27,13 +27,21 @@ func unknownOutcome(err error) bool {
 // it gives up on; past it the session's cleanup loop carries on.
 func (s *Session) cleanupBudget() time.Duration { return s.c.timeout }
 
-// cleanup removes t's node: at once, within cleanupBudget, and otherwise in
-// the background for as long as the session lives (when it ends the cell
-// deletes the node anyway). It reports whether the node is known to be
-// gone on return. It takes over t.id: the caller must not end it.
-func (s *Session) cleanup(t cleanupTask) bool {
+// cleanup removes t's node: at once, within cleanupBudget and while the
+// caller's ctx lasts, and otherwise in the background for as long as the
+// session lives (when it ends the cell deletes the node anyway). A caller
+// whose context has ended is never held up by it: the node then goes in
+// the background. It reports whether the node is known to be gone on
+// return. It takes over t.id: the caller must not end it.
+func (s *Session) cleanup(caller context.Context, t cleanupTask) bool {
+	if caller.Err() != nil {
+		s.deferCleanup(t)
+		return false
+	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.cleanupBudget())
+	stop := context.AfterFunc(caller, cancel) // the caller gave up: so does the attempt
 	err := s.runCleanup(ctx, &t)
+	stop()
 	cancel()
 	if err == nil {
 		return true

@@ -48,8 +48,9 @@ func lockCreateRequest(parent string, mode api.LockMode, value []byte) (*api.Cre
 // reply's WaitFor is empty if the node holds the lock (Token is then the
 // fencing token); else it names the sibling the node waits for, on which
 // the cell arms a deletion (data) watch in the same apply: its channel is
-// returned, and behaves as GetW's. The channel is nil when the node holds
-// the lock.
+// returned, and behaves as GetW's. When the node holds the lock the watch
+// is on the node itself (its deletion by anyone else means the lock is
+// lost), so holding costs no further call.
 func (c *Client) CreateLockNode(ctx context.Context, parent string, mode api.LockMode, value []byte) (api.CreateResponse, <-chan api.Event, error) {
 	cs, err := c.cellForPath(parent)
 	if err != nil {
@@ -86,9 +87,11 @@ func (s *Session) createLockNode(ctx context.Context, id uint64, req *api.Create
 	gen := s.gen
 	s.mu.Unlock()
 	err := s.writeID(ctx, id, &req.WriteHeader, api.RouteCreate, req, &resp)
+	// The cell armed, in the create's own apply, the deletion watch on the
+	// predecessor (if it must wait) or on the node itself (if it holds).
 	ch := s.finishArming(err, func() (watchKey, uint64, bool) {
 		if resp.WaitFor == "" {
-			return watchKey{}, 0, false
+			return watchKey{resp.Node.Path, api.WatchData}, resp.Index, true
 		}
 		return watchKey{WaitForPath(resp.Node.Path, resp.WaitFor), api.WatchData}, resp.Index, true
 	}, gen)
@@ -97,9 +100,9 @@ func (s *Session) createLockNode(ctx context.Context, id uint64, req *api.Create
 
 // LockState re-checks the lock node at path (after a wake-up): whether it
 // still exists, whether it holds the lock, and which sibling it waits for.
-// With watch, a deletion watch is armed on that sibling in the same call
-// and its channel returned (nil when the node holds the lock or is gone);
-// it behaves as GetW's.
+// With watch, a deletion watch is armed in the same call and its channel
+// returned: on that sibling while the node waits, on the node itself while
+// it holds (nil when it is gone); it behaves as GetW's.
 func (c *Client) LockState(ctx context.Context, path string, watch bool) (api.LockStateResponse, <-chan api.Event, error) {
 	var resp api.LockStateResponse
 	cs, err := c.cellForPath(path)
@@ -134,7 +137,12 @@ func (c *Client) lockStateNoSession(ctx context.Context, path string) (api.LockS
 
 func lockStateArmed(path string, watch bool, resp *api.LockStateResponse) func() (watchKey, uint64, bool) {
 	return func() (watchKey, uint64, bool) {
-		if !watch || !resp.Exists || resp.Held || resp.WaitFor == "" {
+		switch {
+		case !watch || !resp.Exists:
+			return watchKey{}, 0, false
+		case resp.Held:
+			return watchKey{path, api.WatchData}, resp.Index, true
+		case resp.WaitFor == "":
 			return watchKey{}, 0, false
 		}
 		return watchKey{WaitForPath(path, resp.WaitFor), api.WatchData}, resp.Index, true

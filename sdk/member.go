@@ -54,7 +54,7 @@ func (c *Client) Join(ctx context.Context, group string, value []byte) (*Member,
 	var resp api.CreateResponse
 	err = s.writeID(ctx, id, &req.WriteHeader, api.RouteCreate, req, &resp)
 	if unknownOutcome(err) {
-		s.cleanup(cleanupTask{id: id, create: req})
+		s.cleanup(ctx, cleanupTask{id: id, create: req})
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}

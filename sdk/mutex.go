@@ -136,7 +136,7 @@ func (m *Mutex) acquire(ctx context.Context, timeout time.Duration) error {
 		wctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	err := m.wait(wctx)
+	err := m.wait(wctx, ctx)
 	if err != nil && timeout > 0 && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 		return recipeErr(codeLockTimeout, nil, "lock %s not acquired within %v", m.path, timeout)
 	}
@@ -146,7 +146,12 @@ func (m *Mutex) acquire(ctx context.Context, timeout time.Duration) error {
 // wait runs the recipe: create the node, wait on the predecessor only,
 // re-list after every wake-up, and grant only when the re-list says held
 // at an index at least as new as the wake-up while the lease is certain.
-func (m *Mutex) wait(ctx context.Context) error {
+//
+// ctx bounds the wait (TryLock's timeout); caller is the caller's own
+// context, which bounds the removal of a node given up on: TryLock's
+// timeout still removes its node before returning, a caller whose own
+// context ended is never held up by it.
+func (m *Mutex) wait(ctx, caller context.Context) error {
 	cs, err := m.c.cellForPath(m.path)
 	if err != nil {
 		return err
@@ -169,7 +174,7 @@ func (m *Mutex) wait(ctx context.Context) error {
 		if unknownOutcome(err) {
 			// The node may exist with a name we never learned: resend the
 			// create under the same id to learn it, then delete it.
-			s.cleanup(cleanupTask{id: id, create: req})
+			s.cleanup(caller, cleanupTask{id: id, create: req})
 		} else {
 			s.reqs.end(id)
 		}
@@ -179,13 +184,20 @@ func (m *Mutex) wait(ctx context.Context) error {
 	node := resp.Node.Path
 
 	held, token, floor := resp.WaitFor == "" || brokenGrantEarly, resp.Token, resp.Index
+	// While held, ch is the deletion watch on the own node (armed by the
+	// create or the re-list that found it holding), at version.
+	version := resp.Node.Version
 	for {
 		if held {
+			ownCh := ch
+			if brokenGrantEarly && resp.WaitFor != "" {
+				ownCh = nil // ch watches the predecessor: the broken build must not take it for its own
+			}
 			if s.certain(lc) {
-				done, err := m.grant(ctx, s, node, token, lc)
+				done, err := m.grant(ctx, s, node, token, version, ownCh, lc)
 				if done {
 					if err != nil {
-						return m.giveUp(ctx, s, node, err)
+						return m.giveUp(ctx, caller, s, node, err)
 					}
 					return nil
 				}
@@ -194,7 +206,7 @@ func (m *Mutex) wait(ctx context.Context) error {
 			}
 			// Pitfall 2: never report a grant while the lease is in doubt.
 			if err := s.waitCertain(ctx); err != nil {
-				return m.giveUp(ctx, s, node, err)
+				return m.giveUp(ctx, caller, s, node, err)
 			}
 		} else {
 			// Second net: the cell re-sends events until acknowledged, but a
@@ -215,20 +227,23 @@ func (m *Mutex) wait(ctx context.Context) error {
 			case <-s.Done():
 				return m.waitErr(ctx, s, s.Err())
 			case <-ctx.Done():
-				return m.giveUp(ctx, s, node, ctx.Err())
+				return m.giveUp(ctx, caller, s, node, ctx.Err())
 			}
+		}
+		if held && ch != nil {
+			s.dropWatch(ch) // the re-list arms a fresh own-node watch
 		}
 		// Re-list after every wake-up, never assume: the predecessor may
 		// have been a waiter that gave up.
 		var st api.LockStateResponse
 		st, ch, lc, err = m.relist(ctx, s, node, floor)
 		if err != nil {
-			return m.giveUp(ctx, s, node, err)
+			return m.giveUp(ctx, caller, s, node, err)
 		}
 		if !st.Exists {
 			return recipeErr(codeLockLost, s.Err(), "lock %s: node %s was deleted while it waited", m.path, node)
 		}
-		held, token, floor = st.Held, st.Token, st.Index
+		held, token, floor, version = st.Held, st.Token, st.Index, st.Version
 	}
 }
 
@@ -255,21 +270,31 @@ func (m *Mutex) relist(ctx context.Context, s *Session, node string, floor uint6
 	}
 }
 
-// grant arms the deletion watch on the own node (a read that also confirms
-// it exists) and records the grant. done is false if the lease fell into
-// doubt meanwhile: the caller waits for it and re-checks.
-func (m *Mutex) grant(ctx context.Context, s *Session, node string, token uint64, lc context.Context) (done bool, err error) {
-	gr, nodeCh, err := s.getW(ctx, node)
-	if err != nil {
-		return true, err
-	}
-	if !gr.Exists {
-		return true, recipeErr(codeLockLost, s.Err(), "lock %s: node %s was deleted as it was granted", m.path, node)
+// grant records the grant of node, whose deletion watch the call that
+// found it holding (the create, or the re-list) armed in the same apply or
+// lookup: ownCh, at the node's data version. Without one (a cell that arms
+// none) it arms it with a read that also confirms the node exists. done is
+// false if the lease fell into doubt meanwhile: the caller waits for it and
+// re-checks.
+func (m *Mutex) grant(ctx context.Context, s *Session, node string, token, version uint64, ownCh <-chan api.Event, lc context.Context) (done bool, err error) {
+	nodeCh := ownCh
+	if nodeCh == nil {
+		gr, ch, err := s.getW(ctx, node)
+		if err != nil {
+			return true, err
+		}
+		if !gr.Exists {
+			return true, recipeErr(codeLockLost, s.Err(), "lock %s: node %s was deleted as it was granted", m.path, node)
+		}
+		nodeCh, version = ch, gr.Node.Version
 	}
 	if !s.certain(lc) {
+		if ownCh == nil {
+			s.dropWatch(nodeCh)
+		}
 		return false, nil
 	}
-	g := &grant{s: s, node: node, token: token, version: gr.Node.Version, done: make(chan struct{}), base: lc, changed: make(chan struct{})}
+	g := &grant{s: s, node: node, token: token, version: version, done: make(chan struct{}), base: lc, changed: make(chan struct{})}
 	g.ctx, g.cancel = context.WithCancel(s.ctx)
 	g.live, g.liveCancel = context.WithCancel(lc)
 	m.mu.Lock()
@@ -297,9 +322,9 @@ func (m *Mutex) waitErr(ctx context.Context, s *Session, err error) error {
 
 // giveUp ends a wait that has a node: it deletes the node (at once if it
 // can, else in the background while the session lives) and maps err.
-func (m *Mutex) giveUp(ctx context.Context, s *Session, node string, err error) error {
+func (m *Mutex) giveUp(ctx, caller context.Context, s *Session, node string, err error) error {
 	if s.Err() == nil && !errors.Is(err, ErrClosed) && !sessionGone(err) {
-		s.cleanup(cleanupTask{path: node})
+		s.cleanup(caller, cleanupTask{path: node})
 	}
 	return m.waitErr(ctx, s, err)
 }
@@ -459,7 +484,7 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 
 	if lost != nil {
 		if g.s.Err() == nil {
-			g.s.cleanup(cleanupTask{path: g.node}) // in case it exists yet no longer holds
+			g.s.cleanup(ctx, cleanupTask{path: g.node}) // in case it exists yet no longer holds
 		}
 		return recipeErr(codeNotHeld, lost, "mutex %s", m.path)
 	}

@@ -194,6 +194,18 @@ func (s *Session) sendWrite(ctx context.Context, id uint64, hdr *api.WriteHeader
 	if sessionGone(err) {
 		s.expire(err)
 	}
+	if del, ok := req.(*api.DeleteRequest); ok && (err == nil || cl.reached) {
+		var index uint64
+		if wr, ok := resp.(*api.WriteResponse); ok {
+			index = wr.Index
+		}
+		s.mu.Lock()
+		rearm := s.w.ownDelete(del.Path, index, err == nil)
+		s.mu.Unlock()
+		if rearm {
+			s.signalRearm()
+		}
+	}
 	return cl.reached, err
 }
 

@@ -688,7 +688,7 @@ func TestLockHooks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ra.WaitFor != "" || ra.Token == 0 || api.Base(ra.Node.Path) != "w-0000000001" || chA != nil {
+	if ra.WaitFor != "" || ra.Token == 0 || api.Base(ra.Node.Path) != "w-0000000001" || chA == nil {
 		t.Fatalf("first lock node %+v (channel %v)", ra, chA)
 	}
 	rb, chB, err := b.CreateLockNode(ctx, "/demo/locks/x", api.LockExclusive, nil)
@@ -716,7 +716,7 @@ func TestLockHooks(t *testing.T) {
 		}
 	}
 	st, chS, err = b.LockState(ctx, rb.Node.Path, true)
-	if err != nil || !st.Held || st.Token == 0 || chS != nil {
+	if err != nil || !st.Held || st.Token == 0 || chS == nil { // a holder gets its own-node watch
 		t.Fatalf("LockState after release = %+v %v %v", st, chS, err)
 	}
 	if _, _, err := a.CreateLockNode(ctx, "/demo/locks/x", "bogus", nil); !errors.Is(err, ErrBadRequest) {

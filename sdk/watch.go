@@ -104,39 +104,65 @@ func (ws *watchSet) dispatch(epoch uint64, events []api.Event) (rearm bool) {
 			ws.orphan(ev)
 			continue
 		}
-		for _, kind := range [...]api.WatchKind{api.WatchData, api.WatchChildren} {
-			if ev.Kind != "" && ev.Kind != kind {
-				continue
-			}
-			key := watchKey{ev.Path, kind}
-			list := ws.byKey[key]
-			if len(list) == 0 {
-				continue
-			}
-			keep := list[:0]
-			fired := false
-			for _, w := range list {
-				if w.matches(ev) {
-					w.fire(ev)
-					fired = true
-				} else {
-					keep = append(keep, w)
-				}
-			}
-			clear(list[len(keep):])
-			switch {
-			case len(keep) == 0:
-				delete(ws.byKey, key)
-				delete(ws.dirty, key)
-			case fired:
-				ws.byKey[key] = keep
-				ws.dirty[key] = struct{}{}
-				rearm = true
-			}
+		if ws.firePath(ev) {
+			rearm = true
 		}
 		// Kept even if it fired other watches: a read in flight may have
 		// armed the same server-side watch, which this event consumed.
 		ws.orphan(ev)
+	}
+	return rearm
+}
+
+// ownDelete fires the session's watches on a node it deleted itself: the
+// cell consumes them without an event (the reply tells this client), so
+// the SDK delivers the deleted event locally, at the delete's index. If
+// the delete's outcome is unknown the watchers are told to re-read.
+func (ws *watchSet) ownDelete(path string, index uint64, applied bool) (rearm bool) {
+	ev := api.Event{Type: api.EventDeleted, Path: path, Index: index}
+	if !applied {
+		ev = api.Event{Type: api.EventResync, Path: path}
+	}
+	rearm = ws.firePath(ev)
+	if applied {
+		ws.orphan(ev) // a read in flight may have armed the watch the delete consumed
+	}
+	return rearm
+}
+
+// firePath fires the watches on ev's path (of ev's kind, or both kinds if
+// it names none) that ev matches. It reports whether some watches on a key
+// were kept while others fired, so the key needs re-registering.
+func (ws *watchSet) firePath(ev api.Event) (rearm bool) {
+	for _, kind := range [...]api.WatchKind{api.WatchData, api.WatchChildren} {
+		if ev.Kind != "" && ev.Kind != kind {
+			continue
+		}
+		key := watchKey{ev.Path, kind}
+		list := ws.byKey[key]
+		if len(list) == 0 {
+			continue
+		}
+		keep := list[:0]
+		fired := false
+		for _, w := range list {
+			if w.matches(ev) {
+				w.fire(ev)
+				fired = true
+			} else {
+				keep = append(keep, w)
+			}
+		}
+		clear(list[len(keep):])
+		switch {
+		case len(keep) == 0:
+			delete(ws.byKey, key)
+			delete(ws.dirty, key)
+		case fired:
+			ws.byKey[key] = keep
+			ws.dirty[key] = struct{}{}
+			rearm = true
+		}
 	}
 	return rearm
 }

@@ -210,7 +210,11 @@ func (c *Cell) leaderStartCmd(term uint64) fsm.Command {
 // runs under dragonboat's write lock on the state, so it is ordered exactly
 // with applies and with lookups.
 func (c *Cell) afterApply(s *fsm.State, a *fsm.Applied) {
-	if n := c.watches.Apply(a.Changes); len(a.Changes) > 0 && c.cfg.Fanout != nil {
+	var by uint64 // a session's own delete: its client learns of it from the reply
+	if a.Cmd.Op == fsm.OpDelete {
+		by = a.Cmd.Session
+	}
+	if n := c.watches.Apply(a.Changes, by); len(a.Changes) > 0 && c.cfg.Fanout != nil {
 		if active, _ := c.sessions.Active(); active {
 			c.cfg.Fanout(n)
 		}
@@ -250,9 +254,17 @@ func (c *Cell) afterApply(s *fsm.State, a *fsm.Applied) {
 	case fsm.OpCreate:
 		// A lock node that must wait gets its predecessor watch armed by the
 		// same apply: no extra round trip, and no window to miss the delete.
-		if res.Err == nil && res.WaitFor != "" {
-			if active, epoch := c.sessions.Active(); active && epoch == s.Epoch() {
+		// A node granted at once gets the holder's watch on its own node
+		// instead (deletion by anyone else means the lock is lost), so an
+		// uncontended acquire is one request and one commit.
+		if res.Err != nil || cmd.Lock == api.LockNone || res.Node == nil {
+			break
+		}
+		if active, epoch := c.sessions.Active(); active && epoch == s.Epoch() {
+			if res.WaitFor != "" {
 				c.armPredecessor(s, cmd.Session, res.WaitFor)
+			} else {
+				c.armOwn(s, cmd.Session, res.Node.Path)
 			}
 		}
 	}
@@ -270,6 +282,17 @@ func (c *Cell) armPredecessor(s *fsm.State, session uint64, waitFor string) {
 		return
 	}
 	c.watches.FireNow(session, api.Event{Type: api.EventDeleted, Path: waitFor, Kind: api.WatchData, Index: s.Index()})
+}
+
+// armOwn arms a holder's deletion watch on its own lock node; if the node
+// is already gone (a retried create answered from the dedupe window), the
+// deleted event fires at once.
+func (c *Cell) armOwn(s *fsm.State, session uint64, node string) {
+	if exists, _, _, _ := s.LockState(node); exists {
+		c.watches.Register(session, node, api.WatchData)
+		return
+	}
+	c.watches.FireNow(session, api.Event{Type: api.EventDeleted, Path: node, Kind: api.WatchData, Index: s.Index()})
 }
 
 // --- Raft plumbing ---

@@ -135,13 +135,23 @@ func (c *Cell) lookup(s *fsm.State, q interface{}) (interface{}, error) {
 		return api.ChildrenResponse{Node: n, Children: names, Index: s.Index()}, nil
 	case lockStateQuery:
 		exists, held, waitFor, token := s.LockState(q.path)
-		if q.watch && exists && !held {
+		if q.watch && exists {
 			if err := c.canWatch(s, q.session); err != nil {
 				return nil, err
 			}
-			c.watches.Register(q.session, waitFor, api.WatchData)
+			// A waiter watches its predecessor; a holder its own node, so
+			// the re-list that finds it holding is also its grant.
+			watched := waitFor
+			if held {
+				watched = q.path
+			}
+			c.watches.Register(q.session, watched, api.WatchData)
 		}
-		return api.LockStateResponse{Exists: exists, Held: held, WaitFor: waitFor, Token: token, Index: s.Index()}, nil
+		var version uint64
+		if n, ok := s.Get(q.path); ok && exists {
+			version = n.Version
+		}
+		return api.LockStateResponse{Exists: exists, Held: held, WaitFor: waitFor, Token: token, Version: version, Index: s.Index()}, nil
 	case watchQuery:
 		if err := c.canWatch(s, q.session); err != nil {
 			return nil, err

@@ -65,8 +65,11 @@ func (t *Table) FireNow(session uint64, ev api.Event) {
 }
 
 // Apply fires every watch the changes of one committed entry trigger and
-// returns how many events it delivered.
-func (t *Table) Apply(changes []fsm.Change) int {
+// returns how many events it delivered. by is the session whose delete made
+// the changes (0 for none): its own watches on the node it deleted are
+// consumed without an event, since the client knows of its delete from the
+// reply (a lock release then costs one event, the next waiter's, not two).
+func (t *Table) Apply(changes []fsm.Change, by uint64) int {
 	if len(changes) == 0 {
 		return 0
 	}
@@ -83,8 +86,8 @@ func (t *Table) Apply(changes []fsm.Change) int {
 		case fsm.ChangeData:
 			n += t.fire(c.Path, api.WatchData, api.EventDataChanged, c.Index)
 		case fsm.ChangeDeleted:
-			n += t.fire(c.Path, api.WatchData, api.EventDeleted, c.Index)
-			n += t.fire(c.Path, api.WatchChildren, api.EventDeleted, c.Index)
+			n += t.fireExcept(c.Path, api.WatchData, api.EventDeleted, c.Index, by)
+			n += t.fireExcept(c.Path, api.WatchChildren, api.EventDeleted, c.Index, by)
 		case fsm.ChangeChildren:
 			n += t.fire(c.Path, api.WatchChildren, api.EventChildrenChanged, c.Index)
 		}
@@ -94,6 +97,12 @@ func (t *Table) Apply(changes []fsm.Change) int {
 }
 
 func (t *Table) fire(path string, kind api.WatchKind, typ api.EventType, index uint64) int {
+	return t.fireExcept(path, kind, typ, index, 0)
+}
+
+// fireExcept fires and removes every watch on (path, kind), delivering to
+// every session but skip.
+func (t *Table) fireExcept(path string, kind api.WatchKind, typ api.EventType, index, skip uint64) int {
 	k := key{path, kind}
 	ws := t.watchers[k]
 	if len(ws) == 0 {
@@ -101,14 +110,19 @@ func (t *Table) fire(path string, kind api.WatchKind, typ api.EventType, index u
 	}
 	delete(t.watchers, k)
 	ev := api.Event{Type: typ, Path: path, Kind: kind, Index: index}
+	n := 0
 	for s := range ws {
 		delete(t.bySession[s], k)
 		if len(t.bySession[s]) == 0 {
 			delete(t.bySession, s)
 		}
+		if s == skip && s != 0 {
+			continue
+		}
 		t.sink.Deliver(s, ev)
+		n++
 	}
-	return len(ws)
+	return n
 }
 
 // DropSession forgets every watch of an ended session.

@@ -20,15 +20,15 @@ func TestFireOnceAndOnlyTheMatchingKind(t *testing.T) {
 	tab.Register(3, "/demo", api.WatchChildren)
 
 	// A put fires data watches only; a second put fires nothing (one-shot).
-	if n := tab.Apply([]fsm.Change{{Path: "/demo/a", Type: fsm.ChangeData, Index: 5}}); n != 1 {
+	if n := tab.Apply([]fsm.Change{{Path: "/demo/a", Type: fsm.ChangeData, Index: 5}}, 0); n != 1 {
 		t.Fatalf("put fired %d", n)
 	}
-	if n := tab.Apply([]fsm.Change{{Path: "/demo/a", Type: fsm.ChangeData, Index: 6}}); n != 0 {
+	if n := tab.Apply([]fsm.Change{{Path: "/demo/a", Type: fsm.ChangeData, Index: 6}}, 0); n != 0 {
 		t.Fatalf("second put fired %d", n)
 	}
 	// A delete fires the children watch on the node (deleted) and the
 	// parent's children watch.
-	n := tab.Apply([]fsm.Change{{Path: "/demo/a", Type: fsm.ChangeDeleted, Index: 7}, {Path: "/demo", Type: fsm.ChangeChildren, Index: 7}})
+	n := tab.Apply([]fsm.Change{{Path: "/demo/a", Type: fsm.ChangeDeleted, Index: 7}, {Path: "/demo", Type: fsm.ChangeChildren, Index: 7}}, 0)
 	if n != 2 {
 		t.Fatalf("delete fired %d", n)
 	}
@@ -53,7 +53,7 @@ func TestDropSessionAndReset(t *testing.T) {
 	tab.Register(1, "/demo/a", api.WatchData)
 	tab.Register(2, "/demo/a", api.WatchData)
 	tab.DropSession(1)
-	tab.Apply([]fsm.Change{{Path: "/demo/a", Type: fsm.ChangeCreated, Index: 3}})
+	tab.Apply([]fsm.Change{{Path: "/demo/a", Type: fsm.ChangeCreated, Index: 3}}, 0)
 	if len(got[1]) != 0 || len(got[2]) != 1 || got[2][0].Type != api.EventCreated {
 		t.Fatalf("after drop: %v", got)
 	}
@@ -61,5 +61,29 @@ func TestDropSessionAndReset(t *testing.T) {
 	tab.Reset()
 	if armed, _ := tab.Stats(); armed != 0 {
 		t.Fatalf("%d armed after reset", armed)
+	}
+}
+
+// A session's own delete consumes its watches on the node without an
+// event (its client learns of the delete from the reply); every other
+// session still gets its event. A lock release so costs one event.
+func TestOwnDeleteFiresOthersOnly(t *testing.T) {
+	got := sink{}
+	tab := NewTable(got)
+	tab.Register(1, "/demo/l/w-1", api.WatchData) // the holder's own-node watch
+	tab.Register(2, "/demo/l/w-1", api.WatchData) // the next waiter's
+	if n := tab.Apply([]fsm.Change{{Path: "/demo/l/w-1", Type: fsm.ChangeDeleted, Index: 9}}, 1); n != 1 {
+		t.Fatalf("release delivered %d events, want 1", n)
+	}
+	if len(got[1]) != 0 || len(got[2]) != 1 {
+		t.Fatalf("events %v", got)
+	}
+	if armed, fired := tab.Stats(); armed != 0 || fired != 1 {
+		t.Fatalf("armed %d fired %d: the deleter's watch must be consumed too", armed, fired)
+	}
+	// Deleted by someone else (or by expiry, by = 0): the holder hears it.
+	tab.Register(1, "/demo/l/w-2", api.WatchData)
+	if n := tab.Apply([]fsm.Change{{Path: "/demo/l/w-2", Type: fsm.ChangeDeleted, Index: 10}}, 3); n != 1 || len(got[1]) != 1 {
+		t.Fatalf("delete by another session delivered %d, holder got %v", n, got[1])
 	}
 }

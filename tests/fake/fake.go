@@ -450,6 +450,12 @@ func (c *Cell) handle(rep int, route string, body []byte) (int, any) {
 				return Fail(api.CodeVersionMismatch, "%s is at version %d", req.Path, n.Version)
 			}
 			old := *n
+			// As the real cell: the deleting session's own watches on the
+			// node are consumed without an event.
+			if s := c.sessions[req.Session]; s != nil {
+				delete(s.watches, WatchKey{req.Path, api.WatchData})
+				delete(s.watches, WatchKey{req.Path, api.WatchChildren})
+			}
 			c.deleteLocked(req.Path)
 			return 200, api.WriteResponse{Node: old, Index: c.index}
 		})
@@ -525,18 +531,19 @@ func (c *Cell) handle(rep int, route string, body []byte) (int, any) {
 		}
 		token := api.MakeToken(1, n.CreateIndex)
 		wf := c.predecessorLocked(req.Path)
-		if wf == "" {
-			return 200, api.LockStateResponse{Exists: true, Held: true, Token: token, Index: c.index}
+		watched := req.Path // a holder watches its own node
+		if wf != "" {
+			wf = api.Join(api.Parent(req.Path), wf)
+			watched = wf
 		}
-		wf = api.Join(api.Parent(req.Path), wf)
 		if req.Watch {
 			s := c.sessions[req.Session]
 			if s == nil || s.expired {
 				return Fail(api.CodeSessionExpired, "session %d is gone", req.Session)
 			}
-			s.watches[WatchKey{wf, api.WatchData}] = true
+			s.watches[WatchKey{watched, api.WatchData}] = true
 		}
-		return 200, api.LockStateResponse{Exists: true, WaitFor: wf, Token: token, Index: c.index}
+		return 200, api.LockStateResponse{Exists: true, Held: wf == "", WaitFor: wf, Token: token, Version: n.Version, Index: c.index}
 	}
 	return Fail(api.CodeBadRequest, "no route %s", route)
 }
@@ -681,6 +688,9 @@ func (c *Cell) createLocked(req api.CreateRequest, s *session) (int, any) {
 			}
 		} else {
 			resp.Token = api.MakeToken(1, n.CreateIndex)
+			if s != nil {
+				s.watches[WatchKey{path, api.WatchData}] = true // the holder's own-node watch
+			}
 		}
 	}
 	return 200, resp

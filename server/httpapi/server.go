@@ -9,12 +9,14 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
+	"github.com/valyala/fasthttp/pprofhandler"
 
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/directory"
@@ -33,7 +35,12 @@ type Server struct {
 	log      *slog.Logger
 	metrics  fasthttp.RequestHandler
 	requests *prometheus.HistogramVec
+	pprof    bool
 }
+
+// EnablePprof serves Go's profiles under /debug/pprof/ (off by default: a
+// profile costs the replica CPU, and the heap dump shows request data).
+func (s *Server) EnablePprof() { s.pprof = true }
 
 // New builds a server. status reports the process; reg receives the HTTP metrics.
 func New(dir *directory.Directory, cells map[string]*cell.Cell, status func() api.StatusResponse, reg *prometheus.Registry, log *slog.Logger) *Server {
@@ -73,6 +80,10 @@ func (s *Server) route(ctx *fasthttp.RequestCtx, route string) string {
 		return s.reply(ctx, s.status(), nil)
 	case api.RouteDirectory:
 		return s.reply(ctx, api.DirectoryResponse{Cells: s.dir.Cells()}, nil)
+	}
+	if s.pprof && strings.HasPrefix(route, "/debug/pprof") {
+		pprofhandler.PprofHandler(ctx)
+		return "-"
 	}
 	h, ok := postRoutes[route]
 	if !ok {

@@ -40,6 +40,8 @@ type Config struct {
 
 	// Lease is the default session lease (spec: 12 s).
 	Lease Duration `json:"lease,omitempty"`
+	// Pprof serves Go's profiles under /debug/pprof/ on the API port.
+	Pprof bool `json:"pprof,omitempty"`
 	// RTTMillisecond is one Raft tick. Heartbeats every HeartbeatRTT ticks,
 	// elections after a timeout drawn from [ElectionRTT, 2·ElectionRTT) ticks.
 	// Defaults 100 ms, 1, 10: heartbeats every 100 ms, elections in 1–2 s.

@@ -149,6 +149,9 @@ func Start(cfg Config, log *slog.Logger) (*Process, error) {
 	}
 
 	srv := httpapi.New(dir, p.cells, p.Status, reg, log)
+	if cfg.Pprof {
+		srv.EnablePprof()
+	}
 	p.http = &fasthttp.Server{
 		Handler:            srv.Handler,
 		ErrorHandler:       httpapi.ErrorHandler,

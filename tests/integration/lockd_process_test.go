@@ -342,3 +342,28 @@ func waitStatus(t *testing.T, addr string, d time.Duration) api.StatusResponse {
 	t.Fatalf("%s%s: no answer in %v: %v", addr, api.RouteStatus, d, lastErr)
 	return api.StatusResponse{}
 }
+
+// TestPprofOnlyWhenAsked: /debug/pprof/ is served with --pprof and is
+// not found without it.
+func TestPprofOnlyWhenAsked(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want int
+	}{
+		{"off by default", nil, http.StatusNotFound},
+		{"--pprof", []string{"--pprof"}, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := cluster.Start(t, cluster.Options{Replicas: 3, ExtraArgs: tc.args})
+			hc := &http.Client{Timeout: 10 * time.Second}
+			defer hc.CloseIdleConnections()
+			resp, err := hc.Get("http://" + c.Endpoints()[0] + "/debug/pprof/")
+			must(t, err)
+			resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Fatalf("GET /debug/pprof/: %d, want %d", resp.StatusCode, tc.want)
+			}
+		})
+	}
+}

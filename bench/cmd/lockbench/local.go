@@ -50,7 +50,7 @@ func startLocal(ctx context.Context, lockd string, lease time.Duration) (*localC
 		return nil, err
 	}
 	cmd := exec.Command(lockd, "dev", "--data-dir", dir, "--replicas", fmt.Sprint(replicas),
-		"--api-port", fmt.Sprint(apiBase), "--raft-port", fmt.Sprint(raftBase), "--lease", lease.String())
+		"--api-port", fmt.Sprint(apiBase), "--raft-port", fmt.Sprint(raftBase), "--lease", lease.String(), "--pprof")
 	logf, err := os.Create(filepath.Join(dir, "lockd-dev.log"))
 	if err != nil {
 		return nil, err

@@ -39,6 +39,7 @@ type options struct {
 	prefixes    []string
 	contenders  int
 	handoffs    int
+	sessions    int
 	output      string
 	jsonFile    string
 	htmlFile    string
@@ -55,7 +56,7 @@ func rootCommand() *cobra.Command {
 	return root
 }
 
-var scenarioNames = []string{"acquire", "writes", "herd"}
+var scenarioNames = []string{"acquire", "writes", "herd", "sessions"}
 
 func runCommand() *cobra.Command {
 	var o options
@@ -68,7 +69,7 @@ func runCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, a := range args {
 				if !slices.Contains(scenarioNames, a) {
-					return fmt.Errorf("unknown scenario %q (have %s; failover, takeover, sessions, state and capacity are not built yet)", a, strings.Join(scenarioNames, ", "))
+					return fmt.Errorf("unknown scenario %q (have %s; failover, takeover, state and capacity are not built yet)", a, strings.Join(scenarioNames, ", "))
 				}
 			}
 			if o.start == (len(o.endpoints) > 0) {
@@ -93,6 +94,7 @@ func runCommand() *cobra.Command {
 	f.StringSliceVar(&o.prefixes, "prefixes", []string{"/demo", "/payments"}, "writes: prefixes (cells) the writers are spread over")
 	f.IntVar(&o.contenders, "contenders", 500, "herd: contenders on the one lock")
 	f.IntVar(&o.handoffs, "handoffs", 500, "herd: handoffs measured")
+	f.IntVar(&o.sessions, "sessions", 2000, "sessions: sessions held (the spec's region holds 50 000)")
 	f.StringVarP(&o.output, "output", "o", "table", "table or json on stdout")
 	f.StringVar(&o.jsonFile, "json", "", "also write the results as JSON to this file")
 	f.StringVar(&o.htmlFile, "html", "", "also write a self-contained HTML report with charts to this file")
@@ -102,6 +104,7 @@ func runCommand() *cobra.Command {
 func run(ctx context.Context, o options, scenarios []string, stdout, stderr io.Writer) error {
 	e := &env{endpoints: o.endpoints, lease: o.lease, duration: o.duration,
 		run: fmt.Sprintf("%d", time.Now().UnixNano()), progress: progressLine(stderr)}
+	var procs []int // the replicas' PIDs, when lockbench started them
 	if o.start {
 		fmt.Fprintln(stderr, "starting a local five-replica cluster (lockd dev)…")
 		lc, err := startLocal(ctx, o.lockd, o.lease)
@@ -110,6 +113,7 @@ func run(ctx context.Context, o options, scenarios []string, stdout, stderr io.W
 		}
 		defer lc.stop()
 		e.endpoints = lc.endpoints
+		procs = childPIDs(lc.cmd.Process.Pid)
 	}
 	host, _ := os.Hostname()
 	r := &report.Run{Started: time.Now(), Endpoints: e.endpoints,
@@ -127,6 +131,8 @@ func run(ctx context.Context, o options, scenarios []string, stdout, stderr io.W
 			res, err = writes(ctx, e, o.writers, o.prefixes)
 		case "herd":
 			res, err = herd(ctx, e, o.contenders, o.handoffs)
+		case "sessions":
+			res, err = sessionsScenario(ctx, e, o.sessions, procs)
 		}
 		r.Results = append(r.Results, res...)
 		if err != nil {

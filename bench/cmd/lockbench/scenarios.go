@@ -297,3 +297,73 @@ func metricSum(ctx context.Context, endpoints []string, name, label string) (flo
 	}
 	return sum, nil
 }
+
+// sessionsScenario holds n sessions on the demo cell for the run's duration
+// and measures what they cost: KeepAlives per second at the cell, CPU and
+// RSS per replica (when lockbench started the cluster and knows its
+// processes), and false expiries, which must be 0.
+func sessionsScenario(ctx context.Context, e *env, n int, procs []int) ([]report.Result, error) {
+	rec := stats.NewRecorder(time.Now())
+	var clients []*sdk.Client
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+	var sessions []*sdk.Session
+	for i := 0; i < n; i++ {
+		c, err := e.client(ctx)
+		if err != nil {
+			return nil, err
+		}
+		clients = append(clients, c)
+		t0 := time.Now()
+		s, err := c.Session(ctx, "demo")
+		if err != nil {
+			return nil, err
+		}
+		rec.Add(time.Since(t0), time.Now())
+		sessions = append(sessions, s)
+		if i%100 == 99 {
+			e.progress("%d/%d sessions open", i+1, n)
+		}
+	}
+	kaBefore, err := metricSum(ctx, e.endpoints, "lockd_keepalives_total", `cell="demo"`)
+	if err != nil {
+		return nil, err
+	}
+	cpuBefore := cpuTimes(procs)
+	start := time.Now()
+	stop := e.tick(func() string { return fmt.Sprintf("%d sessions held for %v", n, time.Since(start).Round(time.Second)) })
+	select {
+	case <-ctx.Done():
+	case <-time.After(e.duration):
+	}
+	stop()
+	elapsed := time.Since(start)
+	kaAfter, err := metricSum(ctx, e.endpoints, "lockd_keepalives_total", `cell="demo"`)
+	if err != nil {
+		return nil, err
+	}
+	lost := 0
+	for _, s := range sessions {
+		if s.Err() != nil {
+			lost++
+		}
+	}
+	extra := map[string]float64{
+		"keepalives_per_s": (kaAfter - kaBefore) / elapsed.Seconds(),
+		"false_expiries":   float64(lost),
+	}
+	cpuAfter := cpuTimes(procs)
+	for i, pid := range procs {
+		if cpuBefore[i] >= 0 && cpuAfter[i] >= 0 {
+			extra[fmt.Sprintf("cpu_pct_replica%d", i+1)] = 100 * (cpuAfter[i] - cpuBefore[i]) / elapsed.Seconds()
+		}
+		if rss := rssMB(pid); rss > 0 {
+			extra[fmt.Sprintf("rss_mb_replica%d", i+1)] = rss
+		}
+	}
+	return []report.Result{{Scenario: "sessions", Case: fmt.Sprintf("%d sessions held %v (open latency)", n, e.duration),
+		Params: map[string]string{"sessions": strconv.Itoa(n), "lease": e.lease.String()}, Summary: rec.Summarise(elapsed), Extra: extra}}, nil
+}

@@ -26,6 +26,7 @@ type devCluster struct {
 	apiBase  int
 	raftBase int
 	rttMS    int
+	pprof    bool
 }
 
 func devCommand() *cobra.Command {
@@ -44,6 +45,7 @@ func devCommand() *cobra.Command {
 	f.IntVar(&d.apiBase, "api-port", 7001, "API port of replica 1; replica i listens on api-port+i-1")
 	f.IntVar(&d.raftBase, "raft-port", 7101, "Raft port of replica 1")
 	f.IntVar(&d.rttMS, "rtt-ms", 100, "Raft tick in ms")
+	f.BoolVar(&d.pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on every replica's API port")
 	return cmd
 }
 
@@ -59,6 +61,9 @@ func (d devCluster) args(id int) []string {
 	}
 	for i := 1; i <= d.replicas; i++ {
 		args = append(args, "--peer", fmt.Sprintf("%d,127.0.0.1:%d,127.0.0.1:%d", i, d.raftBase+i-1, d.apiBase+i-1))
+	}
+	if d.pprof {
+		args = append(args, "--pprof")
 	}
 	return args
 }

@@ -68,6 +68,9 @@ func serveCommand() *cobra.Command {
 				if f.Changed("deployment-id") {
 					cfg.DeploymentID = flags.DeploymentID
 				}
+				if f.Changed("pprof") {
+					cfg.Pprof = flags.Pprof
+				}
 			}
 			for _, s := range peers {
 				p, err := lockd.ParsePeer(s)
@@ -101,6 +104,7 @@ func serveCommand() *cobra.Command {
 	f.Uint64Var(&cfg.SnapshotEntries, "snapshot-entries", 100_000, "snapshot every N applied entries")
 	f.Uint64Var(&cfg.DeploymentID, "deployment-id", 1, "cluster id; lockds with different ids ignore each other")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.BoolVar(&cfg.Pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on the API port")
 	return cmd
 }
 

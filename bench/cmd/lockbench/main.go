@@ -52,7 +52,7 @@ func rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(runCommand())
+	root.AddCommand(runCommand(), capacityCommand())
 	return root
 }
 
@@ -69,7 +69,7 @@ func runCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, a := range args {
 				if !slices.Contains(scenarioNames, a) {
-					return fmt.Errorf("unknown scenario %q (have %s; failover, takeover, state and capacity are not built yet)", a, strings.Join(scenarioNames, ", "))
+					return fmt.Errorf("unknown scenario %q (have %s; failover, takeover and state are not built yet; capacity is its own command)", a, strings.Join(scenarioNames, ", "))
 				}
 			}
 			if o.start == (len(o.endpoints) > 0) {

@@ -25,7 +25,7 @@ type localCluster struct {
 
 // startLocal runs `lockd dev` with five replicas on free loopback ports and
 // waits until every replica answers /v1/status.
-func startLocal(ctx context.Context, lockd string, lease time.Duration) (*localCluster, error) {
+func startLocal(ctx context.Context, lockd string, lease time.Duration, cells int) (*localCluster, error) {
 	if lockd == "" {
 		self, err := os.Executable()
 		if err != nil {
@@ -50,7 +50,7 @@ func startLocal(ctx context.Context, lockd string, lease time.Duration) (*localC
 		return nil, err
 	}
 	cmd := exec.Command(lockd, "dev", "--data-dir", dir, "--replicas", fmt.Sprint(replicas),
-		"--api-port", fmt.Sprint(apiBase), "--raft-port", fmt.Sprint(raftBase), "--lease", lease.String(), "--pprof")
+		"--api-port", fmt.Sprint(apiBase), "--raft-port", fmt.Sprint(raftBase), "--lease", lease.String(), "--pprof", "--cells", fmt.Sprint(cells))
 	logf, err := os.Create(filepath.Join(dir, "lockd-dev.log"))
 	if err != nil {
 		return nil, err

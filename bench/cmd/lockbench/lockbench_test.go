@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -51,6 +52,21 @@ func TestRunAgainstLocalCluster(t *testing.T) {
 	for _, res := range r.Results {
 		if res.Summary.N == 0 || res.Summary.P99 <= 0 {
 			t.Errorf("%s %s: %d ops, p99 %v ms", res.Scenario, res.Case, res.Summary.N, res.Summary.P99)
+		}
+	}
+}
+
+func TestLocalPrefixes(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		want string
+	}{
+		{1, "/demo"},
+		{2, "/demo /payments"},
+		{4, "/demo /payments /cell3 /cell4"},
+	} {
+		if got := fmt.Sprint(localPrefixes(tc.n)); got != "["+tc.want+"]" {
+			t.Errorf("localPrefixes(%d) = %s, want [%s]", tc.n, got, tc.want)
 		}
 	}
 }

@@ -40,6 +40,7 @@ type options struct {
 	contenders  int
 	handoffs    int
 	sessions    int
+	cells       int
 	output      string
 	jsonFile    string
 	htmlFile    string
@@ -78,6 +79,9 @@ func runCommand() *cobra.Command {
 			if o.output != "table" && o.output != "json" {
 				return fmt.Errorf("-o must be table or json")
 			}
+			if o.start && !cmd.Flags().Changed("prefixes") {
+				o.prefixes = localPrefixes(o.cells)
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			return run(ctx, o, args, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -91,7 +95,8 @@ func runCommand() *cobra.Command {
 	f.DurationVar(&o.duration, "duration", 10*time.Second, "how long each case runs")
 	f.IntSliceVar(&o.concurrency, "concurrency", []int{1, 8, 32, 128}, "acquire: workers per case")
 	f.IntVar(&o.writers, "writers", 64, "writes: concurrent writers")
-	f.StringSliceVar(&o.prefixes, "prefixes", []string{"/demo", "/payments"}, "writes: prefixes (cells) the writers are spread over")
+	f.StringSliceVar(&o.prefixes, "prefixes", []string{"/demo", "/payments"}, "writes: prefixes (cells) the writers are spread over (with --start: every cell's)")
+	f.IntVar(&o.cells, "cells", 2, "with --start: cells in the local cluster (/demo, /payments, /cell3, …): the multi-Raft scaling curve")
 	f.IntVar(&o.contenders, "contenders", 500, "herd: contenders on the one lock")
 	f.IntVar(&o.handoffs, "handoffs", 500, "herd: handoffs measured")
 	f.IntVar(&o.sessions, "sessions", 2000, "sessions: sessions held (the spec's region holds 50 000)")
@@ -107,7 +112,7 @@ func run(ctx context.Context, o options, scenarios []string, stdout, stderr io.W
 	var procs []int // the replicas' PIDs, when lockbench started them
 	if o.start {
 		fmt.Fprintln(stderr, "starting a local five-replica cluster (lockd dev)…")
-		lc, err := startLocal(ctx, o.lockd, o.lease)
+		lc, err := startLocal(ctx, o.lockd, o.lease, o.cells)
 		if err != nil {
 			return err
 		}
@@ -184,4 +189,13 @@ func progressLine(w io.Writer) func(format string, args ...any) {
 	return func(format string, args ...any) {
 		fmt.Fprintf(w, "\r\033[K"+format, args...)
 	}
+}
+
+// localPrefixes are the prefixes of a `lockd dev --cells n` cluster.
+func localPrefixes(n int) []string {
+	out := []string{"/demo", "/payments"}[:min(n, 2)]
+	for i := 3; i <= n; i++ {
+		out = append(out, fmt.Sprintf("/cell%d", i))
+	}
+	return out
 }

@@ -27,6 +27,7 @@ type devCluster struct {
 	raftBase int
 	rttMS    int
 	pprof    bool
+	cells    int
 }
 
 func devCommand() *cobra.Command {
@@ -45,6 +46,7 @@ func devCommand() *cobra.Command {
 	f.IntVar(&d.apiBase, "api-port", 7001, "API port of replica 1; replica i listens on api-port+i-1")
 	f.IntVar(&d.raftBase, "raft-port", 7101, "Raft port of replica 1")
 	f.IntVar(&d.rttMS, "rtt-ms", 100, "Raft tick in ms")
+	f.IntVar(&d.cells, "cells", 2, "cells to run: demo (/demo), payments (/payments), then cell3 (/cell3) and on; each its own Raft group on every replica")
 	f.BoolVar(&d.pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on every replica's API port")
 	return cmd
 }
@@ -56,8 +58,9 @@ func (d devCluster) args(id int) []string {
 		"--lease", d.lease.String(),
 		"--rtt-ms", fmt.Sprint(d.rttMS),
 		"--logdb", "tiny",
-		"--cell", "demo,1,/demo",
-		"--cell", "payments,2,/payments",
+	}
+	for _, c := range d.cellSpecs() {
+		args = append(args, "--cell", c)
 	}
 	for i := 1; i <= d.replicas; i++ {
 		args = append(args, "--peer", fmt.Sprintf("%d,127.0.0.1:%d,127.0.0.1:%d", i, d.raftBase+i-1, d.apiBase+i-1))
@@ -66,6 +69,22 @@ func (d devCluster) args(id int) []string {
 		args = append(args, "--pprof")
 	}
 	return args
+}
+
+// cellSpecs names the cells as --cell takes them: NAME,SHARD,PREFIX.
+func (d devCluster) cellSpecs() []string {
+	var out []string
+	for i := 1; i <= d.cells; i++ {
+		name := fmt.Sprintf("cell%d", i)
+		switch i {
+		case 1:
+			name = "demo"
+		case 2:
+			name = "payments"
+		}
+		out = append(out, fmt.Sprintf("%s,%d,/%s", name, i, name))
+	}
+	return out
 }
 
 // ports lists every address the replicas will listen on.
@@ -90,6 +109,9 @@ func (d devCluster) endpoints() []string {
 func (d devCluster) run() error {
 	if d.replicas != 5 && d.replicas != 3 {
 		return fmt.Errorf("--replicas must be 5 or 3")
+	}
+	if d.cells < 1 || d.cells > 64 {
+		return fmt.Errorf("--cells must be 1 to 64")
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -132,7 +154,7 @@ func (d devCluster) run() error {
 			exits <- id
 		}(id, cmd)
 	}
-	fmt.Printf("lockd dev cluster: %d replicas, cells demo (/demo) and payments (/payments), data in %s\n", d.replicas, d.dataDir)
+	fmt.Printf("lockd dev cluster: %d replicas, cells (name,shard,prefix) %s, data in %s\n", d.replicas, strings.Join(d.cellSpecs(), " "), d.dataDir)
 	fmt.Printf("endpoints: %s\n", strings.Join(d.endpoints(), ","))
 	fmt.Printf("try: lockctl status; lockctl put /demo/hello world; lockctl get /demo/hello\n")
 

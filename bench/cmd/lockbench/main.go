@@ -57,7 +57,7 @@ func rootCommand() *cobra.Command {
 	return root
 }
 
-var scenarioNames = []string{"acquire", "writes", "herd", "sessions"}
+var scenarioNames = []string{"acquire", "writes", "herd", "sessions", "failover"}
 
 func runCommand() *cobra.Command {
 	var o options
@@ -70,7 +70,7 @@ func runCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, a := range args {
 				if !slices.Contains(scenarioNames, a) {
-					return fmt.Errorf("unknown scenario %q (have %s; failover, takeover and state are not built yet; capacity is its own command)", a, strings.Join(scenarioNames, ", "))
+					return fmt.Errorf("unknown scenario %q (have %s; takeover and state are not built yet; capacity is its own command)", a, strings.Join(scenarioNames, ", "))
 				}
 			}
 			if o.start == (len(o.endpoints) > 0) {
@@ -118,7 +118,7 @@ func run(ctx context.Context, o options, scenarios []string, stdout, stderr io.W
 		}
 		defer lc.stop()
 		e.endpoints = lc.endpoints
-		procs = childPIDs(lc.cmd.Process.Pid)
+		procs = replicaPIDs(lc.cmd.Process.Pid, len(lc.endpoints))
 	}
 	host, _ := os.Hostname()
 	r := &report.Run{Started: time.Now(), Endpoints: e.endpoints,
@@ -138,6 +138,8 @@ func run(ctx context.Context, o options, scenarios []string, stdout, stderr io.W
 			res, err = herd(ctx, e, o.contenders, o.handoffs)
 		case "sessions":
 			res, err = sessionsScenario(ctx, e, o.sessions, procs)
+		case "failover":
+			res, err = failover(ctx, e, procs, 2)
 		}
 		r.Results = append(r.Results, res...)
 		if err != nil {

@@ -84,3 +84,24 @@ func childPIDs(ppid int) []int {
 	slices.Sort(out) // os.ReadDir sorts by name, not number
 	return out
 }
+
+// replicaPIDs maps each replica id 1..n of a `lockd dev` with PID devPID to
+// its process, from the children's command lines (--id N); 0 where none.
+func replicaPIDs(devPID, n int) []int {
+	out := make([]int, n)
+	for _, pid := range childPIDs(devPID) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		for i := 0; i+1 < len(args); i++ {
+			if args[i] == "--id" {
+				if id, err := strconv.Atoi(args[i+1]); err == nil && id >= 1 && id <= n {
+					out[id-1] = pid
+				}
+			}
+		}
+	}
+	return out
+}

@@ -29,4 +29,7 @@ const (
 	MaxLease         = 5 * time.Minute
 	DefaultGrace     = 45 * time.Second
 	MaxKeepAliveWait = 30 * time.Second
+	// MaxLeaderWait bounds how long a replica holds a request for a usable
+	// leader (HeaderWaitLeaderMS): an election timeout is 1 to 2 s.
+	MaxLeaderWait = 2500 * time.Millisecond
 )

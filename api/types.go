@@ -17,10 +17,23 @@ const (
 	RouteDirectory        = "/v1/directory"
 	RouteHealth           = "/healthz"
 	RouteMetrics          = "/metrics"
+	// RouteAdminSnapshot makes the replica it is sent to save a snapshot.
+	RouteAdminSnapshot = "/v1/admin/snapshot"
 
 	// HeaderAuth carries the caller's auth token ("Bearer <token>") on every
 	// request. Accepted and logged now; enforced once tenants exist.
 	HeaderAuth = "Authorization"
+
+	// HeaderWaitLeaderMS lets a replica hold a request up to this many
+	// milliseconds (at most MaxLeaderWait) while the cell has no leader it
+	// can use — none known, only the one in HeaderUnreachable, or itself
+	// still starting — and answer once that changes: a fail-over costs the
+	// client the election, not the election plus its backoff. Without it a
+	// replica answers at once.
+	HeaderWaitLeaderMS = "Lockd-Wait-Leader-Ms"
+	// HeaderUnreachable names the API address the client last failed to
+	// reach (a dead leader other replicas may still name).
+	HeaderUnreachable = "Lockd-Unreachable"
 )
 
 // LockMode marks an ephemeral sequential node as a lock waiter.
@@ -314,4 +327,19 @@ type StatusResponse struct {
 	APIAddr   string          `json:"api_addr"`
 	RaftAddr  string          `json:"raft_addr"`
 	Cells     []ReplicaStatus `json:"cells"`
+}
+
+// SnapshotRequest asks the replica it is sent to (leader or not) to save a
+// snapshot of a cell's state machine now.
+type SnapshotRequest struct {
+	Cell string `json:"cell"`
+}
+
+// SnapshotResponse describes the snapshot saved.
+type SnapshotResponse struct {
+	Cell      string  `json:"cell"`
+	ReplicaID uint64  `json:"replica_id"`
+	Index     uint64  `json:"index"`   // the last entry it covers
+	Bytes     int64   `json:"bytes"`   // the state machine's part, before dragonboat's framing
+	SaveMS    float64 `json:"save_ms"` // writing it (encode and write to dragonboat's file)
 }

@@ -37,6 +37,10 @@ type call struct {
 	duringClose bool
 	// before runs before every attempt (to refresh a write's ack).
 	before func()
+	// unreachable is the endpoint the last failed exchange was with: a
+	// replica that still names it as leader holds the next attempt until
+	// it learns of another (api.HeaderUnreachable).
+	unreachable string
 
 	// Set by do.
 	sent time.Time // when the successful attempt was sent
@@ -84,9 +88,10 @@ type outcome struct {
 	ctxDone   bool     // the call's context ended (during a failed exchange)
 	closed    bool     // the client (or its transport) is closing
 
-	retryUnsure bool // the call may be resent after an unsure failure
-	redirects   int  // not_leader hints followed without backoff so far, not counting this one
-	unavailable int  // consecutive unavailable replies from addr, this one included
+	unreachable string // the endpoint the call last failed to reach
+	retryUnsure bool   // the call may be resent after an unsure failure
+	redirects   int    // not_leader hints followed without backoff so far, not counting this one
+	unavailable int    // consecutive unavailable replies from addr, this one included
 }
 
 // action is what the retry loop does after an attempt.
@@ -133,7 +138,9 @@ func decide(o outcome) decision {
 	case !retryable[o.code]:
 		return decision{act: actFail}
 	case o.code == api.CodeNotLeader: // never applied: always safe to resend
-		fresh := o.hint != "" && o.hint != o.addr
+		// A hint naming the replica this call just failed to reach is a
+		// dead leader others have not yet replaced: back off instead.
+		fresh := o.hint != "" && o.hint != o.addr && o.hint != o.unreachable
 		switch {
 		case !fresh:
 			return decision{act: actBackoff, forget: true}
@@ -173,7 +180,8 @@ func (c *Client) attempt(ctx context.Context, cl *call, method, addr string, tim
 		tr = c.ka
 	}
 	cl.attempts++
-	status, body, sent, err = tr.roundTrip(ctx, exchange{method: method, addr: addr, path: cl.route, body: reqBody, timeout: timeout})
+	status, body, sent, err = tr.roundTrip(ctx, exchange{method: method, addr: addr, path: cl.route, body: reqBody, timeout: timeout,
+		waitLeader: true, unreachable: cl.unreachable})
 	return status, body, sent, err, nil
 }
 
@@ -257,7 +265,7 @@ func (c *Client) do(ctx context.Context, cs *cellState, cl *call) error {
 		}
 		var aerr *api.Error
 
-		o := outcome{addr: addr, retryUnsure: cl.retryUnsure, redirects: redirects, ctxDone: ctx.Err() != nil}
+		o := outcome{addr: addr, unreachable: cl.unreachable, retryUnsure: cl.retryUnsure, redirects: redirects, ctxDone: ctx.Err() != nil}
 		if err != nil {
 			var de *dialError
 			o.transport = true
@@ -266,8 +274,12 @@ func (c *Client) do(ctx context.Context, cs *cellState, cl *call) error {
 			if !o.notSent {
 				cl.reached = true
 			}
+			cl.unreachable = addr
 			last = api.Errorf(api.CodeUnavailable, "%s %s: %v", addr, cl.route, err)
 		} else {
+			if addr == cl.unreachable {
+				cl.unreachable = "" // it answers again
+			}
 			o.status = status
 			if status < 200 || status >= 300 {
 				aerr = decodeError(status, rbody, addr)

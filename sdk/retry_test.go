@@ -29,6 +29,7 @@ func TestDecide(t *testing.T) {
 		{"not_leader, fresh hint, not resendable", with(reply(api.CodeNotLeader), func(o *outcome) { o.hint, o.retryUnsure = b, false }), decision{act: actRetry, follow: true}},
 		{"not_leader, free redirects used", with(reply(api.CodeNotLeader), func(o *outcome) { o.hint, o.redirects = b, maxFreeRedirects }), decision{act: actBackoff, follow: true}},
 		{"not_leader, no hint", reply(api.CodeNotLeader), decision{act: actBackoff, forget: true}},
+		{"not_leader, hint names the replica just unreachable", with(reply(api.CodeNotLeader), func(o *outcome) { o.hint, o.unreachable = b, b }), decision{act: actBackoff, forget: true}},
 		{"not_leader, hint names itself", with(reply(api.CodeNotLeader), func(o *outcome) { o.hint = a }), decision{act: actBackoff, forget: true}},
 		{"unavailable, not resendable", with(reply(api.CodeUnavailable), func(o *outcome) { o.retryUnsure, o.unavailable = false, 1 }), decision{act: actUnknown}},
 		{"unavailable once", with(reply(api.CodeUnavailable), func(o *outcome) { o.unavailable = 1 }), decision{act: actBackoff}},

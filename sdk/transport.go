@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/lockservice/lockd/api"
 )
 
 // transport is one HTTP connection pool: a fasthttp.HostClient per endpoint,
@@ -141,6 +144,11 @@ type exchange struct {
 	path    string
 	body    []byte
 	timeout time.Duration // bound on this attempt (capped by ctx's deadline)
+	// waitLeader lets the replica hold the request for a usable leader, for
+	// up to half the attempt (so a held request never times out here and
+	// turns a write that was never applied into an unknown outcome).
+	waitLeader  bool
+	unreachable string // the address the call last failed to reach
 }
 
 // roundTrip performs one exchange. It returns the status, a copy of the
@@ -167,6 +175,14 @@ func (t *transport) roundTrip(ctx context.Context, x exchange) (status int, body
 	if x.body != nil {
 		req.Header.SetContentType("application/json")
 		req.SetBodyRaw(x.body)
+	}
+	if x.waitLeader {
+		if hold := min(time.Until(deadline)/2, api.MaxLeaderWait); hold >= time.Millisecond {
+			req.Header.Set(api.HeaderWaitLeaderMS, strconv.FormatInt(hold.Milliseconds(), 10))
+			if x.unreachable != "" {
+				req.Header.Set(api.HeaderUnreachable, x.unreachable)
+			}
+		}
 	}
 
 	sent = time.Now()

@@ -103,6 +103,9 @@ func CDF(sorted []time.Duration, points int) []Point {
 	if n == 0 || points < 2 {
 		return nil
 	}
+	if n == 1 {
+		return []Point{{X: ms(sorted[0]), Y: 1}}
+	}
 	points = min(points, n)
 	out := make([]Point, 0, points)
 	for i := 0; i < points; i++ {

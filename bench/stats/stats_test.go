@@ -87,3 +87,25 @@ func TestSummarise(t *testing.T) {
 		t.Fatalf("per second %v", s.PerSecond)
 	}
 }
+
+// A case with one sample (a single restore, one failover) still has a CDF.
+func TestCDFSmallSamples(t *testing.T) {
+	for _, tc := range []struct {
+		lat  []time.Duration
+		want []Point
+	}{
+		{nil, nil},
+		{durs(7), []Point{{7, 1}}},
+		{durs(3, 9), []Point{{3, 0.5}, {9, 1}}},
+	} {
+		got := CDF(tc.lat, 100)
+		if len(got) != len(tc.want) {
+			t.Fatalf("CDF(%v) = %v, want %v", tc.lat, got, tc.want)
+		}
+		for i := range got {
+			if got[i] != tc.want[i] {
+				t.Fatalf("CDF(%v) = %v, want %v", tc.lat, got, tc.want)
+			}
+		}
+	}
+}

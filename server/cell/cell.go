@@ -50,9 +50,17 @@ type Cell struct {
 	log      *slog.Logger
 	sessions *session.Manager
 	watches  *watch.Table
+	confirms *confirmer // batches KeepAlive ReadIndex rounds
+	// snapshots times this replica's snapshot saves and restores.
+	snapshots snapshotStats
 
 	leaderID atomic.Uint64 // as last reported by the Raft event listener
 	term     atomic.Uint64
+	// changed is closed (and replaced) whenever the leader this replica
+	// knows of changes or its session manager starts: requests held while
+	// the cell had no usable leader (WaitUsable) wake on it.
+	changedMu sync.Mutex
+	changed   chan struct{}
 	// clock records when this replica applied the latest leader_start, so
 	// that its own leader_start can report how long the previous leadership
 	// lasted (repeated short fail-overs must not keep a dead session alive).
@@ -72,10 +80,11 @@ func Start(nh *dragonboat.NodeHost, cfg Config) (*Cell, error) {
 	if cfg.DefaultLease <= 0 {
 		cfg.DefaultLease = api.DefaultLease
 	}
-	c := &Cell{cfg: cfg, nh: nh, stop: make(chan struct{}), clock: session.NewLeaderClock(nil)}
+	c := &Cell{cfg: cfg, nh: nh, stop: make(chan struct{}), clock: session.NewLeaderClock(nil), changed: make(chan struct{})}
 	c.log = cfg.Logger.With("cell", cfg.Info.Name, "shard", cfg.Info.ShardID)
 	c.sessions = session.New(session.Config{Expire: c.proposeExpiry, Tick: c.proposeTick, Confirm: c.proposeConfirm, Logger: c.log})
 	c.watches = watch.NewTable(c.sessions)
+	c.confirms = newConfirmer(c.read, confirmWindow)
 
 	members := map[uint64]dragonboat.Target{}
 	if !nh.HasNodeInfo(cfg.Info.ShardID, cfg.ReplicaID) {
@@ -99,6 +108,7 @@ func Start(nh *dragonboat.NodeHost, cfg Config) (*Cell, error) {
 	}
 	if err := nh.StartReplica(members, false, create, rc); err != nil {
 		c.sessions.Close()
+		c.confirms.close()
 		return nil, err
 	}
 	return c, nil
@@ -108,6 +118,7 @@ func Start(nh *dragonboat.NodeHost, cfg Config) (*Cell, error) {
 func (c *Cell) Close() {
 	c.stopOnce.Do(func() { close(c.stop) })
 	c.sessions.Close()
+	c.confirms.close()
 	c.wg.Wait()
 }
 
@@ -146,6 +157,7 @@ func (c *Cell) Info() api.CellInfo { return c.cfg.Info }
 func (c *Cell) LeaderUpdated(info raftio.LeaderInfo) {
 	c.leaderID.Store(info.LeaderID)
 	c.term.Store(info.Term)
+	defer c.signalChange()
 	if info.LeaderID == c.cfg.ReplicaID {
 		c.wg.Add(1)
 		go c.announce(info.Term)
@@ -232,6 +244,7 @@ func (c *Cell) afterApply(s *fsm.State, a *fsm.Applied) {
 			}
 			c.watches.Reset()
 			c.sessions.Start(s.Epoch(), s.Sessions())
+			c.signalChange()
 		} else {
 			c.sessions.Stop()
 			c.watches.Reset()
@@ -393,6 +406,59 @@ func (c *Cell) Ready() error {
 	return e
 }
 
+// signalChange wakes the requests held in WaitUsable.
+func (c *Cell) signalChange() {
+	c.changedMu.Lock()
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.changedMu.Unlock()
+}
+
+func (c *Cell) changes() <-chan struct{} {
+	c.changedMu.Lock()
+	defer c.changedMu.Unlock()
+	return c.changed
+}
+
+// WaitUsable is Ready for a request that would otherwise be sent away
+// useless during a fail-over: when this replica knows no leader, or only
+// the one the client says it cannot reach (unreachable: a leader's API
+// address, "" if none), or leads but is still starting, it waits — until
+// that changes or ctx ends — and answers as Ready does then. The client is
+// told of the new leader the moment this replica learns of it, instead of
+// polling with backoff through the election (1 to 2 s), and a cell of
+// parked requests costs nothing while it elects.
+func (c *Cell) WaitUsable(ctx context.Context, unreachable string) error {
+	for {
+		ch := c.changes() // before the check, so a change between them is not missed
+		err := c.Ready()
+		if err == nil || !c.worthWaiting(err, unreachable) {
+			return err
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return err
+		case <-c.stop:
+			return err
+		}
+	}
+}
+
+func (c *Cell) worthWaiting(err error, unreachable string) bool {
+	var ae *api.Error
+	if !errors.As(err, &ae) {
+		return false
+	}
+	switch ae.Code {
+	case api.CodeUnavailable: // this replica leads and is starting
+		return true
+	case api.CodeNotLeader:
+		return ae.Leader == "" || ae.Leader == unreachable
+	}
+	return false
+}
+
 // --- operations ---
 
 // OpenSession opens a session.
@@ -428,13 +494,15 @@ func (c *Cell) KeepAlive(ctx context.Context, req api.KeepAliveRequest) (api.Ses
 	if err != nil {
 		return api.SessionResponse{}, err
 	}
-	rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	v, err := c.read(rctx, sessionQuery{session: req.Session, epoch: r.Epoch})
+	// Events (a hand-off, a watch) go out at once; an idle reply shares a
+	// ReadIndex round with others (confirm.go). The caller's ctx may be
+	// spent by the long poll; every round ends within its own deadline, so
+	// waiting for it needs no timer of its own (one less per KeepAlive).
+	index, err := c.confirms.confirm(context.Background(), req.Session, r.Epoch, len(r.Events) > 0 || wait <= 0)
 	if err != nil {
 		return api.SessionResponse{}, err
 	}
-	return api.SessionResponse{Session: req.Session, LeaseMS: r.Lease.Milliseconds(), Epoch: r.Epoch, Index: v.(uint64), Events: r.Events}, nil
+	return api.SessionResponse{Session: req.Session, LeaseMS: r.Lease.Milliseconds(), Epoch: r.Epoch, Index: index, Events: r.Events}, nil
 }
 
 // CloseSession ends a session.
@@ -549,6 +617,9 @@ type Counters struct {
 	Leases, ArmedWatches                int
 	KeepAlives, Expiries, DroppedEvents uint64
 	WatchEvents                         uint64
+	// KeepAliveRounds counts the ReadIndex rounds that confirmed KeepAlives
+	// (one per batch: KeepAlives / rounds is the batching factor).
+	KeepAliveRounds uint64
 }
 
 // Counters reads the cell's counters.
@@ -556,5 +627,6 @@ func (c *Cell) Counters() Counters {
 	var k Counters
 	k.Leases, k.KeepAlives, k.Expiries, k.DroppedEvents = c.sessions.Stats()
 	k.ArmedWatches, k.WatchEvents = c.watches.Stats()
+	k.KeepAliveRounds = c.confirms.Rounds()
 	return k
 }

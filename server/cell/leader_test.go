@@ -26,12 +26,13 @@ type testReplica struct {
 
 func newTestReplica(t *testing.T, replica uint64, now func() time.Time) *testReplica {
 	t.Helper()
-	c := &Cell{cfg: Config{ReplicaID: replica, Info: api.CellInfo{Name: "test"}}, log: slog.Default(), stop: make(chan struct{}), clock: session.NewLeaderClock(now)}
+	c := &Cell{cfg: Config{ReplicaID: replica, Info: api.CellInfo{Name: "test"}}, log: slog.Default(), stop: make(chan struct{}), clock: session.NewLeaderClock(now), changed: make(chan struct{})}
 	c.sessions = session.New(session.Config{
 		Expire:     func(context.Context, uint64, uint64) error { return nil },
 		CheckEvery: time.Hour, TickEvery: time.Hour,
 	})
 	c.watches = watch.NewTable(c.sessions)
+	c.confirms = newConfirmer(c.read, confirmWindow)
 	t.Cleanup(c.Close)
 	return &testReplica{t: t, c: c, m: &machine{cell: c, state: fsm.New()}}
 }

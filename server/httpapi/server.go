@@ -9,6 +9,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -113,6 +114,7 @@ func init() {
 		api.RouteChildren:         (*Server).children,
 		api.RouteLockState:        (*Server).lockState,
 		api.RouteWatch:            (*Server).watch,
+		api.RouteAdminSnapshot:    (*Server).snapshot,
 	}
 }
 
@@ -164,7 +166,7 @@ func decode(ctx *fasthttp.RequestCtx, v any) error {
 }
 
 // cellForPath validates a path and returns the ready leader replica serving it.
-func (s *Server) cellForPath(path string) (*cell.Cell, error) {
+func (s *Server) cellForPath(ctx *fasthttp.RequestCtx, path string) (*cell.Cell, error) {
 	if err := api.ValidatePath(path); err != nil {
 		return nil, err
 	}
@@ -172,10 +174,10 @@ func (s *Server) cellForPath(path string) (*cell.Cell, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.readyCell(info.Name)
+	return s.readyCell(ctx, info.Name)
 }
 
-func (s *Server) readyCell(name string) (*cell.Cell, error) {
+func (s *Server) readyCell(ctx *fasthttp.RequestCtx, name string) (*cell.Cell, error) {
 	c, ok := s.cells[name]
 	if !ok {
 		if name == "" {
@@ -186,10 +188,24 @@ func (s *Server) readyCell(name string) (*cell.Cell, error) {
 		}
 		return nil, api.Errorf(api.CodeWrongCell, "no cell %s", name)
 	}
-	if err := c.Ready(); err != nil {
+	if err := waitUsable(ctx, c); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// waitUsable is c.Ready, or, when the client allows it (api.HeaderWaitLeaderMS),
+// c.WaitUsable for up to that long: during a fail-over the request is held
+// until this replica learns of a leader, not sent back to poll.
+func waitUsable(ctx *fasthttp.RequestCtx, c *cell.Cell) error {
+	ms, err := strconv.Atoi(string(ctx.Request.Header.Peek(api.HeaderWaitLeaderMS)))
+	if err != nil || ms <= 0 {
+		return c.Ready()
+	}
+	hold := min(time.Duration(ms)*time.Millisecond, api.MaxLeaderWait)
+	hctx, cancel := context.WithTimeout(context.Background(), hold)
+	defer cancel()
+	return c.WaitUsable(hctx, string(ctx.Request.Header.Peek(api.HeaderUnreachable)))
 }
 
 func checkValue(v []byte) error {
@@ -210,7 +226,7 @@ func (s *Server) onPath(ctx *fasthttp.RequestCtx, req any, path func() string, c
 			return nil, err
 		}
 	}
-	c, err := s.cellForPath(path())
+	c, err := s.cellForPath(ctx, path())
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +245,7 @@ func (s *Server) onCell(ctx *fasthttp.RequestCtx, req any, cellName func() strin
 			return nil, err
 		}
 	}
-	c, err := s.readyCell(cellName())
+	c, err := s.readyCell(ctx, cellName())
 	if err != nil {
 		return nil, err
 	}
@@ -341,4 +357,20 @@ func (s *Server) watch(ctx *fasthttp.RequestCtx) (any, error) {
 		}
 		return nil
 	}, nil, func(cctx context.Context, c *cell.Cell) (any, error) { return c.Watch(cctx, req) })
+}
+
+// snapshot saves a snapshot on this replica, leader or not.
+func (s *Server) snapshot(ctx *fasthttp.RequestCtx) (any, error) {
+	var req api.SnapshotRequest
+	if err := decode(ctx, &req); err != nil {
+		return nil, err
+	}
+	c, ok := s.cells[req.Cell]
+	if !ok {
+		return nil, api.Errorf(api.CodeWrongCell, "cell %q is not hosted by this lockd", req.Cell)
+	}
+	// A large state takes seconds to write; a minute bounds a stuck disk.
+	cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return c.Snapshot(cctx)
 }

@@ -235,9 +235,18 @@ func registerCellMetrics(reg *prometheus.Registry, c *cell.Cell) {
 	gauge("lockd_session_leases", "Sessions with a lease on this replica (non-zero only on the leader).", func(k cell.Counters) float64 { return float64(k.Leases) })
 	gauge("lockd_watches_armed", "One-shot watches armed on this replica.", func(k cell.Counters) float64 { return float64(k.ArmedWatches) })
 	counter("lockd_keepalives_total", "KeepAlives received.", func(k cell.Counters) float64 { return float64(k.KeepAlives) })
+	counter("lockd_keepalive_rounds_total", "ReadIndex rounds that confirmed KeepAlives (one round confirms every KeepAlive that joined before it).", func(k cell.Counters) float64 { return float64(k.KeepAliveRounds) })
 	counter("lockd_session_expiries_total", "Sessions expired by this replica's session manager.", func(k cell.Counters) float64 { return float64(k.Expiries) })
 	counter("lockd_watch_events_total", "Watch events delivered to sessions.", func(k cell.Counters) float64 { return float64(k.WatchEvents) })
 	counter("lockd_dropped_events_total", "Events dropped by full session queues (replaced by a resync).", func(k cell.Counters) float64 { return float64(k.DroppedEvents) })
+	snap := func(name, help string, f func(cell.SnapshotCounters) float64) {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels}, func() float64 { return f(c.SnapshotCounters()) }))
+	}
+	snap("lockd_snapshot_saves", "Snapshots this replica saved since it started.", func(k cell.SnapshotCounters) float64 { return float64(k.Saves) })
+	snap("lockd_snapshot_last_bytes", "Size of the latest snapshot this replica saved (state machine part).", func(k cell.SnapshotCounters) float64 { return float64(k.LastBytes) })
+	snap("lockd_snapshot_last_save_seconds", "How long the latest snapshot save took.", func(k cell.SnapshotCounters) float64 { return k.LastSave.Seconds() })
+	snap("lockd_snapshot_restores", "Snapshots this replica restored since it started (at start, or sent by the leader).", func(k cell.SnapshotCounters) float64 { return float64(k.Restores) })
+	snap("lockd_snapshot_last_restore_seconds", "How long the latest snapshot restore took.", func(k cell.SnapshotCounters) float64 { return k.LastRestore.Seconds() })
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name:        "lockd_token_index_headroom",
 		Help:        "Raft entries the cell can still apply before lock creates are refused (token_exhausted: fencing-token index bits used up); NaN until the replica's state is readable.",

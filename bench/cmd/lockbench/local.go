@@ -25,16 +25,10 @@ type localCluster struct {
 
 // startLocal runs `lockd dev` with five replicas on free loopback ports and
 // waits until every replica answers /v1/status.
-func startLocal(ctx context.Context, lockd string, lease time.Duration, cells int) (*localCluster, error) {
-	if lockd == "" {
-		self, err := os.Executable()
-		if err != nil {
-			return nil, err
-		}
-		lockd = filepath.Join(filepath.Dir(self), "lockd")
-	}
-	if _, err := os.Stat(lockd); err != nil {
-		return nil, fmt.Errorf("lockd binary: %w (build it with make build, or pass --lockd)", err)
+func startLocal(ctx context.Context, lockd string, lease time.Duration, cells int, logdb string) (*localCluster, error) {
+	lockd, err := binary(lockd, "lockd")
+	if err != nil {
+		return nil, err
 	}
 	dir, err := os.MkdirTemp("", "lockbench-")
 	if err != nil {
@@ -50,7 +44,7 @@ func startLocal(ctx context.Context, lockd string, lease time.Duration, cells in
 		return nil, err
 	}
 	cmd := exec.Command(lockd, "dev", "--data-dir", dir, "--replicas", fmt.Sprint(replicas),
-		"--api-port", fmt.Sprint(apiBase), "--raft-port", fmt.Sprint(raftBase), "--lease", lease.String(), "--pprof", "--cells", fmt.Sprint(cells))
+		"--api-port", fmt.Sprint(apiBase), "--raft-port", fmt.Sprint(raftBase), "--lease", lease.String(), "--pprof", "--cells", fmt.Sprint(cells), "--logdb", logdb)
 	logf, err := os.Create(filepath.Join(dir, "lockd-dev.log"))
 	if err != nil {
 		return nil, err
@@ -127,4 +121,20 @@ func freePorts(n int) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("no %d consecutive free ports", n)
+}
+
+// binary is path if set, else the named command beside lockbench (where
+// make build puts them all); it must exist.
+func binary(path, name string) (string, error) {
+	if path == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return "", err
+		}
+		path = filepath.Join(filepath.Dir(self), name)
+	}
+	if _, err := os.Stat(path); err != nil {
+		return "", fmt.Errorf("%s binary: %w (build it with make build, or pass --%s)", name, err, name)
+	}
+	return path, nil
 }

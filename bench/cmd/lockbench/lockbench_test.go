@@ -70,3 +70,15 @@ func TestLocalPrefixes(t *testing.T) {
 		}
 	}
 }
+
+func TestProfileFileName(t *testing.T) {
+	for in, want := range map[string]string{
+		"acquire 32 false":  "acquire-32-false.pprof",
+		"writes 64 2":       "writes-64-2.pprof",
+		"  Sessions 10000 ": "sessions-10000.pprof",
+	} {
+		if got := profileFileName(in); got != want {
+			t.Errorf("profileFileName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -32,6 +32,10 @@ type options struct {
 	endpoints   []string
 	start       bool
 	lockd       string
+	lockctl     string
+	logdb       string
+	trials      int
+	state       stateSize
 	lease       time.Duration
 	duration    time.Duration
 	concurrency []int
@@ -44,6 +48,7 @@ type options struct {
 	output      string
 	jsonFile    string
 	htmlFile    string
+	profileDir  string
 }
 
 func rootCommand() *cobra.Command {
@@ -57,7 +62,7 @@ func rootCommand() *cobra.Command {
 	return root
 }
 
-var scenarioNames = []string{"acquire", "writes", "herd", "sessions", "failover"}
+var scenarioNames = []string{"acquire", "writes", "herd", "sessions", "state", "takeover", "failover"}
 
 func runCommand() *cobra.Command {
 	var o options
@@ -70,7 +75,7 @@ func runCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, a := range args {
 				if !slices.Contains(scenarioNames, a) {
-					return fmt.Errorf("unknown scenario %q (have %s; takeover and state are not built yet; capacity is its own command)", a, strings.Join(scenarioNames, ", "))
+					return fmt.Errorf("unknown scenario %q (have %s; capacity is its own command)", a, strings.Join(scenarioNames, ", "))
 				}
 			}
 			if o.start == (len(o.endpoints) > 0) {
@@ -91,6 +96,13 @@ func runCommand() *cobra.Command {
 	f.StringSliceVar(&o.endpoints, "endpoints", nil, "API addresses of a running cluster")
 	f.BoolVar(&o.start, "start", false, "start a local five-replica cluster (lockd dev: real processes, fsync on, production timing) and stop it at the end")
 	f.StringVar(&o.lockd, "lockd", "", "lockd binary for --start (default: lockd beside lockbench)")
+	f.StringVar(&o.logdb, "logdb", "small", "with --start: the replicas' LogDB memory preset (small: lockd serve's default; tiny: lockd dev's)")
+	f.StringVar(&o.lockctl, "lockctl", "", "lockctl binary, takeover's holder process (default: lockctl beside lockbench)")
+	f.IntVar(&o.trials, "trials", 2, "failover, takeover: trials (failover kills at most two leaders of five)")
+	f.IntVar(&o.state.locks, "state-locks", 20_000, "state: locks held")
+	f.IntVar(&o.state.members, "state-members", 50_000, "state: ephemeral members")
+	f.IntVar(&o.state.values, "state-values", 30_000, "state: config values")
+	f.IntVar(&o.state.valueBytes, "state-value-bytes", 1024, "state: bytes per config value")
 	f.DurationVar(&o.lease, "lease", 12*time.Second, "session lease")
 	f.DurationVar(&o.duration, "duration", 10*time.Second, "how long each case runs")
 	f.IntSliceVar(&o.concurrency, "concurrency", []int{1, 8, 32, 128}, "acquire: workers per case")
@@ -103,21 +115,27 @@ func runCommand() *cobra.Command {
 	f.StringVarP(&o.output, "output", "o", "table", "table or json on stdout")
 	f.StringVar(&o.jsonFile, "json", "", "also write the results as JSON to this file")
 	f.StringVar(&o.htmlFile, "html", "", "also write a self-contained HTML report with charts to this file")
+	f.StringVar(&o.profileDir, "profile-dir", "", "save a CPU profile of the demo cell's leader per case in this folder (the cluster must run with --pprof, as --start's does)")
 	return cmd
 }
 
 func run(ctx context.Context, o options, scenarios []string, stdout, stderr io.Writer) error {
 	e := &env{endpoints: o.endpoints, lease: o.lease, duration: o.duration,
-		run: fmt.Sprintf("%d", time.Now().UnixNano()), progress: progressLine(stderr)}
+		run: fmt.Sprintf("%d", time.Now().UnixNano()), progress: progressLine(stderr), profileDir: o.profileDir}
 	var procs []int // the replicas' PIDs, when lockbench started them
 	if o.start {
 		fmt.Fprintln(stderr, "starting a local five-replica cluster (lockd dev)…")
-		lc, err := startLocal(ctx, o.lockd, o.lease, o.cells)
+		lc, err := startLocal(ctx, o.lockd, o.lease, o.cells, o.logdb)
 		if err != nil {
 			return err
 		}
 		defer lc.stop()
 		e.endpoints = lc.endpoints
+		defer func() { // before lc.stop: the replicas lockbench restarted itself
+			for _, f := range e.exitFns {
+				f()
+			}
+		}()
 		procs = replicaPIDs(lc.cmd.Process.Pid, len(lc.endpoints))
 	}
 	host, _ := os.Hostname()
@@ -139,7 +157,11 @@ func run(ctx context.Context, o options, scenarios []string, stdout, stderr io.W
 		case "sessions":
 			res, err = sessionsScenario(ctx, e, o.sessions, procs)
 		case "failover":
-			res, err = failover(ctx, e, procs, 2)
+			res, err = failover(ctx, e, procs, o.trials)
+		case "takeover":
+			res, err = takeover(ctx, e, o.lockctl, o.trials)
+		case "state":
+			res, err = stateScenario(ctx, e, o.state, procs)
 		}
 		r.Results = append(r.Results, res...)
 		if err != nil {

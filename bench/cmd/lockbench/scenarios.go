@@ -25,7 +25,13 @@ type env struct {
 	run       string // unique per invocation, so runs never share paths
 	progress  func(format string, args ...any)
 	firstErr  atomic.Pointer[error] // the first failure of the run, for the report
+	// profileDir, when set, receives a CPU profile of the demo leader per case.
+	profileDir string
+	exitFns    []func() // run when lockbench ends (a replica it restarted)
 }
+
+// atExit runs f when the run ends.
+func (e *env) atExit(f func()) { e.exitFns = append(e.exitFns, f) }
 
 func (e *env) client(ctx context.Context) (*sdk.Client, error) {
 	return sdk.New(ctx, sdk.Config{Endpoints: e.endpoints, Lease: e.lease})
@@ -60,7 +66,8 @@ func (e *env) clients(ctx context.Context, n int) ([]*sdk.Client, func(), error)
 
 // loop runs workers until the duration ends, each calling op repeatedly;
 // op returns false to stop its worker.
-func (e *env) loop(ctx context.Context, workers int, rec *stats.Recorder, op func(ctx context.Context, worker, i int) error) time.Duration {
+func (e *env) loop(ctx context.Context, name string, workers int, rec *stats.Recorder, op func(ctx context.Context, worker, i int) error) time.Duration {
+	defer e.profile(ctx, name)() // on the outer ctx: it ends just after the run
 	ctx, cancel := context.WithTimeout(ctx, e.duration)
 	defer cancel()
 	start := time.Now()
@@ -130,7 +137,7 @@ func acquire(ctx context.Context, e *env, concurrency []int) ([]report.Result, e
 			}
 			rec := stats.NewRecorder(time.Now())
 			base := fmt.Sprintf("/demo/lockbench/%s/acquire-%d-%v", e.run, c, contended)
-			elapsed := e.loop(ctx, c, rec, func(ctx context.Context, w, i int) error {
+			elapsed := e.loop(ctx, fmt.Sprintf("acquire %d %v", c, contended), c, rec, func(ctx context.Context, w, i int) error {
 				path := base + "/one"
 				if !contended {
 					path = fmt.Sprintf("%s/w%d-%d", base, w, i)
@@ -169,7 +176,7 @@ func writes(ctx context.Context, e *env, writers int, prefixes []string) ([]repo
 		per[i] = stats.NewRecorder(time.Now())
 	}
 	var mu sync.Mutex
-	elapsed := e.loop(ctx, writers, all, func(ctx context.Context, w, i int) error {
+	elapsed := e.loop(ctx, fmt.Sprintf("writes %d %d", writers, len(prefixes)), writers, all, func(ctx context.Context, w, i int) error {
 		p := w % len(prefixes)
 		t0 := time.Now()
 		path := fmt.Sprintf("%s/lockbench/%s/writes/w%d", prefixes[p], e.run, w)
@@ -307,32 +314,68 @@ func sessionsScenario(ctx context.Context, e *env, n int, procs []int) ([]report
 	var clients []*sdk.Client
 	defer func() {
 		for _, c := range clients {
-			c.Close()
+			if c != nil {
+				c.Close()
+			}
 		}
 	}()
-	var sessions []*sdk.Session
-	for i := 0; i < n; i++ {
-		c, err := e.client(ctx)
-		if err != nil {
-			return nil, err
-		}
-		clients = append(clients, c)
-		t0 := time.Now()
-		s, err := c.Session(ctx, "demo")
-		if err != nil {
-			return nil, err
-		}
-		rec.Add(time.Since(t0), time.Now())
-		sessions = append(sessions, s)
-		if i%100 == 99 {
-			e.progress("%d/%d sessions open", i+1, n)
-		}
+	// Open them 32 at a time: one by one, 50 000 opens would take minutes
+	// of commits before the measurement starts.
+	clients = make([]*sdk.Client, n)
+	sessions := make([]*sdk.Session, n)
+	var (
+		next   atomic.Int64
+		opened atomic.Int64
+		mu     sync.Mutex
+		first  error
+	)
+	var wg sync.WaitGroup
+	for w := 0; w < min(32, n); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				c, err := e.client(ctx)
+				if err == nil {
+					clients[i] = c
+					t0 := time.Now()
+					var s *sdk.Session
+					if s, err = c.Session(ctx, "demo"); err == nil {
+						mu.Lock()
+						rec.Add(time.Since(t0), time.Now())
+						mu.Unlock()
+						sessions[i] = s
+					}
+				}
+				if err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+					next.Store(int64(n)) // stop the others
+					return
+				}
+				if k := opened.Add(1); k%1000 == 0 {
+					e.progress("%d/%d sessions open", k, n)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		return nil, first
 	}
 	kaBefore, err := metricSum(ctx, e.endpoints, "lockd_keepalives_total", `cell="demo"`)
 	if err != nil {
 		return nil, err
 	}
 	cpuBefore := cpuTimes(procs)
+	waitProfile := e.profile(ctx, fmt.Sprintf("sessions %d", n))
 	start := time.Now()
 	stop := e.tick(func() string { return fmt.Sprintf("%d sessions held for %v", n, time.Since(start).Round(time.Second)) })
 	select {
@@ -341,6 +384,7 @@ func sessionsScenario(ctx context.Context, e *env, n int, procs []int) ([]report
 	}
 	stop()
 	elapsed := time.Since(start)
+	waitProfile()
 	kaAfter, err := metricSum(ctx, e.endpoints, "lockd_keepalives_total", `cell="demo"`)
 	if err != nil {
 		return nil, err

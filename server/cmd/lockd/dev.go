@@ -27,6 +27,7 @@ type devCluster struct {
 	raftBase int
 	rttMS    int
 	pprof    bool
+	logdb    string
 	cells    int
 }
 
@@ -48,6 +49,7 @@ func devCommand() *cobra.Command {
 	f.IntVar(&d.rttMS, "rtt-ms", 100, "Raft tick in ms")
 	f.IntVar(&d.cells, "cells", 2, "cells to run: demo (/demo), payments (/payments), then cell3 (/cell3) and on; each its own Raft group on every replica")
 	f.BoolVar(&d.pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on every replica's API port")
+	f.StringVar(&d.logdb, "logdb", "tiny", "LogDB memory preset of every replica (tiny keeps five replicas small; small is lockd serve's default)")
 	return cmd
 }
 
@@ -57,7 +59,7 @@ func (d devCluster) args(id int) []string {
 		"--data-dir", filepath.Join(d.dataDir, fmt.Sprintf("replica-%d", id)),
 		"--lease", d.lease.String(),
 		"--rtt-ms", fmt.Sprint(d.rttMS),
-		"--logdb", "tiny",
+		"--logdb", d.logdb,
 	}
 	for _, c := range d.cellSpecs() {
 		args = append(args, "--cell", c)

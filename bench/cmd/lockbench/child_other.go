@@ -1,0 +1,9 @@
+//go:build !linux
+
+package main
+
+import "os/exec"
+
+// dieWithParent: only Linux has a parent-death signal; elsewhere the
+// restarted replica is killed when the run ends (atExit).
+func dieWithParent(*exec.Cmd) {}

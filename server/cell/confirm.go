@@ -1,0 +1,161 @@
+package cell
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/lockservice/lockd/api"
+)
+
+// A KeepAlive is answered only after a ReadIndex round, started after its
+// lease was renewed, confirms that this replica still leads under the
+// renewal's epoch (a deposed leader must never extend a lease the next
+// leader does not know about). One round confirms every KeepAlive that
+// joined before it started, so the cost is per round, not per KeepAlive:
+// idle KeepAlives (the long poll ran out with nothing to say) wait up to
+// confirmWindow for company, while a reply carrying events (a lock hand-off,
+// a watch) starts a round at once.
+
+// confirmWindow bounds how long an idle KeepAlive reply waits for others to
+// share its ReadIndex round. Its client counts the lease from its own send,
+// so the wait costs the lease nothing.
+const confirmWindow = 20 * time.Millisecond
+
+// sessionCheck asks whether session is live and the state's epoch is epoch.
+type sessionCheck struct{ session, epoch uint64 }
+
+// sessionsQuery checks many sessions after one ReadIndex.
+type sessionsQuery []sessionCheck
+
+// sessionsResult answers a sessionsQuery: the index read at, and per check
+// nil or why it failed.
+type sessionsResult struct {
+	index uint64
+	errs  []error
+}
+
+type confirmReply struct {
+	index uint64
+	err   error
+}
+
+type confirmWait struct {
+	check sessionCheck
+	reply chan confirmReply // buffered: the round never blocks on a caller gone
+}
+
+// confirmer batches KeepAlive confirmations into ReadIndex rounds.
+type confirmer struct {
+	read   func(context.Context, interface{}) (interface{}, error)
+	window time.Duration
+
+	mu      sync.Mutex
+	pending []confirmWait
+	urgent  bool
+	rounds  uint64 // ReadIndex rounds run, for tests and metrics
+
+	kick chan struct{}
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+func newConfirmer(read func(context.Context, interface{}) (interface{}, error), window time.Duration) *confirmer {
+	b := &confirmer{read: read, window: window, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	b.wg.Add(1)
+	go b.run()
+	return b
+}
+
+func (b *confirmer) close() {
+	close(b.done)
+	b.wg.Wait()
+}
+
+// confirm waits for a round started after the call to confirm session under
+// epoch, and returns the index the round read at.
+func (b *confirmer) confirm(ctx context.Context, session, epoch uint64, urgent bool) (uint64, error) {
+	w := confirmWait{check: sessionCheck{session, epoch}, reply: make(chan confirmReply, 1)}
+	b.mu.Lock()
+	b.pending = append(b.pending, w)
+	first := len(b.pending) == 1
+	b.urgent = b.urgent || urgent
+	b.mu.Unlock()
+	if first || urgent {
+		select {
+		case b.kick <- struct{}{}:
+		default:
+		}
+	}
+	select {
+	case r := <-w.reply:
+		return r.index, r.err
+	case <-ctx.Done():
+		return 0, api.Errorf(api.CodeUnavailable, "keepalive confirmation: %v", ctx.Err())
+	case <-b.done:
+		return 0, api.Errorf(api.CodeUnavailable, "cell shutting down")
+	}
+}
+
+// Rounds returns how many ReadIndex rounds have run.
+func (b *confirmer) Rounds() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.rounds
+}
+
+func (b *confirmer) run() {
+	defer b.wg.Done()
+	for {
+		select {
+		case <-b.done:
+			return
+		case <-b.kick:
+		}
+		b.mu.Lock()
+		urgent := b.urgent
+		b.mu.Unlock()
+		if !urgent {
+			// Only idle replies so far: let others join, unless an urgent
+			// one arrives (its kick ends the wait).
+			t := time.NewTimer(b.window)
+			select {
+			case <-t.C:
+			case <-b.kick:
+			case <-b.done:
+				t.Stop()
+				return
+			}
+			t.Stop()
+		}
+		b.mu.Lock()
+		batch := b.pending
+		b.pending, b.urgent = nil, false
+		if len(batch) > 0 {
+			b.rounds++
+		}
+		b.mu.Unlock()
+		if len(batch) > 0 {
+			b.round(batch)
+		}
+	}
+}
+
+// round runs one ReadIndex for batch and answers each waiter.
+func (b *confirmer) round(batch []confirmWait) {
+	q := make(sessionsQuery, len(batch))
+	for i, w := range batch {
+		q[i] = w.check
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	v, err := b.read(ctx, q)
+	cancel()
+	for i, w := range batch {
+		r := confirmReply{err: err}
+		if err == nil {
+			res := v.(sessionsResult)
+			r = confirmReply{index: res.index, err: res.errs[i]}
+		}
+		w.reply <- r
+	}
+}

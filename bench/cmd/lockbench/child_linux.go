@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"syscall"
 )
@@ -10,3 +11,5 @@ import (
 func dieWithParent(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
+
+func fdatasync(f *os.File) error { return syscall.Fdatasync(int(f.Fd())) }

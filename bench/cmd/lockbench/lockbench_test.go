@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -79,6 +80,14 @@ func TestProfileFileName(t *testing.T) {
 	} {
 		if got := profileFileName(in); got != want {
 			t.Errorf("profileFileName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestScalingSteps(t *testing.T) {
+	for n, want := range map[int][]int{1: {1}, 2: {1, 2}, 3: {1, 2, 3}, 4: {1, 2, 4}, 5: {1, 2, 4, 5}, 8: {1, 2, 4, 8}} {
+		if got := scalingSteps(n); !slices.Equal(got, want) {
+			t.Errorf("scalingSteps(%d) = %v, want %v", n, got, want)
 		}
 	}
 }

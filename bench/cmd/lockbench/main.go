@@ -34,6 +34,7 @@ type options struct {
 	lockd       string
 	lockctl     string
 	logdb       string
+	diskDir     string
 	trials      int
 	state       stateSize
 	lease       time.Duration
@@ -62,7 +63,7 @@ func rootCommand() *cobra.Command {
 	return root
 }
 
-var scenarioNames = []string{"acquire", "writes", "herd", "sessions", "state", "takeover", "failover"}
+var scenarioNames = []string{"acquire", "writes", "herd", "sessions", "state", "takeover", "failover", "disk"}
 
 func runCommand() *cobra.Command {
 	var o options
@@ -78,8 +79,9 @@ func runCommand() *cobra.Command {
 					return fmt.Errorf("unknown scenario %q (have %s; capacity is its own command)", a, strings.Join(scenarioNames, ", "))
 				}
 			}
-			if o.start == (len(o.endpoints) > 0) {
-				return fmt.Errorf("give exactly one of --endpoints and --start")
+			diskOnly := !slices.ContainsFunc(args, func(a string) bool { return a != "disk" })
+			if o.start && len(o.endpoints) > 0 || !diskOnly && !o.start && len(o.endpoints) == 0 {
+				return fmt.Errorf("give exactly one of --endpoints and --start (only disk needs no cluster)")
 			}
 			if o.output != "table" && o.output != "json" {
 				return fmt.Errorf("-o must be table or json")
@@ -97,6 +99,7 @@ func runCommand() *cobra.Command {
 	f.BoolVar(&o.start, "start", false, "start a local five-replica cluster (lockd dev: real processes, fsync on, production timing) and stop it at the end")
 	f.StringVar(&o.lockd, "lockd", "", "lockd binary for --start (default: lockd beside lockbench)")
 	f.StringVar(&o.logdb, "logdb", "small", "with --start: the replicas' LogDB memory preset (small: lockd serve's default; tiny: lockd dev's)")
+	f.StringVar(&o.diskDir, "disk-dir", os.TempDir(), "disk: where to measure append+fdatasync (put it where the replicas keep their data)")
 	f.StringVar(&o.lockctl, "lockctl", "", "lockctl binary, takeover's holder process (default: lockctl beside lockbench)")
 	f.IntVar(&o.trials, "trials", 2, "failover, takeover: trials (failover kills at most two leaders of five)")
 	f.IntVar(&o.state.locks, "state-locks", 20_000, "state: locks held")
@@ -162,6 +165,8 @@ func run(ctx context.Context, o options, scenarios []string, stdout, stderr io.W
 			res, err = takeover(ctx, e, o.lockctl, o.trials)
 		case "state":
 			res, err = stateScenario(ctx, e, o.state, procs)
+		case "disk":
+			res, err = disk(ctx, e, o.diskDir)
 		}
 		r.Results = append(r.Results, res...)
 		if err != nil {

@@ -161,9 +161,32 @@ func acquire(ctx context.Context, e *env, concurrency []int) ([]report.Result, e
 	return out, nil
 }
 
-// writes: writers putting 100-byte values, split evenly over the prefixes
-// given (one cell each in the dev cluster), per prefix and summed.
+// writes: the multi-Raft scaling curve. The writers put 100-byte values
+// on the first prefix (one cell), then split evenly over the first 2, 4, 8
+// … prefixes (one cell each in the dev cluster) and finally over all of
+// them, reporting each cell and the sum at every step.
 func writes(ctx context.Context, e *env, writers int, prefixes []string) ([]report.Result, error) {
+	var out []report.Result
+	for _, n := range scalingSteps(len(prefixes)) {
+		res, err := writesOver(ctx, e, writers, prefixes[:n])
+		out = append(out, res...)
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// scalingSteps is 1, 2, 4, … up to n, and n itself.
+func scalingSteps(n int) []int {
+	var steps []int
+	for k := 1; k < n; k *= 2 {
+		steps = append(steps, k)
+	}
+	return append(steps, n)
+}
+
+func writesOver(ctx context.Context, e *env, writers int, prefixes []string) ([]report.Result, error) {
 	cs, closeAll, err := e.clients(ctx, min(writers, 16))
 	if err != nil {
 		return nil, err
@@ -190,12 +213,12 @@ func writes(ctx context.Context, e *env, writers int, prefixes []string) ([]repo
 	})
 	var out []report.Result
 	for i, p := range prefixes {
-		out = append(out, report.Result{Scenario: "writes", Case: fmt.Sprintf("%d writers, %s", writers/len(prefixes), p),
-			Params: map[string]string{"writers": strconv.Itoa(writers), "prefix": p, "value_bytes": "100"}, Summary: per[i].Summarise(elapsed)})
+		out = append(out, report.Result{Scenario: "writes", Case: fmt.Sprintf("%d writers on %d cells: %s", writers/len(prefixes), len(prefixes), p),
+			Params: map[string]string{"writers": strconv.Itoa(writers), "cells": strconv.Itoa(len(prefixes)), "prefix": p, "value_bytes": "100"}, Summary: per[i].Summarise(elapsed)})
 	}
 	if len(prefixes) > 1 {
 		out = append(out, report.Result{Scenario: "writes", Case: fmt.Sprintf("%d writers, %d cells summed", writers, len(prefixes)),
-			Params: map[string]string{"writers": strconv.Itoa(writers)}, Summary: all.Summarise(elapsed)})
+			Params: map[string]string{"writers": strconv.Itoa(writers), "cells": strconv.Itoa(len(prefixes))}, Summary: all.Summarise(elapsed)})
 	}
 	return out, nil
 }
@@ -218,9 +241,11 @@ func herd(ctx context.Context, e *env, contenders, handoffs int) ([]report.Resul
 	defer cancel()
 	rec := stats.NewRecorder(time.Now())
 	var (
-		mu       sync.Mutex
-		released time.Time
-		granted  int
+		mu          sync.Mutex
+		released    time.Time
+		granted     int
+		eventsAfter float64
+		countErr    error
 	)
 	start := time.Now()
 	stopProgress := e.tick(func() string {
@@ -246,6 +271,11 @@ func herd(ctx context.Context, e *env, contenders, handoffs int) ([]report.Resul
 				granted++
 				last := granted > handoffs
 				mu.Unlock()
+				if last {
+					// Count events now: the give-ups of the waiters left
+					// when the run ends fire events that are no handoff's.
+					eventsAfter, countErr = metricSum(ctx, e.endpoints, "lockd_watch_events_total", `cell="demo"`)
+				}
 				time.Sleep(time.Millisecond) // hold briefly
 				mu.Lock()
 				released = time.Now()
@@ -261,14 +291,13 @@ func herd(ctx context.Context, e *env, contenders, handoffs int) ([]report.Resul
 	wg.Wait()
 	stopProgress()
 	elapsed := time.Since(start)
-	eventsAfter, err := metricSum(ctx, e.endpoints, "lockd_watch_events_total", `cell="demo"`)
-	if err != nil {
-		return nil, err
+	if countErr != nil {
+		return nil, countErr
 	}
 	s := rec.Summarise(elapsed)
 	extra := map[string]float64{}
-	if s.N > 0 {
-		extra["events_per_release"] = (eventsAfter - eventsBefore) / float64(s.N+1)
+	if s.N > 0 && eventsAfter > 0 {
+		extra["events_per_release"] = (eventsAfter - eventsBefore) / float64(s.N) // s.N releases preceded the last grant
 	}
 	return []report.Result{{Scenario: "herd", Case: fmt.Sprintf("%d contenders, one lock", contenders),
 		Params: map[string]string{"contenders": strconv.Itoa(contenders), "handoffs": strconv.Itoa(handoffs)}, Summary: s, Extra: extra}}, nil

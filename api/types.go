@@ -19,6 +19,9 @@ const (
 	RouteMetrics          = "/metrics"
 	// RouteAdminSnapshot makes the replica it is sent to save a snapshot.
 	RouteAdminSnapshot = "/v1/admin/snapshot"
+	// RouteAdminBackup makes a cell's leader export a snapshot to the
+	// backup store.
+	RouteAdminBackup = "/v1/admin/backup"
 
 	// HeaderAuth carries the caller's auth token ("Bearer <token>") on every
 	// request. Accepted and logged now; enforced once tenants exist.
@@ -317,6 +320,11 @@ type ReplicaStatus struct {
 	// it refuses lock creates (token_exhausted: the fencing token's index
 	// bits are used up; move the prefix to a new cell before).
 	TokenHeadroom uint64 `json:"token_index_headroom"`
+	// RestoredIndex and RestoredSHA256 describe the snapshot this replica
+	// last loaded (at start, from the leader, or from a backup import):
+	// a restore is verified by comparing them with the backup's.
+	RestoredIndex  uint64 `json:"restored_index,omitempty"`
+	RestoredSHA256 string `json:"restored_sha256,omitempty"`
 }
 
 // StatusResponse is what one lockd process reports about itself.
@@ -341,5 +349,18 @@ type SnapshotResponse struct {
 	ReplicaID uint64  `json:"replica_id"`
 	Index     uint64  `json:"index"`   // the last entry it covers
 	Bytes     int64   `json:"bytes"`   // the state machine's part, before dragonboat's framing
+	SHA256    string  `json:"sha256"`  // of those bytes: a restore reports the same digest
 	SaveMS    float64 `json:"save_ms"` // writing it (encode and write to dragonboat's file)
+}
+
+// BackupRequest asks a cell's leader to export a snapshot to the backup
+// store its lockd was configured with (--backup-dir).
+type BackupRequest struct {
+	Cell string `json:"cell"`
+}
+
+// BackupResponse describes the backup taken.
+type BackupResponse struct {
+	SnapshotResponse
+	Location string `json:"location"` // where the store keeps it
 }

@@ -211,3 +211,29 @@ func asAPIError(err error) *api.Error {
 	}
 	return &api.Error{Code: code, Message: err.Error()}
 }
+
+func backupCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "backup CELL",
+		Short: "Back up a cell now: its leader exports a snapshot to its backup store",
+		Long: "Ask CELL's leader to export a snapshot of the cell to the backup store it was\n" +
+			"started with (lockd serve --backup-dir) and print the backup's index, size,\n" +
+			"digest and location. Restore it with lockd restore (see ARCHITECTURE.md).",
+		Example: "  lockctl backup payments\n  lockctl backup payments -o json",
+		Args:    exactArgs("CELL"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				b, err := c.Backup(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				if g.output == "json" {
+					return writeJSON(cmd.OutOrStdout(), b)
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "cell %s backed up by replica %d at index %d: %d bytes, sha256 %s\nlocation: %s\n",
+					b.Cell, b.ReplicaID, b.Index, b.Bytes, b.SHA256, b.Location)
+				return err
+			})
+		},
+	}
+}

@@ -598,6 +598,7 @@ func (c *Cell) Status() api.ReplicaStatus {
 		st.AppliedIndex, st.Epoch, st.Sessions, st.Nodes = s.index, s.epoch, s.sessions, s.nodes
 		st.TokenHeadroom = s.tokenHeadroom
 	}
+	st.RestoredIndex, st.RestoredSHA256 = c.Restored()
 	return st
 }
 

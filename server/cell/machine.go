@@ -1,8 +1,11 @@
 package cell
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"time"
 
@@ -35,33 +38,41 @@ func (m *machine) Lookup(q interface{}) (interface{}, error) {
 // metrics (the state is untouched: the clock is read around it, not in it).
 func (m *machine) SaveSnapshot(w io.Writer, _ sm.ISnapshotFileCollection, _ <-chan struct{}) error {
 	start := time.Now()
-	cw := &countingWriter{w: w}
+	cw := &countingWriter{w: w, h: sha256.New()}
 	if err := m.state.WriteSnapshot(cw); err != nil {
 		return err
 	}
-	m.cell.snapshots.saved(m.state.Index(), cw.n, time.Since(start))
+	m.cell.snapshots.saved(m.state.Index(), cw.n, hex.EncodeToString(cw.h.Sum(nil)), time.Since(start))
 	return nil
 }
 
 func (m *machine) RecoverFromSnapshot(r io.Reader, _ []sm.SnapshotFile, _ <-chan struct{}) error {
 	start := time.Now()
-	s, err := fsm.ReadSnapshot(&stickyEOF{r: r})
+	h := sha256.New()
+	in := &stickyEOF{r: io.TeeReader(r, h)}
+	s, err := fsm.ReadSnapshot(in)
 	if err != nil {
 		return fmt.Errorf("cell %s: %w", m.cell.cfg.Info.Name, err)
 	}
+	if _, err := io.Copy(io.Discard, in); err != nil { // the digest covers every byte
+		return fmt.Errorf("cell %s: %w", m.cell.cfg.Info.Name, err)
+	}
 	m.state = s
-	m.cell.snapshots.restored(s.Index(), time.Since(start))
+	m.cell.snapshots.restored(s.Index(), hex.EncodeToString(h.Sum(nil)), time.Since(start))
 	return nil
 }
 
+// countingWriter counts and digests what it passes on.
 type countingWriter struct {
 	w io.Writer
+	h hash.Hash
 	n int64
 }
 
 func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
+	c.h.Write(p[:n])
 	return n, err
 }
 

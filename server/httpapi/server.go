@@ -37,11 +37,17 @@ type Server struct {
 	metrics  fasthttp.RequestHandler
 	requests *prometheus.HistogramVec
 	pprof    bool
+	backupFn func(ctx context.Context, cell string) (api.BackupResponse, error) // nil: no backup store
 }
 
 // EnablePprof serves Go's profiles under /debug/pprof/ (off by default: a
 // profile costs the replica CPU, and the heap dump shows request data).
 func (s *Server) EnablePprof() { s.pprof = true }
+
+// EnableBackup serves api.RouteAdminBackup with fn (the lockd's backup store).
+func (s *Server) EnableBackup(fn func(ctx context.Context, cell string) (api.BackupResponse, error)) {
+	s.backupFn = fn
+}
 
 // New builds a server. status reports the process; reg receives the HTTP metrics.
 func New(dir *directory.Directory, cells map[string]*cell.Cell, status func() api.StatusResponse, reg *prometheus.Registry, log *slog.Logger) *Server {
@@ -115,6 +121,7 @@ func init() {
 		api.RouteLockState:        (*Server).lockState,
 		api.RouteWatch:            (*Server).watch,
 		api.RouteAdminSnapshot:    (*Server).snapshot,
+		api.RouteAdminBackup:      (*Server).backup,
 	}
 }
 
@@ -373,4 +380,18 @@ func (s *Server) snapshot(ctx *fasthttp.RequestCtx) (any, error) {
 	cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	return c.Snapshot(cctx)
+}
+
+// backup exports a snapshot of the cell to the backup store, on its leader
+// (a follower answers not_leader, so the backup is of the newest state).
+func (s *Server) backup(ctx *fasthttp.RequestCtx) (any, error) {
+	var req api.BackupRequest
+	return s.onCell(ctx, &req, func() string { return req.Cell }, func() error {
+		if s.backupFn == nil {
+			return api.Errorf(api.CodeBadRequest, "this lockd has no backup store: start it with --backup-dir")
+		}
+		return nil
+	}, func() time.Duration { return 5 * time.Minute }, func(cctx context.Context, _ *cell.Cell) (any, error) {
+		return s.backupFn(cctx, req.Cell)
+	})
 }

@@ -55,6 +55,11 @@ type Config struct {
 	LogDB string `json:"logdb,omitempty"`
 	// DeploymentID keeps unrelated clusters on one network from talking.
 	DeploymentID uint64 `json:"deployment_id,omitempty"`
+	// BackupDir is the backup store (server/backup.Dir): where exported
+	// snapshots of the cells this lockd leads go, every BackupEvery and on
+	// lockctl backup. Empty: no backups from this lockd.
+	BackupDir   string   `json:"backup_dir,omitempty"`
+	BackupEvery Duration `json:"backup_every,omitempty"`
 }
 
 // Duration is a time.Duration that reads and writes JSON as "12s".

@@ -5,12 +5,10 @@ import (
 	"log/slog"
 	"math"
 	"net"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/lni/dragonboat/v4"
-	"github.com/lni/dragonboat/v4/config"
 	dblogger "github.com/lni/dragonboat/v4/logger"
 	"github.com/lni/dragonboat/v4/raftio"
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/directory"
+	"github.com/lockservice/lockd/server/backup"
 	"github.com/lockservice/lockd/server/cell"
 	"github.com/lockservice/lockd/server/httpapi"
 )
@@ -33,6 +32,11 @@ type Process struct {
 	http     *fasthttp.Server
 	ln       net.Listener
 	served   chan error
+
+	store    backup.Store // nil without --backup-dir
+	backupMu sync.Mutex
+	stop     chan struct{}
+	wg       sync.WaitGroup
 }
 
 // leaderEvents routes the NodeHost's leader updates to cells. Updates that
@@ -87,20 +91,11 @@ func Start(cfg Config, log *slog.Logger) (*Process, error) {
 	self := cfg.Self()
 	log = log.With("replica", self.ID)
 
-	logdb, _ := logDBConfig(cfg.LogDB)
-	expert := config.GetDefaultExpertConfig()
-	expert.LogDB = logdb
-	p := &Process{cfg: cfg, log: log, cells: map[string]*cell.Cell{}, served: make(chan error, 1)}
+	p := &Process{cfg: cfg, log: log, cells: map[string]*cell.Cell{}, served: make(chan error, 1), stop: make(chan struct{})}
 	p.listener = &leaderEvents{cells: map[uint64]*cell.Cell{}, last: map[uint64]raftio.LeaderInfo{}}
-	nh, err := dragonboat.NewNodeHost(config.NodeHostConfig{
-		DeploymentID:      cfg.DeploymentID,
-		NodeHostDir:       filepath.Join(cfg.DataDir, "nodehost"),
-		WALDir:            filepath.Join(cfg.DataDir, "wal"),
-		RTTMillisecond:    cfg.RTTMillisecond,
-		RaftAddress:       self.RaftAddr,
-		RaftEventListener: p.listener,
-		Expert:            expert,
-	})
+	nhc := nodeHostConfig(cfg)
+	nhc.RaftEventListener = p.listener
+	nh, err := dragonboat.NewNodeHost(nhc)
 	if err != nil {
 		return nil, fmt.Errorf("nodehost: %w", err)
 	}
@@ -152,6 +147,14 @@ func Start(cfg Config, log *slog.Logger) (*Process, error) {
 	if cfg.Pprof {
 		srv.EnablePprof()
 	}
+	if cfg.BackupDir != "" {
+		p.store = backup.Dir{Root: cfg.BackupDir}
+		srv.EnableBackup(p.Backup)
+		if every := time.Duration(cfg.BackupEvery); every > 0 {
+			p.wg.Add(1)
+			go p.backupLoop(every)
+		}
+	}
 	p.http = &fasthttp.Server{
 		Handler:            srv.Handler,
 		ErrorHandler:       httpapi.ErrorHandler,
@@ -188,6 +191,8 @@ func (p *Process) Close() {
 		}(c)
 	}
 	wg.Wait()
+	close(p.stop)
+	p.wg.Wait()
 	if p.http != nil {
 		_ = p.http.Shutdown()
 	}

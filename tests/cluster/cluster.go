@@ -290,6 +290,10 @@ func (c *Cluster) args(id int) []string {
 	return append(args, c.opts.ExtraArgs...)
 }
 
+// ServeArgs is replica id's lockd command line after "serve": the flags a
+// command that must describe the same lockd (lockd restore) is given.
+func (c *Cluster) ServeArgs(id int) []string { return c.args(id)[1:] }
+
 func (c *Cluster) proc(id int) (*proc, error) {
 	if id < 1 || id > len(c.procs) {
 		return nil, fmt.Errorf("no replica %d (have 1..%d)", id, len(c.procs))

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/lockservice/lockd/server/backup"
 	"github.com/lockservice/lockd/server/lockd"
 )
 
@@ -21,19 +23,100 @@ func rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCommand(), devCommand(), versionCommand())
+	root.AddCommand(serveCommand(), restoreCommand(), devCommand(), versionCommand())
 	return root
 }
 
+// serveFlags are the flags that describe a lockd: serve runs one, and
+// restore imports a backup into one (it must be given the same flags).
+type serveFlags struct {
+	configPath  string
+	peers       []string
+	cells       []string
+	cfg         lockd.Config
+	lease       time.Duration
+	backupEvery time.Duration
+	logLevel    string
+}
+
+func (sf *serveFlags) register(f *pflag.FlagSet) {
+	f.StringVar(&sf.configPath, "config", "", "JSON config file (flags given explicitly override it)")
+	f.Uint64Var(&sf.cfg.ReplicaID, "id", 0, "this lockd's replica id (one of the peers)")
+	f.StringVar(&sf.cfg.DataDir, "data-dir", "", "directory for the Raft log and snapshots")
+	f.StringArrayVar(&sf.peers, "peer", nil, "a peer as ID,RAFT_ADDR,API_ADDR (repeat for each of the 5 replicas)")
+	f.StringArrayVar(&sf.cells, "cell", nil, "a cell as NAME,SHARD_ID,PREFIX[+PREFIX] (repeat)")
+	f.DurationVar(&sf.lease, "lease", 12*time.Second, "default session lease")
+	f.Uint64Var(&sf.cfg.RTTMillisecond, "rtt-ms", 100, "Raft tick; heartbeat every tick, election timeout 10–20 ticks")
+	f.StringVar(&sf.cfg.LogDB, "logdb", "small", "LogDB memory preset: tiny, small, medium, large")
+	f.Uint64Var(&sf.cfg.SnapshotEntries, "snapshot-entries", 100_000, "snapshot every N applied entries")
+	f.Uint64Var(&sf.cfg.DeploymentID, "deployment-id", 1, "cluster id; lockds with different ids ignore each other")
+	f.StringVar(&sf.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.BoolVar(&sf.cfg.Pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on the API port")
+	f.StringVar(&sf.cfg.BackupDir, "backup-dir", "", "backup store: exported snapshots of the cells this lockd leads go here (lockctl backup, --backup-every)")
+	f.DurationVar(&sf.backupEvery, "backup-every", time.Hour, "with --backup-dir: back up every cell this lockd leads this often (0: only on lockctl backup)")
+}
+
+// config builds the lockd's configuration: the file, then the flags given.
+func (sf *serveFlags) config(cmd *cobra.Command) (lockd.Config, error) {
+	cfg, flags := sf.cfg, sf.cfg
+	f := cmd.Flags()
+	if sf.configPath != "" {
+		loaded, err := lockd.LoadConfig(sf.configPath)
+		if err != nil {
+			return cfg, err
+		}
+		cfg = loaded
+		// Flags given explicitly override the file.
+		if f.Changed("id") {
+			cfg.ReplicaID = flags.ReplicaID
+		}
+		if f.Changed("data-dir") {
+			cfg.DataDir = flags.DataDir
+		}
+		if f.Changed("rtt-ms") {
+			cfg.RTTMillisecond = flags.RTTMillisecond
+		}
+		if f.Changed("logdb") {
+			cfg.LogDB = flags.LogDB
+		}
+		if f.Changed("snapshot-entries") {
+			cfg.SnapshotEntries = flags.SnapshotEntries
+		}
+		if f.Changed("deployment-id") {
+			cfg.DeploymentID = flags.DeploymentID
+		}
+		if f.Changed("pprof") {
+			cfg.Pprof = flags.Pprof
+		}
+		if f.Changed("backup-dir") {
+			cfg.BackupDir = flags.BackupDir
+		}
+	}
+	for _, s := range sf.peers {
+		p, err := lockd.ParsePeer(s)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Peers = append(cfg.Peers, p)
+	}
+	for _, s := range sf.cells {
+		c, err := lockd.ParseCell(s)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Cells = append(cfg.Cells, c)
+	}
+	if f.Changed("lease") || cfg.Lease == 0 {
+		cfg.Lease = lockd.Duration(sf.lease)
+	}
+	if f.Changed("backup-every") || cfg.BackupEvery == 0 {
+		cfg.BackupEvery = lockd.Duration(sf.backupEvery)
+	}
+	return cfg, nil
+}
+
 func serveCommand() *cobra.Command {
-	var (
-		configPath string
-		peers      []string
-		cells      []string
-		cfg        lockd.Config
-		lease      time.Duration
-		logLevel   string
-	)
+	var sf serveFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run one lockd: a replica of every configured cell and the API",
@@ -41,70 +124,55 @@ func serveCommand() *cobra.Command {
     --peer 1,10.0.0.1:7100,10.0.0.1:7000 --peer 2,... (five peers) \
     --cell demo,1,/demo --cell payments,2,/payments`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			flags := cfg
-			if configPath != "" {
-				loaded, err := lockd.LoadConfig(configPath)
-				if err != nil {
-					return err
-				}
-				cfg = loaded
-				// Flags given explicitly override the file.
-				f := cmd.Flags()
-				if f.Changed("id") {
-					cfg.ReplicaID = flags.ReplicaID
-				}
-				if f.Changed("data-dir") {
-					cfg.DataDir = flags.DataDir
-				}
-				if f.Changed("rtt-ms") {
-					cfg.RTTMillisecond = flags.RTTMillisecond
-				}
-				if f.Changed("logdb") {
-					cfg.LogDB = flags.LogDB
-				}
-				if f.Changed("snapshot-entries") {
-					cfg.SnapshotEntries = flags.SnapshotEntries
-				}
-				if f.Changed("deployment-id") {
-					cfg.DeploymentID = flags.DeploymentID
-				}
-				if f.Changed("pprof") {
-					cfg.Pprof = flags.Pprof
-				}
+			cfg, err := sf.config(cmd)
+			if err != nil {
+				return err
 			}
-			for _, s := range peers {
-				p, err := lockd.ParsePeer(s)
-				if err != nil {
-					return err
-				}
-				cfg.Peers = append(cfg.Peers, p)
-			}
-			for _, s := range cells {
-				c, err := lockd.ParseCell(s)
-				if err != nil {
-					return err
-				}
-				cfg.Cells = append(cfg.Cells, c)
-			}
-			if cmd.Flags().Changed("lease") || cfg.Lease == 0 {
-				cfg.Lease = lockd.Duration(lease)
-			}
-			return serve(cfg, logLevel)
+			return serve(cfg, sf.logLevel)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&configPath, "config", "", "JSON config file (flags given explicitly override it)")
-	f.Uint64Var(&cfg.ReplicaID, "id", 0, "this lockd's replica id (one of the peers)")
-	f.StringVar(&cfg.DataDir, "data-dir", "", "directory for the Raft log and snapshots")
-	f.StringArrayVar(&peers, "peer", nil, "a peer as ID,RAFT_ADDR,API_ADDR (repeat for each of the 5 replicas)")
-	f.StringArrayVar(&cells, "cell", nil, "a cell as NAME,SHARD_ID,PREFIX[+PREFIX] (repeat)")
-	f.DurationVar(&lease, "lease", 12*time.Second, "default session lease")
-	f.Uint64Var(&cfg.RTTMillisecond, "rtt-ms", 100, "Raft tick; heartbeat every tick, election timeout 10–20 ticks")
-	f.StringVar(&cfg.LogDB, "logdb", "small", "LogDB memory preset: tiny, small, medium, large")
-	f.Uint64Var(&cfg.SnapshotEntries, "snapshot-entries", 100_000, "snapshot every N applied entries")
-	f.Uint64Var(&cfg.DeploymentID, "deployment-id", 1, "cluster id; lockds with different ids ignore each other")
-	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	f.BoolVar(&cfg.Pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on the API port")
+	sf.register(cmd.Flags())
+	return cmd
+}
+
+func restoreCommand() *cobra.Command {
+	var (
+		sf       serveFlags
+		cellName string
+		from     string
+		index    uint64
+	)
+	cmd := &cobra.Command{
+		Use:   "restore --cell-name CELL --from BACKUP_DIR [--index N] SERVE-FLAGS…",
+		Short: "Rebuild this lockd's replica of a cell from a backup (disaster recovery; the lockd must be stopped)",
+		Long: `Imports a backup of CELL (the newest, or the one at --index) into this
+lockd's data directory, replacing the cell's log and state: every entry after
+the backup is lost. Run it on every replica of the cell with the flags it is
+served with, then start them all with lockd serve. Other cells are untouched.`,
+		Example: `  lockd restore --cell-name payments --from /backups/lockd \
+    --id 1 --data-dir /var/lib/lockd --peer 1,10.0.0.1:7100,10.0.0.1:7000 … --cell payments,2,/payments`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := sf.config(cmd)
+			if err != nil {
+				return err
+			}
+			if cellName == "" || from == "" {
+				return fmt.Errorf("restore needs --cell-name and --from")
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			got, err := lockd.Restore(ctx, cfg, cellName, backup.Dir{Root: from}, index)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("replica %d of cell %s restored from the backup at index %d; start it with lockd serve\n", cfg.ReplicaID, cellName, got)
+			return nil
+		},
+	}
+	sf.register(cmd.Flags())
+	cmd.Flags().StringVar(&cellName, "cell-name", "", "the cell to restore (one of --cell)")
+	cmd.Flags().StringVar(&from, "from", "", "the backup store (a --backup-dir)")
+	cmd.Flags().Uint64Var(&index, "index", 0, "the backup to restore, by index (0: the newest)")
 	return cmd
 }
 

@@ -350,7 +350,10 @@ type SnapshotResponse struct {
 	Index     uint64  `json:"index"`   // the last entry it covers
 	Bytes     int64   `json:"bytes"`   // the state machine's part, before dragonboat's framing
 	SHA256    string  `json:"sha256"`  // of those bytes: a restore reports the same digest
-	SaveMS    float64 `json:"save_ms"` // writing it (encode and write to dragonboat's file)
+	SaveMS    float64 `json:"save_ms"` // writing it (encode and write to dragonboat's file), while applies go on
+	// FreezeMS is how long applies waited for the snapshot: the
+	// point-in-time copy taken before writing.
+	FreezeMS float64 `json:"freeze_ms"`
 }
 
 // BackupRequest asks a cell's leader to export a snapshot to the backup

@@ -103,10 +103,10 @@ func Start(nh *dragonboat.NodeHost, cfg Config) (*Cell, error) {
 		CompactionOverhead:  cfg.CompactionOverhead,
 		OrderedConfigChange: true,
 	}
-	create := func(shardID, replicaID uint64) sm.IStateMachine {
+	create := func(shardID, replicaID uint64) sm.IConcurrentStateMachine {
 		return &machine{cell: c, state: fsm.New()}
 	}
-	if err := nh.StartReplica(members, false, create, rc); err != nil {
+	if err := nh.StartConcurrentReplica(members, false, create, rc); err != nil {
 		c.sessions.Close()
 		c.confirms.close()
 		return nil, err

@@ -40,11 +40,11 @@ func newTestReplica(t *testing.T, replica uint64, now func() time.Time) *testRep
 func (r *testReplica) apply(cmd fsm.Command) fsm.Result {
 	r.t.Helper()
 	r.idx++
-	out, err := r.m.Update(sm.Entry{Index: r.idx, Cmd: cmd.Encode()})
+	out, err := r.m.Update([]sm.Entry{{Index: r.idx, Cmd: cmd.Encode()}})
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	res, err := fsm.DecodeResult(out.Data)
+	res, err := fsm.DecodeResult(out[0].Result.Data)
 	if err != nil {
 		r.t.Fatal(err)
 	}

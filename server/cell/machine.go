@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"sync"
 	"time"
 
 	sm "github.com/lni/dragonboat/v4/statemachine"
@@ -15,34 +16,70 @@ import (
 	"github.com/lockservice/lockd/server/fsm"
 )
 
-// machine adapts fsm.State to dragonboat's IStateMachine. dragonboat holds
-// an RWMutex around it: Update and RecoverFromSnapshot exclusively, Lookup
-// and SaveSnapshot shared. That is what makes a read plus its watch
-// registration atomic with respect to applies.
+// machine adapts fsm.State to dragonboat's IConcurrentStateMachine, so a
+// snapshot is written while applies go on. Its own RWMutex gives what
+// dragonboat's regular state machine did: Update and RecoverFromSnapshot
+// exclusive, Lookup shared — which makes a read plus its watch
+// registration atomic with respect to applies. A snapshot holds the lock
+// only to freeze the state (under a millisecond at 100 000 nodes) and for
+// each batch of nodes it reads while writing; encoding and I/O run outside.
 type machine struct {
 	cell  *Cell
+	mu    sync.RWMutex
 	state *fsm.State
 }
 
-func (m *machine) Update(e sm.Entry) (sm.Result, error) {
-	a := m.state.ApplyEntry(e.Index, e.Cmd)
-	m.cell.afterApply(m.state, &a)
-	return sm.Result{Value: e.Index, Data: a.Encoded}, nil
+func (m *machine) Update(ents []sm.Entry) ([]sm.Entry, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range ents {
+		a := m.state.ApplyEntry(ents[i].Index, ents[i].Cmd)
+		m.cell.afterApply(m.state, &a)
+		ents[i].Result = sm.Result{Value: ents[i].Index, Data: a.Encoded}
+	}
+	return ents, nil
 }
 
 func (m *machine) Lookup(q interface{}) (interface{}, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
 	return m.cell.lookup(m.state, q)
+}
+
+// frozen is what PrepareSnapshot hands SaveSnapshot.
+type frozen struct {
+	f     *fsm.Frozen
+	took  time.Duration // the freeze: how long applies waited for it
+	state *fsm.State    // the state it froze (a restore may replace m.state)
+}
+
+func (m *machine) PrepareSnapshot() (interface{}, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	start := time.Now()
+	f := m.state.Freeze()
+	return &frozen{f: f, took: time.Since(start), state: m.state}, nil
 }
 
 // SaveSnapshot and RecoverFromSnapshot time themselves for the snapshot
 // metrics (the state is untouched: the clock is read around it, not in it).
-func (m *machine) SaveSnapshot(w io.Writer, _ sm.ISnapshotFileCollection, _ <-chan struct{}) error {
+func (m *machine) SaveSnapshot(ctx interface{}, w io.Writer, _ sm.ISnapshotFileCollection, _ <-chan struct{}) error {
+	fz := ctx.(*frozen)
+	defer func() {
+		m.mu.Lock()
+		fz.state.Release(fz.f)
+		m.mu.Unlock()
+	}()
 	start := time.Now()
 	cw := &countingWriter{w: w, h: sha256.New()}
-	if err := m.state.WriteSnapshot(cw); err != nil {
+	hold := func() func() {
+		m.mu.RLock()
+		return m.mu.RUnlock
+	}
+	if err := fz.f.Write(cw, hold); err != nil {
 		return err
 	}
-	m.cell.snapshots.saved(m.state.Index(), cw.n, hex.EncodeToString(cw.h.Sum(nil)), time.Since(start))
+	m.cell.snapshots.saved(fz.f.Index(), cw.n, hex.EncodeToString(cw.h.Sum(nil)), time.Since(start), fz.took)
 	return nil
 }
 
@@ -57,7 +94,9 @@ func (m *machine) RecoverFromSnapshot(r io.Reader, _ []sm.SnapshotFile, _ <-chan
 	if _, err := io.Copy(io.Discard, in); err != nil { // the digest covers every byte
 		return fmt.Errorf("cell %s: %w", m.cell.cfg.Info.Name, err)
 	}
+	m.mu.Lock()
 	m.state = s
+	m.mu.Unlock()
 	m.cell.snapshots.restored(s.Index(), hex.EncodeToString(h.Sum(nil)), time.Since(start))
 	return nil
 }

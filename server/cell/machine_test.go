@@ -2,9 +2,11 @@ package cell
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/lockservice/lockd/server/fsm"
 )
@@ -53,5 +55,74 @@ func TestRecoverIgnoresReadsAfterEOF(t *testing.T) {
 	}
 	if !bytes.Equal(again.Bytes(), buf.Bytes()) {
 		t.Fatal("restored state differs")
+	}
+}
+
+// blockingWriter takes the first write, then blocks every later one until
+// released: a snapshot stuck on a slow disk.
+type blockingWriter struct {
+	buf     bytes.Buffer
+	writes  int
+	started chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingWriter) Write(p []byte) (int, error) {
+	b.writes++
+	if b.writes == 2 {
+		close(b.started)
+		<-b.release
+	}
+	return b.buf.Write(p)
+}
+
+// A snapshot being written does not hold up applies (the concurrent state
+// machine), and what it writes is the state at PrepareSnapshot.
+func TestSnapshotDoesNotBlockUpdates(t *testing.T) {
+	r := newTestReplica(t, 1, nil)
+	r.apply(fsm.Command{Op: fsm.OpLeaderStart, ReplicaID: 9, Term: 1})
+	r.apply(fsm.Command{Op: fsm.OpEnsurePrefix, Path: "/demo", Epoch: 1})
+	value := bytes.Repeat([]byte("v"), 1000)
+	for i := 0; i < 3000; i++ { // several 64 KiB buffer flushes, several node batches
+		r.apply(fsm.Command{Op: fsm.OpPut, Path: fmt.Sprintf("/demo/k%04d", i), Value: value})
+	}
+	var want bytes.Buffer
+	if err := r.m.state.WriteSnapshot(&want); err != nil {
+		t.Fatal(err)
+	}
+	ctx, err := r.m.PrepareSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &blockingWriter{started: make(chan struct{}), release: make(chan struct{})}
+	saved := make(chan error, 1)
+	go func() { saved <- r.m.SaveSnapshot(ctx, w, nil, nil) }()
+	select {
+	case <-w.started:
+	case err := <-saved:
+		t.Fatalf("snapshot finished before blocking: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("snapshot never wrote")
+	}
+	// The writer is stuck; applies must go on.
+	applied := make(chan struct{})
+	go func() {
+		defer close(applied)
+		r.apply(fsm.Command{Op: fsm.OpPut, Path: "/demo/k0000", Value: []byte("changed")})
+		r.apply(fsm.Command{Op: fsm.OpDelete, Path: "/demo/k0001"})
+		r.apply(fsm.Command{Op: fsm.OpPut, Path: "/demo/new", Value: []byte("new")})
+	}()
+	select {
+	case <-applied:
+	case <-time.After(10 * time.Second):
+		close(w.release)
+		t.Fatal("applies blocked behind the snapshot being written")
+	}
+	close(w.release)
+	if err := <-saved; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(w.buf.Bytes(), want.Bytes()) {
+		t.Fatal("the snapshot is not the state at PrepareSnapshot")
 	}
 }

@@ -18,18 +18,43 @@ import (
 type snapshotStats struct {
 	mu          sync.Mutex
 	saves       uint64
-	last        api.SnapshotResponse // the latest save
+	last        api.SnapshotResponse   // the latest save
+	recent      []api.SnapshotResponse // the last few saves, oldest first
 	restores    uint64
 	restoreTook time.Duration
 	restoreAt   uint64 // the index of the restored snapshot
 	restoreSHA  string // and the digest of its state-machine bytes
 }
 
-func (s *snapshotStats) saved(index uint64, bytes int64, sha string, took time.Duration) {
+func (s *snapshotStats) saved(index uint64, bytes int64, sha string, took, stall time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.saves++
-	s.last = api.SnapshotResponse{Index: index, Bytes: bytes, SHA256: sha, SaveMS: float64(took.Microseconds()) / 1000}
+	s.last = api.SnapshotResponse{Index: index, Bytes: bytes, SHA256: sha, SaveMS: float64(took.Microseconds()) / 1000,
+		FreezeMS: float64(stall.Microseconds()) / 1000}
+	s.recent = append(s.recent, s.last)
+	if len(s.recent) > 8 {
+		s.recent = s.recent[1:]
+	}
+}
+
+// find is the recorded save at index (automatic and requested saves may
+// finish close together).
+func (s *snapshotStats) find(index uint64) (api.SnapshotResponse, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.recent) - 1; i >= 0; i-- {
+		if s.recent[i].Index == index {
+			return s.recent[i], true
+		}
+	}
+	return api.SnapshotResponse{}, false
+}
+
+func (s *snapshotStats) latest() (api.SnapshotResponse, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last, s.last.Index != 0
 }
 
 func (s *snapshotStats) restored(index uint64, sha string, took time.Duration) {
@@ -85,31 +110,38 @@ func (c *Cell) Export(ctx context.Context, dir string) (api.SnapshotResponse, st
 }
 
 func (c *Cell) snapshot(ctx context.Context, opt dragonboat.SnapshotOption) (api.SnapshotResponse, error) {
-	index, err := c.nh.SyncRequestSnapshot(ctx, c.cfg.Info.ShardID, opt)
-	if err != nil {
-		if errors.Is(err, dragonboat.ErrRejected) && opt.Exported {
-			// One snapshot at a time per replica: an automatic one is
-			// being saved. The caller retries.
-			return api.SnapshotResponse{}, api.Errorf(api.CodeUnavailable, "cell %s: another snapshot is being saved; retry", c.cfg.Info.Name)
+	for attempt := 0; ; attempt++ {
+		index, err := c.nh.SyncRequestSnapshot(ctx, c.cfg.Info.ShardID, opt)
+		if err == nil {
+			if r, ok := c.snapshots.find(index); ok {
+				r.Cell, r.ReplicaID = c.cfg.Info.Name, c.cfg.ReplicaID
+				return r, nil
+			}
+			return api.SnapshotResponse{}, api.Errorf(api.CodeInternal, "snapshot at %d done, but no save at that index was recorded", index)
 		}
-		if errors.Is(err, dragonboat.ErrRejected) {
-			// Nothing applied since the last snapshot: that one is current.
-			c.snapshots.mu.Lock()
-			last := c.snapshots.last
-			c.snapshots.mu.Unlock()
-			if last.Index != 0 {
+		if !errors.Is(err, dragonboat.ErrRejected) {
+			return api.SnapshotResponse{}, raftError(err)
+		}
+		// Rejected: one snapshot at a time per replica, and an automatic
+		// one is being saved; or (not for exports) nothing was applied
+		// since the last one, which is then current. Wait and ask again.
+		if attempt >= 50 || sleepCtx(ctx, 100*time.Millisecond) != nil {
+			if last, ok := c.snapshots.latest(); ok && !opt.Exported {
 				last.Cell, last.ReplicaID = c.cfg.Info.Name, c.cfg.ReplicaID
 				return last, nil
 			}
+			return api.SnapshotResponse{}, api.Errorf(api.CodeUnavailable, "cell %s: another snapshot is being saved; retry", c.cfg.Info.Name)
 		}
-		return api.SnapshotResponse{}, raftError(err)
 	}
-	c.snapshots.mu.Lock()
-	last := c.snapshots.last
-	c.snapshots.mu.Unlock()
-	if last.Index != index {
-		return api.SnapshotResponse{}, api.Errorf(api.CodeInternal, "snapshot at %d done, but the latest save recorded is at %d", index, last.Index)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	last.Cell, last.ReplicaID = c.cfg.Info.Name, c.cfg.ReplicaID
-	return last, nil
 }

@@ -105,6 +105,14 @@ func BenchmarkSnapshot(b *testing.B) {
 		b.Fatal(err)
 	}
 	snap := append([]byte(nil), buf.Bytes()...)
+	// freeze is what the concurrent snapshot holds applies for.
+	b.Run("freeze", func(b *testing.B) {
+		b.ReportAllocs()
+		b.ReportMetric(float64(s.NumNodes()), "nodes")
+		for range b.N {
+			s.Freeze()
+		}
+	})
 	b.Run("write", func(b *testing.B) {
 		b.SetBytes(int64(len(snap)))
 		b.ReportAllocs()

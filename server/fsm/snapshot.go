@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 
 	"github.com/lockservice/lockd/api"
@@ -72,42 +73,137 @@ type snapNode struct {
 
 // WriteSnapshot writes the whole state to w.
 func (s *State) WriteSnapshot(w io.Writer) error {
-	bw := bufio.NewWriterSize(w, 1<<16)
-	enc := json.NewEncoder(bw)
-	h := snapHeader{
+	f := s.Freeze()
+	defer s.Release(f)
+	return f.Write(w, nil)
+}
+
+// Frozen is the state's snapshot content at one index, taken cheaply so a
+// snapshot can be written while applies go on (dragonboat's concurrent
+// state machine). Freeze copies the header and the sessions and collects
+// the node pointers; the nodes' fields are read while writing. A node that
+// changes before it is written first leaves its frozen image in pre
+// (State.touch), so Write sees every node as it was at the freeze. Values
+// and request results are shared: the state replaces byte slices, never
+// changes them.
+type Frozen struct {
+	header   snapHeader
+	sessions []snapSession
+	nodes    []*node
+	pre      map[*node]snapNode // images of frozen nodes changed since
+	replaced bool               // a later Freeze took over: this one is void
+}
+
+// Freeze takes the snapshot content of the state as it is now. One freeze
+// is live at a time (dragonboat saves one snapshot at a time): a new one
+// voids the previous, whose Write then fails rather than mix two states.
+// The caller must Release it once written.
+func (s *State) Freeze() *Frozen {
+	f := &Frozen{header: snapHeader{
 		Format: snapshotFormat, Index: s.index, Epoch: s.epoch, LeaderID: s.leaderID, LeaderTerm: s.leaderTerm,
-		RootChild: s.root.childIndex, ElapsedMS: s.leaderElapsedMS, Sessions: len(s.sessions), Nodes: len(s.nodes), Ended: s.endedOrder,
-	}
+		RootChild: s.root.childIndex, ElapsedMS: s.leaderElapsedMS, Sessions: len(s.sessions), Nodes: len(s.nodes),
+		Ended: slices.Clone(s.endedOrder),
+	}, pre: map[*node]snapNode{}}
 	for _, o := range s.openOrder {
-		h.Opens = append(h.Opens, snapOpen{Nonce: o.nonce, Session: o.session})
+		f.header.Opens = append(f.header.Opens, snapOpen{Nonce: o.nonce, Session: o.session})
 	}
-	if err := enc.Encode(&h); err != nil {
-		return err
-	}
-	for _, info := range s.Sessions() {
-		sess := s.sessions[info.ID]
+	f.sessions = make([]snapSession, 0, len(s.sessions))
+	for _, sess := range s.sessions {
 		ss := snapSession{ID: sess.id, LeaseMS: sess.leaseMS, AckedBelow: sess.ackedBelow, SilentMS: sess.silentMS, Confirmed: sess.confirmedEpoch}
 		for _, r := range sess.results {
 			ss.Results = append(ss.Results, snapReqResult{ID: r.id, Result: r.result})
 		}
-		if err := enc.Encode(&ss); err != nil {
+		f.sessions = append(f.sessions, ss)
+	}
+	f.nodes = make([]*node, 0, len(s.nodes))
+	for _, n := range s.nodes {
+		f.nodes = append(f.nodes, n)
+	}
+	if s.frozen != nil {
+		s.frozen.replaced = true
+	}
+	s.frozen = f
+	return f
+}
+
+// Release ends f's claim on the state's changes.
+func (s *State) Release(f *Frozen) {
+	if s.frozen == f {
+		s.frozen = nil
+	}
+}
+
+// touch is called before any change to a node's snapshot fields: if the
+// live freeze holds the node, its image at the freeze is kept first.
+func (s *State) touch(n *node) {
+	f := s.frozen
+	if f == nil || n == s.root || n.createIndex > f.header.Index {
+		return // no freeze, or the node is newer than it
+	}
+	if _, ok := f.pre[n]; !ok {
+		f.pre[n] = n.image()
+	}
+}
+
+func (n *node) image() snapNode {
+	return snapNode{
+		Path: n.path, Value: n.value, Version: n.version, CreateIndex: n.createIndex, ModifyIndex: n.modifyIndex,
+		ChildIndex: n.childIndex, Ephemeral: n.ephemeral, Owner: n.owner, Lock: n.lock, Seq: n.seq,
+		NextSeq: n.nextSeq, DirEpoch: n.dirEpoch, TokenEpoch: n.tokenEpoch,
+	}
+}
+
+// Index is the last entry the frozen content includes.
+func (f *Frozen) Index() uint64 { return f.header.Index }
+
+// ErrFreezeVoid is returned by Write when a later Freeze voided it.
+var ErrFreezeVoid = errors.New("fsm: snapshot freeze replaced by a later one")
+
+// writeBatch is how many nodes Write reads per hold of the state.
+const writeBatch = 1024
+
+// Write encodes the frozen content: the header, the sessions in id order,
+// the nodes in path order. hold, if not nil, is called around each read of
+// a batch of nodes and must exclude changes to the state for that long
+// (the machine's read lock); encoding happens outside it. Without hold the
+// state must not change during Write.
+func (f *Frozen) Write(w io.Writer, hold func() (release func())) error {
+	sort.Slice(f.sessions, func(i, j int) bool { return f.sessions[i].ID < f.sessions[j].ID })
+	// A node's path never changes: sorting needs no hold.
+	sort.Slice(f.nodes, func(i, j int) bool { return f.nodes[i].path < f.nodes[j].path })
+	bw := bufio.NewWriterSize(w, 1<<16)
+	enc := json.NewEncoder(bw)
+	if err := enc.Encode(&f.header); err != nil {
+		return err
+	}
+	for i := range f.sessions {
+		if err := enc.Encode(&f.sessions[i]); err != nil {
 			return err
 		}
 	}
-	paths := make([]string, 0, len(s.nodes))
-	for p := range s.nodes {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
-	for _, p := range paths {
-		n := s.nodes[p]
-		sn := snapNode{
-			Path: n.path, Value: n.value, Version: n.version, CreateIndex: n.createIndex, ModifyIndex: n.modifyIndex,
-			ChildIndex: n.childIndex, Ephemeral: n.ephemeral, Owner: n.owner, Lock: n.lock, Seq: n.seq,
-			NextSeq: n.nextSeq, DirEpoch: n.dirEpoch, TokenEpoch: n.tokenEpoch,
+	batch := make([]snapNode, 0, writeBatch)
+	for start := 0; start < len(f.nodes); start += writeBatch {
+		batch = batch[:0]
+		release := func() {}
+		if hold != nil {
+			release = hold()
 		}
-		if err := enc.Encode(&sn); err != nil {
-			return err
+		void := f.replaced
+		for _, n := range f.nodes[start:min(start+writeBatch, len(f.nodes))] {
+			if img, ok := f.pre[n]; ok {
+				batch = append(batch, img)
+			} else {
+				batch = append(batch, n.image())
+			}
+		}
+		release()
+		if void {
+			return ErrFreezeVoid
+		}
+		for i := range batch {
+			if err := enc.Encode(&batch[i]); err != nil {
+				return err
+			}
 		}
 	}
 	return bw.Flush()

@@ -79,6 +79,10 @@ type State struct {
 	// first), so that a retried open returns that session.
 	opens     map[string]uint64
 	openOrder []openNonce
+	// frozen is the snapshot being written while applies continue, if
+	// any: a change to a node it holds keeps the node's old image first
+	// (touch). Soft: never part of the state's content or its snapshot.
+	frozen *Frozen
 }
 
 type openNonce struct {
@@ -551,6 +555,7 @@ func (s *State) applyCreate(index uint64, c *Command, p createPlan) (Result, []C
 	}
 	if c.Sequential {
 		n.seq = p.seq
+		s.touch(parent)
 		parent.nextSeq = p.seq + 1
 	}
 	if n.lock != api.LockNone {
@@ -620,6 +625,7 @@ func (s *State) makeParents(index uint64, p string) (*node, []Change) {
 func (s *State) link(index uint64, n *node) {
 	s.nodes[n.path] = n
 	n.parent.children[api.Base(n.path)] = n
+	s.touch(n.parent)
 	n.parent.childIndex = index
 	if n.lock != api.LockNone {
 		n.parent.lockKids = append(n.parent.lockKids, n)
@@ -649,6 +655,7 @@ func (s *State) put(index uint64, c *Command) (Result, []Change) {
 			return Result{Err: api.Errorf(api.CodeVersionMismatch, "%s is at version %d, not %d", c.Path, n.version, *c.Version)}, nil
 		}
 	}
+	s.touch(n)
 	n.value = cloneBytes(c.Value)
 	n.version++
 	n.modifyIndex = index
@@ -678,6 +685,7 @@ func (s *State) removeNode(index uint64, n *node) []Change {
 	p := n.parent
 	delete(p.children, api.Base(n.path))
 	delete(s.nodes, n.path)
+	s.touch(p)
 	p.childIndex = index
 	if n.lock != api.LockNone {
 		for i, k := range p.lockKids {
@@ -708,6 +716,7 @@ func (s *State) ensurePrefix(index uint64, c *Command) (Result, []Change) {
 	}
 	if n, ok := s.nodes[c.Path]; ok {
 		if c.Epoch > n.dirEpoch { // the directory epoch only goes up
+			s.touch(n)
 			n.dirEpoch = c.Epoch
 		}
 		return Result{Node: s.meta(n, false), Epoch: n.dirEpoch}, nil

@@ -299,8 +299,14 @@ func (e *env) granted(c *sdk.Client, name, lock string, mode api.LockMode, node 
 		}
 		return
 	}
-	if exists, _ := e.checkHeld(c, name, lock, mode, node, "after grant"); !exists {
+	if exists, _, answered := e.checkHeld(c, name, lock, mode, node, "after grant"); !exists {
 		e.goneAtGrant(name, node, live)
+		return
+	} else if !answered {
+		// The fencing checker judges a write by what the service said of
+		// its node; with no answer (a fault, or the run ending) there is
+		// nothing to judge it by, so the holder does not write.
+		e.logf("chaos: %s: no answer about %s after its grant; not writing under it", name, node)
 		return
 	}
 	e.h.AddGrant(check.Grant{Lock: lock, Node: node, Mode: mode, Token: token, Session: s1.ID(), Owner: n.Owner,
@@ -359,15 +365,16 @@ func (e *env) goneAtGrant(name, node string, live func() context.Context) {
 // that exists and waits right after the client was granted it is a
 // violation (the library reported a grant the service does not agree
 // with). exists is false only if the service said the node is gone.
-func (e *env) checkHeld(c *sdk.Client, name, lock string, mode api.LockMode, node, when string) (exists, held bool) {
+// answered is false if the service could not be asked.
+func (e *env) checkHeld(c *sdk.Client, name, lock string, mode api.LockMode, node, when string) (exists, held, answered bool) {
 	ctx, cancel := e.callCtx()
 	defer cancel()
 	var st api.LockStateResponse
 	if err := e.op(name, "lock-state", func() (err error) { st, _, err = c.LockState(ctx, node, false); return }); err != nil {
-		return true, false
+		return true, false, false
 	}
 	if !st.Exists {
-		return false, false
+		return false, false, true
 	}
 	e.h.AddLockObs(check.LockObs{Lock: lock, Node: node, Mode: mode, Index: st.Index, Held: st.Held, Source: "lockstate"})
 	if when == "after grant" {
@@ -376,7 +383,7 @@ func (e *env) checkHeld(c *sdk.Client, name, lock string, mode api.LockMode, nod
 	if !st.Held && when == "after grant" {
 		e.h.AddViolation("grant-confirmed", fmt.Sprintf("%s was granted %s but the service says it waits for %s (index %d)", name, node, st.WaitFor, st.Index))
 	}
-	return true, st.Held
+	return true, st.Held, true
 }
 
 // electionWorker campaigns, leads for a moment (fenced writes with the

@@ -95,6 +95,21 @@ func stateScenario(ctx context.Context, e *env, sz stateSize, procs []int) ([]re
 			extra[fmt.Sprintf("rss_mb_replica%d", i+1)] = rss
 		}
 	}
+	// A writer keeps putting while the replicas save their snapshots: its
+	// latencies show whether a snapshot holds up applies.
+	probe := stats.NewRecorder(time.Now())
+	pctx, stopProbe := context.WithCancel(ctx)
+	defer stopProbe()
+	probeDone := make(chan struct{})
+	go func() {
+		defer close(probeDone)
+		for i := 0; pctx.Err() == nil; i++ {
+			t0 := time.Now()
+			if _, err := cs[0].Put(pctx, base+"/probe", []byte(strconv.Itoa(i)), sdk.MakeParents()); err == nil {
+				probe.Add(time.Since(t0), time.Now())
+			}
+		}
+	}()
 	saves := stats.NewRecorder(time.Now())
 	sstart := time.Now()
 	for i, ep := range e.endpoints {
@@ -105,9 +120,13 @@ func stateScenario(ctx context.Context, e *env, sz stateSize, procs []int) ([]re
 		}
 		saves.Add(time.Duration(snap.SaveMS*float64(time.Millisecond)), time.Now())
 		extra[fmt.Sprintf("snapshot_mb_replica%d", i+1)] = float64(snap.Bytes) / (1 << 20)
+		extra[fmt.Sprintf("freeze_ms_replica%d", i+1)] = snap.FreezeMS
 		extra["snapshot_index"] = float64(snap.Index)
 	}
-	out = append(out, report.Result{Scenario: "state", Case: "snapshot save, every replica (ops: replicas)", Summary: saves.Summarise(time.Since(sstart)), Extra: extra})
+	stopProbe()
+	<-probeDone
+	out = append(out, report.Result{Scenario: "state", Case: "snapshot save, every replica (ops: replicas)", Summary: saves.Summarise(time.Since(sstart)), Extra: extra},
+		report.Result{Scenario: "state", Case: "one writer's puts while the snapshots are saved", Summary: probe.Summarise(time.Since(sstart))})
 
 	if len(procs) != len(e.endpoints) {
 		e.progress("restore skipped: it needs --start (it restarts a replica by PID)")
@@ -171,7 +190,13 @@ func restoreFollower(ctx context.Context, e *env, procs []int) (report.Result, e
 			break
 		}
 		if i > 2400 {
-			return report.Result{}, fmt.Errorf("replica %d not caught up to %d within two minutes of its restart", victim+1, target)
+			logf, _ := cmd.Stdout.(*os.File)
+			tail := ""
+			if logf != nil {
+				b, _ := os.ReadFile(logf.Name())
+				tail = string(b[max(0, len(b)-2000):])
+			}
+			return report.Result{}, fmt.Errorf("replica %d not caught up to %d within two minutes of its restart; its log ends:\n%s", victim+1, target, tail)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -122,9 +122,13 @@ func (c *Cell) snapshot(ctx context.Context, opt dragonboat.SnapshotOption) (api
 		if !errors.Is(err, dragonboat.ErrRejected) {
 			return api.SnapshotResponse{}, raftError(err)
 		}
-		// Rejected: one snapshot at a time per replica, and an automatic
-		// one is being saved; or (not for exports) nothing was applied
-		// since the last one, which is then current. Wait and ask again.
+		// Rejected: nothing was applied since the last snapshot (not for
+		// exports), which is then current; or one snapshot at a time per
+		// replica, and an automatic one is being saved: wait, ask again.
+		if last, ok := c.snapshots.latest(); ok && !opt.Exported && last.Index >= c.appliedIndex() {
+			last.Cell, last.ReplicaID = c.cfg.Info.Name, c.cfg.ReplicaID
+			return last, nil
+		}
 		if attempt >= 50 || sleepCtx(ctx, 100*time.Millisecond) != nil {
 			if last, ok := c.snapshots.latest(); ok && !opt.Exported {
 				last.Cell, last.ReplicaID = c.cfg.Info.Name, c.cfg.ReplicaID
@@ -144,4 +148,13 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// appliedIndex is this replica's applied index (0 if unreadable).
+func (c *Cell) appliedIndex() uint64 {
+	v, err := c.nh.StaleRead(c.cfg.Info.ShardID, statsQuery{})
+	if err != nil {
+		return 0
+	}
+	return v.(stats).index
 }

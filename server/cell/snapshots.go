@@ -18,7 +18,6 @@ import (
 type snapshotStats struct {
 	mu          sync.Mutex
 	saves       uint64
-	last        api.SnapshotResponse   // the latest save
 	recent      []api.SnapshotResponse // the last few saves, oldest first
 	restores    uint64
 	restoreTook time.Duration
@@ -30,9 +29,8 @@ func (s *snapshotStats) saved(index uint64, bytes int64, sha string, took, stall
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.saves++
-	s.last = api.SnapshotResponse{Index: index, Bytes: bytes, SHA256: sha, SaveMS: float64(took.Microseconds()) / 1000,
-		FreezeMS: float64(stall.Microseconds()) / 1000}
-	s.recent = append(s.recent, s.last)
+	s.recent = append(s.recent, api.SnapshotResponse{Index: index, Bytes: bytes, SHA256: sha, SaveMS: float64(took.Microseconds()) / 1000,
+		FreezeMS: float64(stall.Microseconds()) / 1000})
 	if len(s.recent) > 8 {
 		s.recent = s.recent[1:]
 	}
@@ -54,7 +52,14 @@ func (s *snapshotStats) find(index uint64) (api.SnapshotResponse, bool) {
 func (s *snapshotStats) latest() (api.SnapshotResponse, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.last, s.last.Index != 0
+	return s.latestLocked()
+}
+
+func (s *snapshotStats) latestLocked() (api.SnapshotResponse, bool) {
+	if len(s.recent) == 0 {
+		return api.SnapshotResponse{}, false
+	}
+	return s.recent[len(s.recent)-1], true
 }
 
 func (s *snapshotStats) restored(index uint64, sha string, took time.Duration) {
@@ -85,8 +90,9 @@ func (c *Cell) SnapshotCounters() SnapshotCounters {
 	s := &c.snapshots
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return SnapshotCounters{Saves: s.saves, Restores: s.restores, LastBytes: s.last.Bytes,
-		LastSave: time.Duration(s.last.SaveMS * float64(time.Millisecond)), LastRestore: s.restoreTook}
+	last, _ := s.latestLocked()
+	return SnapshotCounters{Saves: s.saves, Restores: s.restores, LastBytes: last.Bytes,
+		LastSave: time.Duration(last.SaveMS * float64(time.Millisecond)), LastRestore: s.restoreTook}
 }
 
 // Snapshot makes this replica save a snapshot of its state machine now (it

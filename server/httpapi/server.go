@@ -205,9 +205,13 @@ func (s *Server) readyCell(ctx *fasthttp.RequestCtx, name string) (*cell.Cell, e
 // c.WaitUsable for up to that long: during a fail-over the request is held
 // until this replica learns of a leader, not sent back to poll.
 func waitUsable(ctx *fasthttp.RequestCtx, c *cell.Cell) error {
-	ms, err := strconv.Atoi(string(ctx.Request.Header.Peek(api.HeaderWaitLeaderMS)))
-	if err != nil || ms <= 0 {
-		return c.Ready()
+	err := c.Ready()
+	if err == nil {
+		return nil // the common case: no hold, no timer
+	}
+	ms, perr := strconv.Atoi(string(ctx.Request.Header.Peek(api.HeaderWaitLeaderMS)))
+	if perr != nil || ms <= 0 {
+		return err
 	}
 	hold := min(time.Duration(ms)*time.Millisecond, api.MaxLeaderWait)
 	hctx, cancel := context.WithTimeout(context.Background(), hold)

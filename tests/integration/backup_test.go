@@ -2,16 +2,16 @@ package integration_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/server/backup"
 	"github.com/lockservice/lockd/tests/cluster"
 )
 
@@ -48,7 +48,12 @@ func TestBackupAndRestore(t *testing.T) {
 
 	// The periodic backup (every second) has stored one by now.
 	deadline := time.Now().Add(30 * time.Second)
-	for len(backups(t, store, "demo")) == 0 {
+	for {
+		have, err := backup.Dir{Root: store}.List(context.Background(), "demo")
+		must(t, err)
+		if len(have) > 0 {
+			break
+		}
 		if time.Now().After(deadline) {
 			t.Fatal("no periodic backup of demo within 30 s")
 		}
@@ -140,20 +145,4 @@ func TestBackupAndRestore(t *testing.T) {
 	if g2.token <= g1.token {
 		t.Fatalf("token %d after restore, not above %d from before the backup", g2.token, g1.token)
 	}
-}
-
-// backups lists the index directories the store holds for cell.
-func backups(t *testing.T, store, cell string) []string {
-	t.Helper()
-	ents, err := os.ReadDir(filepath.Join(store, cell))
-	if err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range ents {
-		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
-			out = append(out, e.Name())
-		}
-	}
-	return out
 }

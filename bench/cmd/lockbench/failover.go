@@ -2,10 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/bench/report"
 	"github.com/lockservice/lockd/bench/stats"
+	"github.com/lockservice/lockd/sdk"
 )
 
 // failover kill -9s the demo cell's leader (trials times; two at most, so a
@@ -76,28 +76,10 @@ func failover(ctx context.Context, e *env, procs []int, trials int) ([]report.Re
 // untilLeader polls endpoints every 10 ms until one reports that it leads
 // cell, and returns the time since since (or since ctx's end, if none does).
 func untilLeader(ctx context.Context, endpoints []string, cell string, since time.Time) time.Duration {
-	hc := &http.Client{Timeout: time.Second}
-	defer hc.CloseIdleConnections()
 	for ctx.Err() == nil {
 		for _, ep := range endpoints {
-			req, err := http.NewRequestWithContext(ctx, "GET", "http://"+ep+api.RouteStatus, nil)
-			if err != nil {
+			if cs, err := replicaStatus(ctx, ep, cell, time.Second); err == nil && cs.Role == "leader" {
 				return time.Since(since)
-			}
-			resp, err := hc.Do(req)
-			if err != nil {
-				continue
-			}
-			var st api.StatusResponse
-			err = json.NewDecoder(resp.Body).Decode(&st)
-			resp.Body.Close()
-			if err != nil {
-				continue
-			}
-			for _, cs := range st.Cells {
-				if cs.Cell == cell && cs.Role == "leader" {
-					return time.Since(since)
-				}
 			}
 		}
 		select {
@@ -111,33 +93,14 @@ func untilLeader(ctx context.Context, endpoints []string, cell string, since tim
 // leaderIndex is the index in endpoints of the replica leading cell, as
 // the first replica that answers says.
 func leaderIndex(ctx context.Context, endpoints []string, cell string) (int, error) {
-	hc := &http.Client{Timeout: 5 * time.Second}
-	defer hc.CloseIdleConnections()
 	for attempt := 0; attempt < 100; attempt++ {
 		for _, ep := range endpoints {
-			req, err := http.NewRequestWithContext(ctx, "GET", "http://"+ep+api.RouteStatus, nil)
-			if err != nil {
-				return 0, err
-			}
-			resp, err := hc.Do(req)
-			if err != nil {
+			cs, err := replicaStatus(ctx, ep, cell, 5*time.Second)
+			if err != nil || cs.LeaderAPI == "" {
 				continue
 			}
-			var st api.StatusResponse
-			err = json.NewDecoder(resp.Body).Decode(&st)
-			resp.Body.Close()
-			if err != nil {
-				continue
-			}
-			for _, cs := range st.Cells {
-				if cs.Cell != cell || cs.LeaderAPI == "" {
-					continue
-				}
-				for i, e := range endpoints {
-					if e == cs.LeaderAPI {
-						return i, nil
-					}
-				}
+			if i := slices.Index(endpoints, cs.LeaderAPI); i >= 0 {
+				return i, nil
 			}
 		}
 		select {
@@ -147,4 +110,21 @@ func leaderIndex(ctx context.Context, endpoints []string, cell string) (int, err
 		}
 	}
 	return 0, fmt.Errorf("no leader of %s known", cell)
+}
+
+// replicaStatus is what the lockd at ep reports of its replica of cell:
+// one status probe, bounded by timeout.
+func replicaStatus(ctx context.Context, ep, cell string, timeout time.Duration) (api.ReplicaStatus, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	st, err := sdk.FetchStatus(ctx, ep, "")
+	if err != nil {
+		return api.ReplicaStatus{}, err
+	}
+	for _, cs := range st.Cells {
+		if cs.Cell == cell {
+			return cs, nil
+		}
+	}
+	return api.ReplicaStatus{}, fmt.Errorf("%s hosts no cell %s", ep, cell)
 }

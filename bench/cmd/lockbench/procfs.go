@@ -11,23 +11,30 @@ import (
 // clockTicks is the kernel's USER_HZ, 100 on every Linux lockbench targets.
 const clockTicks = 100
 
+// statFields returns the fields of /proc/PID/stat after the command
+// name (which may hold spaces): f[0] is field 3 (state), f[1] the parent
+// PID, f[11] and f[12] utime and stime.
+func statFields(pid int) ([]string, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, false
+	}
+	s := string(b)
+	j := strings.LastIndexByte(s, ')')
+	if j < 0 {
+		return nil, false
+	}
+	return strings.Fields(s[j+1:]), true
+}
+
 // cpuTimes returns each process's user+system CPU seconds from
 // /proc/PID/stat, or -1 where it cannot be read.
 func cpuTimes(pids []int) []float64 {
 	out := make([]float64, len(pids))
 	for i, pid := range pids {
 		out[i] = -1
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		j := strings.LastIndexByte(s, ')') // the command name may hold spaces
-		if j < 0 {
-			continue
-		}
-		f := strings.Fields(s[j+1:]) // f[0] is field 3; utime is 14, stime 15
-		if len(f) < 13 {
+		f, ok := statFields(pid)
+		if !ok || len(f) < 13 {
 			continue
 		}
 		u, err1 := strconv.ParseFloat(f[11], 64)
@@ -37,6 +44,25 @@ func cpuTimes(pids []int) []float64 {
 		}
 	}
 	return out
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	f, ok := statFields(pid)
+	return ok && len(f) > 0 && f[0] != "Z"
+}
+
+// cmdline reads a process's argument vector.
+func cmdline(pid int) ([]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return nil, err
+	}
+	argv := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	if len(argv) == 0 || argv[0] == "" {
+		return nil, fmt.Errorf("process %d has no command line", pid)
+	}
+	return argv, nil
 }
 
 // rssMB is the process's resident set in MiB from /proc/PID/status, 0 if
@@ -67,17 +93,8 @@ func childPIDs(ppid int) []int {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		j := strings.LastIndexByte(s, ')')
-		if j < 0 {
-			continue
-		}
-		f := strings.Fields(s[j+1:])
-		if len(f) > 1 && f[1] == strconv.Itoa(ppid) {
+		f, ok := statFields(pid)
+		if ok && len(f) > 1 && f[1] == strconv.Itoa(ppid) {
 			out = append(out, pid)
 		}
 	}
@@ -90,11 +107,10 @@ func childPIDs(ppid int) []int {
 func replicaPIDs(devPID, n int) []int {
 	out := make([]int, n)
 	for _, pid := range childPIDs(devPID) {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		args, err := cmdline(pid)
 		if err != nil {
 			continue
 		}
-		args := strings.Split(string(b), "\x00")
 		for i := 0; i+1 < len(args); i++ {
 			if args[i] == "--id" {
 				if id, err := strconv.Atoi(args[i+1]); err == nil && id >= 1 && id <= n {

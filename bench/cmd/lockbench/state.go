@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -219,51 +218,10 @@ func restoreFollower(ctx context.Context, e *env, procs []int) (report.Result, e
 		Summary: rec.Summarise(caughtUp), Extra: extra}, nil
 }
 
-// cmdline reads a process's argument vector.
-func cmdline(pid int) ([]string, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil {
-		return nil, err
-	}
-	argv := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-	if len(argv) == 0 || argv[0] == "" {
-		return nil, fmt.Errorf("process %d has no command line", pid)
-	}
-	return argv, nil
-}
-
-// alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	j := strings.LastIndexByte(s, ')')
-	return j >= 0 && !strings.HasPrefix(s[j+1:], " Z")
-}
-
 // appliedIndex is a replica's applied index of cell, from its status.
 func appliedIndex(ctx context.Context, ep, cell string) (uint64, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+ep+api.RouteStatus, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := (&http.Client{Timeout: 2 * time.Second}).Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	var st api.StatusResponse
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return 0, err
-	}
-	for _, c := range st.Cells {
-		if c.Cell == cell {
-			return c.AppliedIndex, nil
-		}
-	}
-	return 0, fmt.Errorf("%s hosts no cell %s", ep, cell)
+	cs, err := replicaStatus(ctx, ep, cell, 2*time.Second)
+	return cs.AppliedIndex, err
 }
 
 // postJSON posts req to a route and decodes the reply, or its error.

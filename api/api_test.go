@@ -88,7 +88,7 @@ func TestErrorMatching(t *testing.T) {
 		t.Fatal("CodeOf")
 	}
 	for _, c := range []Code{CodeNotLeader, CodeSessionExpired, CodeNoSession, CodeNodeExists, CodeNoNode, CodeVersionMismatch,
-		CodeNotEmpty, CodeValueTooLarge, CodeInvalidPath, CodeWrongCell, CodeBadRequest, CodeStaleRequest, CodeUnavailable, CodeUnauthorized} {
+		CodeNotEmpty, CodeValueTooLarge, CodeInvalidPath, CodeWrongCell, CodeMoved, CodeNotFound, CodeConflict, CodeBadRequest, CodeStaleRequest, CodeUnavailable, CodeUnauthorized} {
 		if s := c.HTTPStatus(); s < 400 || s == 500 {
 			t.Errorf("%s maps to HTTP %d", c, s)
 		}

@@ -21,6 +21,9 @@ const (
 	CodeValueTooLarge   Code = "value_too_large"  // value over MaxValueSize
 	CodeInvalidPath     Code = "invalid_path"     // path breaks the path rules
 	CodeWrongCell       Code = "wrong_cell"       // no cell here serves the path's prefix
+	CodeMoved           Code = "moved"            // the prefix moved (or is moving) to another cell, named in Cell; nothing was applied
+	CodeNotFound        Code = "not_found"        // an admin request names a cell, prefix or lockd the directory does not have
+	CodeConflict        Code = "conflict"         // an admin request conflicts with the directory's state (a migration in flight, a placement rule); nothing changed
 	CodeBadRequest      Code = "bad_request"      // malformed request
 	CodeStaleRequest    Code = "stale_request"    // a request id older than the session's retained window
 	CodeUnavailable     Code = "unavailable"      // no quorum or timed out; the outcome is unknown, retry with the same request id
@@ -46,8 +49,12 @@ func (c Code) HTTPStatus() int {
 		return http.StatusInsufficientStorage
 	case CodeValueTooLarge:
 		return http.StatusRequestEntityTooLarge
-	case CodeWrongCell:
+	case CodeWrongCell, CodeMoved:
 		return http.StatusMisdirectedRequest
+	case CodeNotFound:
+		return http.StatusNotFound
+	case CodeConflict:
+		return http.StatusConflict
 	case CodeNotLeader, CodeUnavailable:
 		return http.StatusServiceUnavailable
 	default:
@@ -63,6 +70,8 @@ type Error struct {
 	Message string `json:"message,omitempty"`
 	// Leader is the API address of the cell's leader, set with not_leader when known.
 	Leader string `json:"leader,omitempty"`
+	// Cell names the cell a prefix moved to, set with moved.
+	Cell string `json:"cell,omitempty"`
 }
 
 func (e *Error) Error() string {
@@ -104,6 +113,9 @@ var (
 	ErrValueTooLarge   = &Error{Code: CodeValueTooLarge}
 	ErrInvalidPath     = &Error{Code: CodeInvalidPath}
 	ErrWrongCell       = &Error{Code: CodeWrongCell}
+	ErrMoved           = &Error{Code: CodeMoved}
+	ErrNotFound        = &Error{Code: CodeNotFound}
+	ErrConflict        = &Error{Code: CodeConflict}
 	ErrBadRequest      = &Error{Code: CodeBadRequest}
 	ErrStaleRequest    = &Error{Code: CodeStaleRequest}
 	ErrUnavailable     = &Error{Code: CodeUnavailable}

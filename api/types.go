@@ -22,6 +22,14 @@ const (
 	// RouteAdminBackup makes a cell's leader export a snapshot to the
 	// backup store.
 	RouteAdminBackup = "/v1/admin/backup"
+	// Directory administration, answered by the directory group.
+	RouteAdminCellCreate   = "/v1/admin/cell/create"
+	RouteAdminPrefixAssign = "/v1/admin/prefix/assign"
+	RouteAdminRegister     = "/v1/admin/lockd/register"
+	RouteAdminMigrate      = "/v1/admin/migrate"
+	RouteAdminMember       = "/v1/admin/member"
+	// RouteAdminPrefixOp is a migration step on one cell's leader.
+	RouteAdminPrefixOp = "/v1/admin/prefix/op"
 
 	// HeaderAuth carries the caller's auth token ("Bearer <token>") on every
 	// request. Accepted and logged now; enforced once tenants exist.
@@ -37,6 +45,10 @@ const (
 	// HeaderUnreachable names the API address the client last failed to
 	// reach (a dead leader other replicas may still name).
 	HeaderUnreachable = "Lockd-Unreachable"
+	// HeaderCell names the cell a path request is for, as the client's
+	// directory routes it; without it the lockd routes by its own view.
+	// Either way the cell's state decides (moved, wrong_cell).
+	HeaderCell = "Lockd-Cell"
 )
 
 // LockMode marks an ephemeral sequential node as a lock waiter.
@@ -291,16 +303,208 @@ type ErrorResponse struct {
 type CellInfo struct {
 	Name     string   `json:"name"`
 	ShardID  uint64   `json:"shard_id"`
-	Prefixes []string `json:"prefixes"`
-	// Epoch is the directory epoch, the high bits of every token the cell issues.
-	Epoch uint64 `json:"epoch"`
+	Prefixes []string `json:"prefixes"` // the prefixes it serves (PrefixInfo.Cell), sorted
 	// Endpoints are the API addresses of the cell's replicas.
-	Endpoints []string `json:"endpoints"`
+	Endpoints []string      `json:"endpoints"`
+	Replicas  []ReplicaInfo `json:"replicas,omitempty"`
 }
 
-// DirectoryResponse is the prefix → cell map.
+// ReplicaInfo is one replica of a cell (or of the directory group).
+type ReplicaInfo struct {
+	ReplicaID uint64 `json:"replica_id"` // the replica's id in its Raft group; never reused
+	Lockd     uint64 `json:"lockd"`      // the lockd process hosting it
+	APIAddr   string `json:"api_addr"`
+	Zone      string `json:"zone,omitempty"`
+	// Learner: a non-voting replica catching up (member add --learner).
+	Learner bool `json:"learner,omitempty"`
+	// Initial: one of the members the cell was created with (started with
+	// the full member list; a later member joins instead).
+	Initial bool `json:"initial,omitempty"`
+	// Pending is a membership change of this replica in flight (add,
+	// promote or remove): recorded in the directory, not yet confirmed by
+	// the cell's Raft group.
+	Pending string `json:"pending,omitempty"`
+}
+
+// PrefixInfo is one top-level prefix: the cell serving it and its
+// directory epoch, the high bits of every fencing token issued under it.
+type PrefixInfo struct {
+	Prefix string `json:"prefix"`
+	Cell   string `json:"cell"`
+	Epoch  uint64 `json:"epoch"`
+	// Migration is set while the prefix moves between cells.
+	Migration *Migration `json:"migration,omitempty"`
+}
+
+// Migration phases, in order. A migration begins (the old cell will seal
+// the prefix), then either commits (the directory names the new cell with
+// the epoch + 1; from then only forward) or aborts (the old cell unseals).
+const (
+	MigrationSealing   = "sealing"   // begun: the old cell seals, the new cell stages the nodes
+	MigrationCommitted = "committed" // the new cell serves (Cell is the new cell); the old one drops its copy
+	MigrationAborting  = "aborting"  // abandoned before commit: the old cell unseals, the new one drops its staged copy
+)
+
+// Migration is a prefix move in flight.
+type Migration struct {
+	From  string `json:"from"`
+	To    string `json:"to"`
+	Phase string `json:"phase"`
+	// BeganAt is the directory index of the begin: it names this
+	// migration, and every later step must carry it (a step of an earlier,
+	// abandoned migration of the prefix is refused).
+	BeganAt uint64 `json:"began_at"`
+	// SealIndex is the old cell's log index of the seal, once recorded.
+	SealIndex uint64 `json:"seal_index,omitempty"`
+}
+
+// LockdInfo is one lockd process known to the directory.
+type LockdInfo struct {
+	ID       uint64 `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	APIAddr  string `json:"api_addr"`
+	Zone     string `json:"zone,omitempty"`
+}
+
+// DirectoryResponse is the directory: prefix → cell, cell → replicas, and
+// the lockds. Index is the directory group's log index it was read at (a
+// later read never has a lower one).
 type DirectoryResponse struct {
-	Cells []CellInfo `json:"cells"`
+	Index     uint64       `json:"index"`
+	Cells     []CellInfo   `json:"cells"`
+	Prefixes  []PrefixInfo `json:"prefixes"`
+	Lockds    []LockdInfo  `json:"lockds,omitempty"`
+	Directory CellInfo     `json:"directory"` // the directory group's own replicas
+}
+
+// Prefix returns a prefix's entry.
+func (d DirectoryResponse) Prefix(p string) (PrefixInfo, bool) {
+	for _, pi := range d.Prefixes {
+		if pi.Prefix == p {
+			return pi, true
+		}
+	}
+	return PrefixInfo{}, false
+}
+
+// CreateCellRequest asks the directory for a new cell: placed on Replicas
+// lockds (5, or 3) chosen by the placement rules, or on exactly the lockds
+// in On.
+type CreateCellRequest struct {
+	Name     string   `json:"name"`
+	Replicas int      `json:"replicas,omitempty"`
+	On       []uint64 `json:"on,omitempty"`
+}
+
+// AssignPrefixRequest gives an unassigned prefix to a cell (a served
+// prefix moves with a migration instead).
+type AssignPrefixRequest struct {
+	Prefix string `json:"prefix"`
+	Cell   string `json:"cell"`
+}
+
+// RegisterLockdRequest records a lockd in the directory (each lockd sends
+// its own on start; the same again changes nothing).
+type RegisterLockdRequest struct {
+	LockdInfo
+}
+
+// MigrateRequest drives one step of a prefix migration in the directory.
+// Action: begin (To), seal_recorded (SealIndex), commit, abort, end.
+type MigrateRequest struct {
+	Prefix    string `json:"prefix"`
+	Action    string `json:"action"`
+	To        string `json:"to,omitempty"`
+	SealIndex uint64 `json:"seal_index,omitempty"`
+	// BeganAt names the migration a step belongs to (Migration.BeganAt);
+	// every action but begin carries it.
+	BeganAt uint64 `json:"began_at,omitempty"`
+}
+
+// Migration actions (MigrateRequest.Action).
+const (
+	MigrateBegin  = "begin"
+	MigrateSealed = "sealed"
+	MigrateCommit = "commit"
+	MigrateAbort  = "abort"
+	MigrateEnd    = "end"
+)
+
+// MemberRequest changes a cell's membership, one change at a time:
+// Action add (a learner when Learner: it catches up without voting),
+// promote (a learner to a voter), or remove, of the replica on Lockd.
+// Sent to the cell's leader, which records the change in the directory,
+// makes it in the cell's Raft group, and confirms it (done) or, if the
+// group cannot commit it, takes it back (abort).
+type MemberRequest struct {
+	Cell    string `json:"cell"`
+	Action  string `json:"action"`
+	Lockd   uint64 `json:"lockd"`
+	Learner bool   `json:"learner,omitempty"`
+}
+
+// Member actions (MemberRequest.Action); done and abort are the leader's
+// own, in the directory.
+const (
+	MemberAdd     = "add"
+	MemberPromote = "promote"
+	MemberRemove  = "remove"
+	MemberDone    = "done"
+	MemberAbort   = "abort"
+)
+
+// PrefixOpRequest is a migration step on one cell (routed to its leader):
+// seal (To), export (After, Limit), stage (Epoch, Nodes, First, Last),
+// unseal, drop, or state.
+type PrefixOpRequest struct {
+	Cell   string `json:"cell"`
+	Prefix string `json:"prefix"`
+	Op     string `json:"op"`
+	To     string `json:"to,omitempty"`
+	// DirIndex: for seal, the directory index of the migration's begin;
+	// for unseal, the index of a directory state that has no migration of
+	// the prefix in flight (an unseal older than the seal is refused).
+	DirIndex uint64 `json:"dir_index,omitempty"`
+	// Epoch: for stage, the directory epoch the prefix will have here.
+	Epoch uint64 `json:"epoch,omitempty"`
+	// First: this stage page starts over (drops an earlier partial copy);
+	// Last: it completes the copy.
+	First bool           `json:"first,omitempty"`
+	Last  bool           `json:"last,omitempty"`
+	Nodes []ExportedNode `json:"nodes,omitempty"`
+	After string         `json:"after,omitempty"` // export: nodes after this path
+	Limit int            `json:"limit,omitempty"` // export: at most this many
+}
+
+// Prefix operations (PrefixOpRequest.Op).
+const (
+	PrefixSeal   = "seal"
+	PrefixExport = "export"
+	PrefixStage  = "stage"
+	PrefixUnseal = "unseal"
+	PrefixDrop   = "drop"
+	PrefixState  = "state" // a linearizable read of the prefix's state on the cell
+)
+
+// ExportedNode is a persistent node as a migration moves it: its value,
+// data version and sequential-child counter are kept.
+type ExportedNode struct {
+	Path    string `json:"path"`
+	Value   []byte `json:"value,omitempty"`
+	Version uint64 `json:"version"`
+	NextSeq uint64 `json:"next_seq,omitempty"`
+}
+
+// PrefixOpResponse is a prefix operation's result: the cell's log index
+// it applied at (or was read at), the prefix's state there, and for
+// export a page of nodes (More: another page follows).
+type PrefixOpResponse struct {
+	Index uint64         `json:"index"`
+	State string         `json:"state"` // serving, sealed, staged, or "" (absent)
+	Epoch uint64         `json:"epoch,omitempty"`
+	Nodes []ExportedNode `json:"nodes,omitempty"`
+	More  bool           `json:"more,omitempty"`
+	Count int            `json:"count,omitempty"` // stage: nodes staged so far
 }
 
 // ReplicaStatus is one replica's view of one cell.
@@ -330,11 +534,19 @@ type ReplicaStatus struct {
 // StatusResponse is what one lockd process reports about itself.
 type StatusResponse struct {
 	// Version is the lockd build (`git describe`, or "dev").
-	Version   string          `json:"version"`
-	ReplicaID uint64          `json:"replica_id"`
-	APIAddr   string          `json:"api_addr"`
-	RaftAddr  string          `json:"raft_addr"`
-	Cells     []ReplicaStatus `json:"cells"`
+	Version   string `json:"version"`
+	ReplicaID uint64 `json:"replica_id"`
+	APIAddr   string `json:"api_addr"`
+	RaftAddr  string `json:"raft_addr"`
+	Zone      string `json:"zone,omitempty"`
+	// DirectoryReplica: this lockd hosts a replica of the directory group.
+	DirectoryReplica bool `json:"directory_replica,omitempty"`
+	// DirectoryLeader is the lockd leading the directory group, as this
+	// directory replica knows it (0: unknown, or not a directory replica).
+	DirectoryLeader uint64 `json:"directory_leader,omitempty"`
+	// DirectoryIndex is the index of the directory this lockd routes by.
+	DirectoryIndex uint64          `json:"directory_index"`
+	Cells          []ReplicaStatus `json:"cells"`
 }
 
 // SnapshotRequest asks the replica it is sent to (leader or not) to save a

@@ -92,7 +92,8 @@ func NewRootCommand() *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usagef("%v", err) })
 
 	root.AddCommand(putCmd(g), getCmd(g), lsCmd(g), rmCmd(g), statusCmd(g), backupCmd(g),
-		lockCmd(g), electCmd(g), leaderCmd(g), membersCmd(g), watchCmd(g))
+		lockCmd(g), electCmd(g), leaderCmd(g), membersCmd(g), watchCmd(g),
+		cellsCmd(g), cellCmd(g), prefixCmd(g), migrateCmd(g), memberCmd(g))
 	return root
 }
 

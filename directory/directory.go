@@ -1,6 +1,10 @@
-// Package directory maps each top-level prefix of the namespace to the cell
-// that serves it. Until the directory group exists the map is static
-// configuration, identical on every lockd, proxy and client.
+// Package directory is the cell directory: which cell serves each
+// top-level prefix (and under which directory epoch), which lockds host
+// each cell's replicas. State is the directory group's replicated state
+// machine (pure, like a cell's); Directory is the immutable map that
+// lockd, the proxy, the SDK and lockctl route by, built from what the
+// group serves (api.DirectoryResponse) and re-read only on wrong_cell,
+// moved or an unknown prefix.
 package directory
 
 import (
@@ -10,79 +14,108 @@ import (
 	"github.com/lockservice/lockd/api"
 )
 
-// Directory is an immutable prefix → cell map.
+// Directory is an immutable view of the directory.
 type Directory struct {
-	cells    []api.CellInfo
-	byPrefix map[string]int
-	byName   map[string]int
+	raw      api.DirectoryResponse
+	byPrefix map[string]api.PrefixInfo
+	byName   map[string]api.CellInfo
 }
 
-// New validates cells and builds a directory. Every prefix must be a
-// top-level path served by exactly one cell; names and shard ids are unique.
-func New(cells []api.CellInfo) (*Directory, error) {
-	d := &Directory{byPrefix: map[string]int{}, byName: map[string]int{}}
+// New validates a served directory and builds the view. Every prefix is a
+// top-level path served by a known cell; names and shard ids are unique.
+func New(resp api.DirectoryResponse) (*Directory, error) {
+	d := &Directory{raw: resp, byPrefix: map[string]api.PrefixInfo{}, byName: map[string]api.CellInfo{}}
 	shards := map[uint64]string{}
-	for i, c := range cells {
+	for i, c := range resp.Cells {
 		if c.Name == "" {
 			return nil, fmt.Errorf("directory: cell %d has no name", i)
 		}
 		if _, dup := d.byName[c.Name]; dup {
 			return nil, fmt.Errorf("directory: cell %q listed twice", c.Name)
 		}
-		if c.ShardID == 0 {
-			return nil, fmt.Errorf("directory: cell %q has shard id 0", c.Name)
+		if c.ShardID == 0 || c.ShardID == ShardID {
+			return nil, fmt.Errorf("directory: cell %q has shard id %d", c.Name, c.ShardID)
 		}
 		if other, dup := shards[c.ShardID]; dup {
 			return nil, fmt.Errorf("directory: cells %q and %q share shard id %d", other, c.Name, c.ShardID)
 		}
 		shards[c.ShardID] = c.Name
-		if c.Epoch == 0 {
-			c.Epoch = 1
+		d.byName[c.Name] = c
+	}
+	for _, p := range resp.Prefixes {
+		if err := api.ValidatePath(p.Prefix); err != nil || api.Parent(p.Prefix) != "/" {
+			return nil, fmt.Errorf("directory: prefix %q is not a top-level path", p.Prefix)
 		}
-		if c.Epoch > api.MaxTokenEpoch {
-			return nil, fmt.Errorf("directory: cell %q epoch %d over %d", c.Name, c.Epoch, uint64(api.MaxTokenEpoch))
+		if _, dup := d.byPrefix[p.Prefix]; dup {
+			return nil, fmt.Errorf("directory: prefix %s listed twice", p.Prefix)
 		}
-		if len(c.Prefixes) == 0 {
-			return nil, fmt.Errorf("directory: cell %q serves no prefix", c.Name)
+		if _, ok := d.byName[p.Cell]; !ok {
+			return nil, fmt.Errorf("directory: prefix %s served by unknown cell %q", p.Prefix, p.Cell)
 		}
-		for _, p := range c.Prefixes {
-			if err := api.ValidatePath(p); err != nil || api.Parent(p) != "/" {
-				return nil, fmt.Errorf("directory: cell %q prefix %q is not a top-level path", c.Name, p)
-			}
-			if j, dup := d.byPrefix[p]; dup {
-				return nil, fmt.Errorf("directory: prefix %s served by %q and %q", p, d.cells[j].Name, c.Name)
-			}
-			d.byPrefix[p] = len(d.cells)
+		if p.Epoch == 0 || p.Epoch > api.MaxTokenEpoch {
+			return nil, fmt.Errorf("directory: prefix %s has epoch %d outside [1, %d]", p.Prefix, p.Epoch, uint64(api.MaxTokenEpoch))
 		}
-		c.Prefixes = append([]string(nil), c.Prefixes...)
-		c.Endpoints = append([]string(nil), c.Endpoints...)
-		d.byName[c.Name] = len(d.cells)
-		d.cells = append(d.cells, c)
+		d.byPrefix[p.Prefix] = p
 	}
 	return d, nil
 }
 
+// Response is the directory as served.
+func (d *Directory) Response() api.DirectoryResponse { return d.raw }
+
+// Index is the directory group's index the view was read at.
+func (d *Directory) Index() uint64 { return d.raw.Index }
+
 // CellFor returns the cell serving a valid path, or wrong_cell.
 func (d *Directory) CellFor(path string) (api.CellInfo, error) {
-	i, ok := d.byPrefix[api.Prefix(path)]
-	if !ok {
-		return api.CellInfo{}, api.Errorf(api.CodeWrongCell, "no cell serves prefix %s", api.Prefix(path))
+	p, err := d.PrefixFor(path)
+	if err != nil {
+		return api.CellInfo{}, err
 	}
-	return d.cells[i], nil
+	return d.byName[p.Cell], nil
+}
+
+// PrefixFor returns the directory entry of a path's prefix, or wrong_cell.
+func (d *Directory) PrefixFor(path string) (api.PrefixInfo, error) {
+	p, ok := d.byPrefix[api.Prefix(path)]
+	if !ok {
+		return api.PrefixInfo{}, api.Errorf(api.CodeWrongCell, "no cell serves prefix %s", api.Prefix(path))
+	}
+	return p, nil
 }
 
 // Cell returns a cell by name.
 func (d *Directory) Cell(name string) (api.CellInfo, bool) {
-	i, ok := d.byName[name]
-	if !ok {
-		return api.CellInfo{}, false
-	}
-	return d.cells[i], true
+	c, ok := d.byName[name]
+	return c, ok
 }
 
 // Cells returns every cell, sorted by name.
 func (d *Directory) Cells() []api.CellInfo {
-	out := append([]api.CellInfo(nil), d.cells...)
+	out := make([]api.CellInfo, 0, len(d.byName))
+	for _, c := range d.byName {
+		out = append(out, c)
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// Prefixes returns every prefix entry, sorted.
+func (d *Directory) Prefixes() []api.PrefixInfo {
+	out := make([]api.PrefixInfo, 0, len(d.byPrefix))
+	for _, p := range d.byPrefix {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Prefix < out[j].Prefix })
+	return out
+}
+
+// Lockd returns a lockd by id.
+func (d *Directory) Lockd(id uint64) (api.LockdInfo, bool) {
+	for _, l := range d.raw.Lockds {
+		if l.ID == id {
+			return l, true
+		}
+	}
+	return api.LockdInfo{}, false
 }

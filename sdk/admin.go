@@ -24,3 +24,93 @@ func (c *Client) Backup(ctx context.Context, cell string) (api.BackupResponse, e
 	err = c.do(ctx, cs, &call{route: api.RouteAdminBackup, req: api.BackupRequest{Cell: cell}, resp: &resp, retryUnsure: true, timeout: backupTimeout})
 	return resp, err
 }
+
+// directoryCall commits one directory command through the directory
+// group's replicas (any of them: a follower forwards it to the leader).
+// Every directory command is safe to resend: a second copy changes
+// nothing, or is refused (a cell created twice answers conflict).
+func (c *Client) directoryCall(ctx context.Context, route string, req any) (directoryResult, error) {
+	var resp directoryResult
+	d := c.dir.Load()
+	cs := d.directory
+	if cs == nil || cs.pick() == "" {
+		cs = c.seeds
+	}
+	err := c.do(ctx, cs, &call{route: route, req: req, resp: &resp, anyReplica: true, retryUnsure: true})
+	if err == nil {
+		rctx, cancel := context.WithTimeout(ctx, c.timeout)
+		_ = c.RefreshDirectory(rctx) // the change is in the directory now: route by it
+		cancel()
+	}
+	return resp, err
+}
+
+// directoryResult is a directory command's reply.
+type directoryResult struct {
+	Index  uint64          `json:"index"`
+	Cell   *api.CellInfo   `json:"cell,omitempty"`
+	Prefix *api.PrefixInfo `json:"prefix,omitempty"`
+}
+
+// CreateCell creates a cell: its replicas are placed by the directory
+// (spread over zones, least loaded lockds first, never two on one lockd)
+// or on exactly req.On. The lockds start their replicas within a second.
+func (c *Client) CreateCell(ctx context.Context, req api.CreateCellRequest) (api.CellInfo, error) {
+	r, err := c.directoryCall(ctx, api.RouteAdminCellCreate, req)
+	if err != nil {
+		return api.CellInfo{}, err
+	}
+	return *r.Cell, nil
+}
+
+// AssignPrefix gives an unassigned top-level prefix to a cell, at epoch 1.
+// A prefix already served moves with MovePrefix instead.
+func (c *Client) AssignPrefix(ctx context.Context, prefix, cell string) (api.PrefixInfo, error) {
+	r, err := c.directoryCall(ctx, api.RouteAdminPrefixAssign, api.AssignPrefixRequest{Prefix: prefix, Cell: cell})
+	if err != nil {
+		return api.PrefixInfo{}, err
+	}
+	return *r.Prefix, nil
+}
+
+// migrateStep commits one step of a migration in the directory.
+func (c *Client) migrateStep(ctx context.Context, req api.MigrateRequest) (api.PrefixInfo, error) {
+	r, err := c.directoryCall(ctx, api.RouteAdminMigrate, req)
+	if err != nil {
+		return api.PrefixInfo{}, err
+	}
+	return *r.Prefix, nil
+}
+
+// prefixOp runs one migration step on a cell's leader.
+func (c *Client) prefixOp(ctx context.Context, req api.PrefixOpRequest) (api.PrefixOpResponse, error) {
+	cs, err := c.cellByName(req.Cell)
+	if err != nil {
+		return api.PrefixOpResponse{}, err
+	}
+	var resp api.PrefixOpResponse
+	err = c.do(ctx, cs, &call{route: api.RouteAdminPrefixOp, req: req, resp: &resp, retryUnsure: true, timeout: time.Minute})
+	return resp, err
+}
+
+// ChangeMember makes one membership change of a cell on its leader: add a
+// replica on a lockd (a learner, catching up without a vote, when
+// req.Learner), promote a learner, or remove a replica. One change at a
+// time; a change that would leave fewer than three voters, put two
+// replicas of the cell on one lockd, or that the cell cannot commit is
+// refused and changes nothing. Running it again resumes one a crash left
+// pending.
+func (c *Client) ChangeMember(ctx context.Context, req api.MemberRequest) (api.CellInfo, error) {
+	cs, err := c.cellByName(req.Cell)
+	if err != nil {
+		return api.CellInfo{}, err
+	}
+	var resp api.CellInfo
+	err = c.do(ctx, cs, &call{route: api.RouteAdminMember, req: req, resp: &resp, retryUnsure: true, timeout: time.Minute})
+	if err == nil {
+		rctx, cancel := context.WithTimeout(ctx, c.timeout)
+		_ = c.RefreshDirectory(rctx)
+		cancel()
+	}
+	return resp, err
+}

@@ -41,6 +41,11 @@ type Client struct {
 	mu    sync.Mutex
 	slots map[string]*sessionSlot // by cell name
 
+	// moves remembers, per prefix, a moved refusal while the directory
+	// still names the refusing cell (the move is being committed): calls
+	// go to the cell it named, which serves once the move commits.
+	moves sync.Map // prefix → movedTo
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -52,6 +57,8 @@ type routes struct {
 	raw   api.DirectoryResponse
 	dir   *directory.Directory
 	cells map[string]*cellState // by name
+	// directory reaches the directory group's replicas (administration).
+	directory *cellState
 }
 
 // cellState is what the client knows about reaching one cell: its
@@ -177,7 +184,7 @@ func (c *Client) RefreshDirectory(ctx context.Context) error {
 	if err := c.do(ctx, c.seeds, &call{method: "GET", route: api.RouteDirectory, resp: &resp, anyReplica: true, retryUnsure: true}); err != nil {
 		return err
 	}
-	dir, err := directory.New(resp.Cells)
+	dir, err := directory.New(resp)
 	if err != nil {
 		return api.Errorf(api.CodeInternal, "the directory served is invalid: %v", err)
 	}
@@ -194,6 +201,11 @@ func (c *Client) RefreshDirectory(ctx context.Context) error {
 			cs.setEndpoints(cell.Endpoints)
 		}
 		d.cells[cell.Name] = cs
+	}
+	d.directory = newCellState("directory", resp.Directory.Endpoints)
+	if old != nil && old.directory != nil {
+		d.directory = old.directory
+		d.directory.setEndpoints(resp.Directory.Endpoints)
 	}
 	c.dir.Store(d)
 	return nil
@@ -222,6 +234,11 @@ func (c *Client) cellForPath(path string) (*cellState, error) {
 	cell, err := d.dir.CellFor(path)
 	if err != nil {
 		return nil, err
+	}
+	if v, ok := c.moves.Load(api.Prefix(path)); ok {
+		if m := v.(movedTo); m.from == cell.Name && d.cells[m.to] != nil {
+			return d.cells[m.to], nil
+		}
 	}
 	return d.cells[cell.Name], nil
 }

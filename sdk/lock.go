@@ -51,25 +51,25 @@ func lockCreateRequest(parent string, mode api.LockMode, value []byte) (*api.Cre
 // returned, and behaves as GetW's. When the node holds the lock the watch
 // is on the node itself (its deletion by anyone else means the lock is
 // lost), so holding costs no further call.
-func (c *Client) CreateLockNode(ctx context.Context, parent string, mode api.LockMode, value []byte) (api.CreateResponse, <-chan api.Event, error) {
-	cs, err := c.cellForPath(parent)
-	if err != nil {
+func (c *Client) CreateLockNode(ctx context.Context, parent string, mode api.LockMode, value []byte) (resp api.CreateResponse, ch <-chan api.Event, err error) {
+	if _, err := lockCreateRequest(parent, mode, value); err != nil {
 		return api.CreateResponse{}, nil, err
 	}
-	req, err := lockCreateRequest(parent, mode, value)
-	if err != nil {
-		return api.CreateResponse{}, nil, err
-	}
-	s, err := c.session(ctx, cs)
-	if err != nil {
-		return api.CreateResponse{}, nil, err
-	}
-	id, err := s.reqs.begin(ctx)
-	if err != nil {
-		return api.CreateResponse{}, nil, err
-	}
-	defer s.reqs.end(id)
-	return s.createLockNode(ctx, id, req)
+	err = c.routed(ctx, parent, func(cs *cellState) error {
+		req, _ := lockCreateRequest(parent, mode, value)
+		s, err := c.session(ctx, cs)
+		if err != nil {
+			return err
+		}
+		id, err := s.reqs.begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer s.reqs.end(id)
+		resp, ch, err = s.createLockNode(ctx, id, req)
+		return err
+	})
+	return resp, ch, err
 }
 
 // createLockNode sends a lock node's create on this session under request
@@ -105,13 +105,13 @@ func (s *Session) createLockNode(ctx context.Context, id uint64, req *api.Create
 // it holds (nil when it is gone); it behaves as GetW's.
 func (c *Client) LockState(ctx context.Context, path string, watch bool) (api.LockStateResponse, <-chan api.Event, error) {
 	var resp api.LockStateResponse
-	cs, err := c.cellForPath(path)
-	if err != nil {
-		return resp, nil, err
-	}
-	ch, err := c.watchRead(ctx, cs, api.RouteLockState,
-		func(sid uint64) any { return api.LockStateRequest{Path: path, Session: sid, Watch: watch} },
-		&resp, lockStateArmed(path, watch, &resp))
+	var ch <-chan api.Event
+	err := c.routed(ctx, path, func(cs *cellState) (err error) {
+		ch, err = c.watchRead(ctx, cs, api.RouteLockState,
+			func(sid uint64) any { return api.LockStateRequest{Path: path, Session: sid, Watch: watch} },
+			&resp, lockStateArmed(path, watch, &resp))
+		return err
+	})
 	return resp, ch, err
 }
 
@@ -127,11 +127,9 @@ func (s *Session) lockState(ctx context.Context, path string, watch bool) (api.L
 // without a watch).
 func (c *Client) lockStateNoSession(ctx context.Context, path string) (api.LockStateResponse, error) {
 	var resp api.LockStateResponse
-	cs, err := c.cellForPath(path)
-	if err != nil {
-		return resp, err
-	}
-	err = c.do(ctx, cs, &call{route: api.RouteLockState, req: api.LockStateRequest{Path: path}, resp: &resp, retryUnsure: true})
+	err := c.routed(ctx, path, func(cs *cellState) error {
+		return c.do(ctx, cs, &call{route: api.RouteLockState, req: api.LockStateRequest{Path: path}, resp: &resp, retryUnsure: true})
+	})
 	return resp, err
 }
 

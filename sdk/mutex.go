@@ -136,7 +136,20 @@ func (m *Mutex) acquire(ctx context.Context, timeout time.Duration) error {
 		wctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	err := m.wait(wctx, ctx)
+	var err error
+	for attempt := 0; ; attempt++ {
+		// A wait refused because the prefix moved (its node, if any, went
+		// with the seal) starts over on the cell it moved to.
+		var from *cellState
+		from, err = m.c.cellForPath(m.path)
+		if err != nil {
+			return err
+		}
+		err = m.wait(wctx, ctx)
+		if attempt >= maxReroutes || !m.c.rerouted(wctx, m.path, from, err) {
+			break
+		}
+	}
 	if err != nil && timeout > 0 && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 		return recipeErr(codeLockTimeout, nil, "lock %s not acquired within %v", m.path, timeout)
 	}

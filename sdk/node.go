@@ -74,15 +74,17 @@ func (c *Client) Create(ctx context.Context, path string, value []byte, opts ...
 
 func (c *Client) create(ctx context.Context, req *api.CreateRequest) (api.CreateResponse, error) {
 	var resp api.CreateResponse
-	cs, err := c.cellForPath(req.Path)
-	if err != nil {
+	if err := api.ValidatePath(req.Path); err != nil {
 		return resp, err
 	}
 	if err := checkValue(req.Value); err != nil {
 		return resp, err
 	}
 	needSession := req.Ephemeral || req.Lock != api.LockNone
-	err = c.write(ctx, cs, needSession, &req.WriteHeader, api.RouteCreate, req, &resp)
+	err := c.routed(ctx, req.Path, func(cs *cellState) error {
+		req.WriteHeader = api.WriteHeader{} // a fresh request id on the new cell's session
+		return c.write(ctx, cs, needSession, &req.WriteHeader, api.RouteCreate, req, &resp)
+	})
 	return resp, err
 }
 
@@ -98,14 +100,16 @@ func (c *Client) Put(ctx context.Context, path string, value []byte, opts ...Put
 		req.Value = []byte{} // the wire type has no omitempty: send "" not null
 	}
 	var resp api.WriteResponse
-	cs, err := c.cellForPath(path)
-	if err != nil {
+	if err := api.ValidatePath(path); err != nil {
 		return resp.Node, err
 	}
 	if err := checkValue(value); err != nil {
 		return resp.Node, err
 	}
-	err = c.write(ctx, cs, false, &req.WriteHeader, api.RoutePut, &req, &resp)
+	err := c.routed(ctx, path, func(cs *cellState) error {
+		req.WriteHeader = api.WriteHeader{}
+		return c.write(ctx, cs, false, &req.WriteHeader, api.RoutePut, &req, &resp)
+	})
 	return resp.Node, err
 }
 
@@ -115,12 +119,11 @@ func (c *Client) Delete(ctx context.Context, path string, opts ...DeleteOption) 
 	for _, o := range opts {
 		o.applyDelete(&req)
 	}
-	cs, err := c.cellForPath(path)
-	if err != nil {
-		return err
-	}
 	var resp api.WriteResponse
-	return c.write(ctx, cs, false, &req.WriteHeader, api.RouteDelete, &req, &resp)
+	return c.routed(ctx, path, func(cs *cellState) error {
+		req.WriteHeader = api.WriteHeader{}
+		return c.write(ctx, cs, false, &req.WriteHeader, api.RouteDelete, &req, &resp)
+	})
 }
 
 // write sends a write to cs. With a session (needed, or merely live) it
@@ -212,12 +215,10 @@ func (s *Session) sendWrite(ctx context.Context, id uint64, hdr *api.WriteHeader
 // Get reads the node at path (linearizably, through the leader). It fails
 // with no_node if the node does not exist.
 func (c *Client) Get(ctx context.Context, path string) (api.Node, error) {
-	cs, err := c.cellForPath(path)
-	if err != nil {
-		return api.Node{}, err
-	}
 	var resp api.GetResponse
-	if err := c.do(ctx, cs, &call{route: api.RouteGet, req: api.ReadRequest{Path: path}, resp: &resp, retryUnsure: true}); err != nil {
+	if err := c.routed(ctx, path, func(cs *cellState) error {
+		return c.do(ctx, cs, &call{route: api.RouteGet, req: api.ReadRequest{Path: path}, resp: &resp, retryUnsure: true})
+	}); err != nil {
 		return api.Node{}, err
 	}
 	if !resp.Exists {
@@ -232,15 +233,14 @@ func (c *Client) Get(ctx context.Context, path string) (api.Node, error) {
 // The channel receives exactly one event — the change, a resync (re-read),
 // or EventSessionExpired/EventSessionClosed — and is then closed.
 func (c *Client) GetW(ctx context.Context, path string) (node api.Node, exists bool, ch <-chan api.Event, err error) {
-	cs, err := c.cellForPath(path)
-	if err != nil {
-		return api.Node{}, false, nil, err
-	}
 	var resp api.GetResponse
-	ch, err = c.watchRead(ctx, cs, api.RouteGet,
-		func(sid uint64) any { return api.ReadRequest{Path: path, Session: sid, Watch: api.WatchData} },
-		&resp,
-		func() (watchKey, uint64, bool) { return watchKey{path, api.WatchData}, resp.Index, true })
+	err = c.routed(ctx, path, func(cs *cellState) (err error) {
+		ch, err = c.watchRead(ctx, cs, api.RouteGet,
+			func(sid uint64) any { return api.ReadRequest{Path: path, Session: sid, Watch: api.WatchData} },
+			&resp,
+			func() (watchKey, uint64, bool) { return watchKey{path, api.WatchData}, resp.Index, true })
+		return err
+	})
 	if err != nil {
 		return api.Node{}, false, nil, err
 	}
@@ -250,12 +250,10 @@ func (c *Client) GetW(ctx context.Context, path string) (node api.Node, exists b
 // Children lists the names of the children of path (sorted, sequential
 // ones in sequence order) and returns the node itself.
 func (c *Client) Children(ctx context.Context, path string) ([]string, api.Node, error) {
-	cs, err := c.cellForPath(path)
-	if err != nil {
-		return nil, api.Node{}, err
-	}
 	var resp api.ChildrenResponse
-	if err := c.do(ctx, cs, &call{route: api.RouteChildren, req: api.ReadRequest{Path: path}, resp: &resp, retryUnsure: true}); err != nil {
+	if err := c.routed(ctx, path, func(cs *cellState) error {
+		return c.do(ctx, cs, &call{route: api.RouteChildren, req: api.ReadRequest{Path: path}, resp: &resp, retryUnsure: true})
+	}); err != nil {
 		return nil, api.Node{}, err
 	}
 	return resp.Children, resp.Node, nil
@@ -265,15 +263,15 @@ func (c *Client) Children(ctx context.Context, path string) ([]string, api.Node,
 // on the cell's session: it fires when a child is created or deleted, or
 // the node is deleted. The channel behaves as GetW's.
 func (c *Client) ChildrenW(ctx context.Context, path string) ([]string, api.Node, <-chan api.Event, error) {
-	cs, err := c.cellForPath(path)
-	if err != nil {
-		return nil, api.Node{}, nil, err
-	}
 	var resp api.ChildrenResponse
-	ch, err := c.watchRead(ctx, cs, api.RouteChildren,
-		func(sid uint64) any { return api.ReadRequest{Path: path, Session: sid, Watch: api.WatchChildren} },
-		&resp,
-		func() (watchKey, uint64, bool) { return watchKey{path, api.WatchChildren}, resp.Index, true })
+	var ch <-chan api.Event
+	err := c.routed(ctx, path, func(cs *cellState) (err error) {
+		ch, err = c.watchRead(ctx, cs, api.RouteChildren,
+			func(sid uint64) any { return api.ReadRequest{Path: path, Session: sid, Watch: api.WatchChildren} },
+			&resp,
+			func() (watchKey, uint64, bool) { return watchKey{path, api.WatchChildren}, resp.Index, true })
+		return err
+	})
 	if err != nil {
 		return nil, api.Node{}, nil, err
 	}

@@ -41,6 +41,9 @@ type call struct {
 	// replica that still names it as leader holds the next attempt until
 	// it learns of another (api.HeaderUnreachable).
 	unreachable string
+	// cell is the cell the call is routed to (api.HeaderCell); "" for
+	// directory calls.
+	cell string
 
 	// Set by do.
 	sent time.Time // when the successful attempt was sent
@@ -101,7 +104,7 @@ const (
 	actDone     action = iota // 2xx: decode the reply and return
 	actFail                   // return the reply's error: a definite answer, or not retryable
 	actUnknown                // return outcome-unknown: the call may have applied and may not be resent
-	actRefresh                // wrong_cell: reload the directory, then return the error
+	actRefresh                // wrong_cell or moved: reload the directory, then return the error
 	actCanceled               // the context ended: give up
 	actClosed                 // the client is closing: ErrClosed
 	actRetry                  // send again at once (to the hinted leader)
@@ -133,7 +136,7 @@ func decide(o outcome) decision {
 		return decision{act: actBackoff, forget: true}
 	case o.status >= 200 && o.status < 300:
 		return decision{act: actDone}
-	case o.code == api.CodeWrongCell:
+	case o.code == api.CodeWrongCell, o.code == api.CodeMoved:
 		return decision{act: actRefresh}
 	case !retryable[o.code]:
 		return decision{act: actFail}
@@ -181,7 +184,7 @@ func (c *Client) attempt(ctx context.Context, cl *call, method, addr string, tim
 	}
 	cl.attempts++
 	status, body, sent, err = tr.roundTrip(ctx, exchange{method: method, addr: addr, path: cl.route, body: reqBody, timeout: timeout,
-		waitLeader: true, unreachable: cl.unreachable})
+		waitLeader: true, unreachable: cl.unreachable, cell: cl.cell})
 	return status, body, sent, err, nil
 }
 
@@ -202,6 +205,9 @@ func (c *Client) do(ctx context.Context, cs *cellState, cl *call) error {
 	timeout := cl.timeout
 	if timeout <= 0 {
 		timeout = c.timeout
+	}
+	if cs != c.seeds && cs.name != "directory" {
+		cl.cell = cs.name
 	}
 	var closing <-chan struct{}
 	if !cl.duringClose {

@@ -149,6 +149,7 @@ type exchange struct {
 	// turns a write that was never applied into an unknown outcome).
 	waitLeader  bool
 	unreachable string // the address the call last failed to reach
+	cell        string // api.HeaderCell, if set
 }
 
 // roundTrip performs one exchange. It returns the status, a copy of the
@@ -175,6 +176,9 @@ func (t *transport) roundTrip(ctx context.Context, x exchange) (status int, body
 	if x.body != nil {
 		req.Header.SetContentType("application/json")
 		req.SetBodyRaw(x.body)
+	}
+	if x.cell != "" {
+		req.Header.Set(api.HeaderCell, x.cell)
 	}
 	if x.waitLeader {
 		if hold := min(time.Until(deadline)/2, api.MaxLeaderWait); hold >= time.Millisecond {

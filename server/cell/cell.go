@@ -25,12 +25,22 @@ import (
 
 // Config configures one replica of a cell.
 type Config struct {
+	// Info names the cell (Name, ShardID). Its prefixes and replicas come
+	// from the directory, through SetPlacement.
 	Info      api.CellInfo
 	ReplicaID uint64
-	// Members maps replica id → Raft address for a new cell; ignored on restart.
+	// Members maps replica id → Raft address for a new cell; ignored on
+	// restart and when Join is set.
 	Members map[uint64]string
-	// APIAddrs maps replica id → API address, for not_leader hints.
+	// Join: this replica was added to a running cell (member add), and
+	// catches up from its leader; Learner: it joins without a vote.
+	Join, Learner bool
+	// APIAddrs maps replica id → API address, for not_leader hints, until
+	// the directory's placement replaces it.
 	APIAddrs map[uint64]string
+	// Prefixes maps each prefix the cell serves to its directory epoch,
+	// until the directory's placement replaces it (the bootstrap cells).
+	Prefixes map[string]uint64
 	// ElectionRTT and HeartbeatRTT are in NodeHost ticks (RTTMillisecond).
 	ElectionRTT, HeartbeatRTT uint64
 	SnapshotEntries           uint64
@@ -61,6 +71,10 @@ type Cell struct {
 	// the cell had no usable leader (WaitUsable) wake on it.
 	changedMu sync.Mutex
 	changed   chan struct{}
+	// placement is what the directory says of this cell: its replicas'
+	// API addresses and the prefixes it serves with their epochs.
+	placement atomic.Pointer[Placement]
+	adopting  atomic.Bool // an adopt pass is running
 	// clock records when this replica applied the latest leader_start, so
 	// that its own leader_start can report how long the previous leadership
 	// lasted (repeated short fail-overs must not keep a dead session alive).
@@ -85,9 +99,14 @@ func Start(nh *dragonboat.NodeHost, cfg Config) (*Cell, error) {
 	c.sessions = session.New(session.Config{Expire: c.proposeExpiry, Tick: c.proposeTick, Confirm: c.proposeConfirm, Logger: c.log})
 	c.watches = watch.NewTable(c.sessions)
 	c.confirms = newConfirmer(c.read, confirmWindow)
+	boot := map[string]PrefixPlacement{}
+	for p, e := range cfg.Prefixes {
+		boot[p] = PrefixPlacement{Epoch: e}
+	}
+	c.placement.Store(&Placement{APIAddrs: cfg.APIAddrs, Prefixes: boot})
 
 	members := map[uint64]dragonboat.Target{}
-	if !nh.HasNodeInfo(cfg.Info.ShardID, cfg.ReplicaID) {
+	if !cfg.Join && !nh.HasNodeInfo(cfg.Info.ShardID, cfg.ReplicaID) {
 		for id, addr := range cfg.Members {
 			members[id] = addr
 		}
@@ -102,11 +121,12 @@ func Start(nh *dragonboat.NodeHost, cfg Config) (*Cell, error) {
 		SnapshotEntries:     cfg.SnapshotEntries,
 		CompactionOverhead:  cfg.CompactionOverhead,
 		OrderedConfigChange: true,
+		IsNonVoting:         cfg.Learner,
 	}
 	create := func(shardID, replicaID uint64) sm.IConcurrentStateMachine {
 		return &machine{cell: c, state: fsm.New()}
 	}
-	if err := nh.StartConcurrentReplica(members, false, create, rc); err != nil {
+	if err := nh.StartConcurrentReplica(members, cfg.Join && !nh.HasNodeInfo(cfg.Info.ShardID, cfg.ReplicaID), create, rc); err != nil {
 		c.sessions.Close()
 		c.confirms.close()
 		return nil, err
@@ -130,7 +150,7 @@ func (c *Cell) HandOff(timeout time.Duration) {
 	if err != nil || !valid || leader != c.cfg.ReplicaID {
 		return
 	}
-	for id := range c.cfg.APIAddrs {
+	for id := range c.currentPlacement().APIAddrs {
 		if id == c.cfg.ReplicaID {
 			continue
 		}
@@ -149,8 +169,14 @@ func (c *Cell) HandOff(timeout time.Duration) {
 	}
 }
 
-// Info is the cell's directory entry.
+// Info names the cell (Name and ShardID).
 func (c *Cell) Info() api.CellInfo { return c.cfg.Info }
+
+// ReplicaID is this replica's id in the cell's Raft group.
+func (c *Cell) ReplicaID() uint64 { return c.cfg.ReplicaID }
+
+// Learner reports whether this replica started without a vote.
+func (c *Cell) Learner() bool { return c.cfg.Learner }
 
 // LeaderUpdated is called by the NodeHost's event listener (one goroutine
 // for the whole NodeHost: it must not block).
@@ -193,13 +219,90 @@ func (c *Cell) announce(term uint64) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	for _, p := range c.cfg.Info.Prefixes {
-		ep := fsm.Command{Op: fsm.OpEnsurePrefix, Path: p, Epoch: c.cfg.Info.Epoch}
-		for c.leading(term) {
+	c.adopt()
+}
+
+// Placement is what the directory says of a cell.
+type Placement struct {
+	// APIAddrs maps replica id → API address (not_leader hints, hand-off).
+	APIAddrs map[uint64]string
+	// Prefixes are the prefixes the directory gives the cell.
+	Prefixes map[string]PrefixPlacement
+	// Index is the directory index this placement was read at.
+	Index uint64
+}
+
+// PrefixPlacement is one prefix the directory gives a cell.
+type PrefixPlacement struct {
+	Epoch uint64 // its directory epoch
+	// Leaving: a migration away from this cell is in flight (the prefix
+	// may be sealed here and must stay so).
+	Leaving bool
+}
+
+// currentPlacement is the placement (empty before the first).
+func (c *Cell) currentPlacement() *Placement {
+	if p := c.placement.Load(); p != nil {
+		return p
+	}
+	return &Placement{}
+}
+
+// SetPlacement records the directory's view of this cell. On the leader,
+// a prefix newly given to the cell (or given a higher epoch) is adopted:
+// ensure_prefix commits it, and a migration's staged copy is served from
+// that entry on.
+func (c *Cell) SetPlacement(p Placement) {
+	c.placement.Store(&p)
+	if active, _ := c.sessions.Active(); active {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.adopt()
+		}()
+	}
+}
+
+// adopt brings the state in line with the placement, on the leader: it
+// commits ensure_prefix for every prefix the state does not serve at its
+// epoch yet, and unseals a prefix sealed by a migration the directory
+// has since abandoned (the unseal names the directory index that says
+// so, and the state refuses it if the seal is newer). A prefix sealed for
+// a move that committed is no longer in the placement and stays sealed.
+// One pass at a time; the next placement runs another.
+func (c *Cell) adopt() {
+	if !c.adopting.CompareAndSwap(false, true) {
+		return
+	}
+	defer c.adopting.Store(false)
+	pl := c.currentPlacement()
+	for p, want := range pl.Prefixes {
+		for attempt := 0; attempt < 50; attempt++ {
+			if active, _ := c.sessions.Active(); !active {
+				return
+			}
+			cmd := fsm.Command{Op: fsm.OpEnsurePrefix, Path: p, Epoch: want.Epoch}
+			if v, err := c.nh.StaleRead(c.cfg.Info.ShardID, prefixQuery{prefix: p}); err == nil {
+				st := v.(prefixState)
+				switch {
+				case st.State == "staging",
+					st.State == "serving" && st.Epoch >= want.Epoch,
+					st.State == "sealed" && (want.Leaving || st.SealDirIndex > pl.Index):
+					attempt = 50
+					continue
+				case st.State == "sealed":
+					cmd = fsm.Command{Op: fsm.OpUnsealPrefix, Path: p, DirIndex: pl.Index}
+				}
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-			_, err := c.propose(ctx, &ep)
+			_, err := c.propose(ctx, &cmd)
 			cancel()
 			if err == nil {
+				c.log.Info("prefix adopted", "prefix", p, "op", cmd.Op, "epoch", want.Epoch, "directory_index", pl.Index)
+				continue // read the state again: an unseal is followed by the epoch check
+			}
+			if code := api.CodeOf(err); code != api.CodeUnavailable && code != api.CodeNotLeader {
+				c.log.Warn("prefix not adopted", "prefix", p, "op", cmd.Op, "err", err)
 				break
 			}
 			select {
@@ -321,9 +424,25 @@ func (c *Cell) propose(ctx context.Context, cmd *fsm.Command) (fsm.Result, error
 		return fsm.Result{}, api.Errorf(api.CodeInternal, "undecodable result: %v", err)
 	}
 	if res.Err != nil {
-		return res, res.Err
+		return res, &Refusal{res.Err}
 	}
 	return res, nil
+}
+
+// Refusal is the state machine's verdict on a command or query it
+// refused: unlike an error of Raft's (a timeout may still apply), it is
+// final, and the command applied nothing.
+type Refusal struct{ Err *api.Error }
+
+func (r *Refusal) Error() string { return r.Err.Error() }
+
+// Unwrap gives the *api.Error to errors.As and errors.Is.
+func (r *Refusal) Unwrap() error { return r.Err }
+
+// IsRefusal reports whether err is the state machine's own refusal.
+func IsRefusal(err error) bool {
+	var r *Refusal
+	return errors.As(err, &r)
 }
 
 func (c *Cell) read(ctx context.Context, q interface{}) (interface{}, error) {
@@ -331,7 +450,7 @@ func (c *Cell) read(ctx context.Context, q interface{}) (interface{}, error) {
 	if err != nil {
 		var ae *api.Error
 		if errors.As(err, &ae) {
-			return nil, ae
+			return nil, &Refusal{ae} // the lookup's own answer
 		}
 		return nil, raftError(err)
 	}
@@ -401,7 +520,7 @@ func (c *Cell) Ready() error {
 	}
 	e := api.Errorf(api.CodeNotLeader, "replica %d does not lead cell %s", c.cfg.ReplicaID, c.cfg.Info.Name)
 	if leader != 0 {
-		e.Leader = c.cfg.APIAddrs[leader]
+		e.Leader = c.currentPlacement().APIAddrs[leader]
 	}
 	return e
 }
@@ -587,7 +706,7 @@ func (c *Cell) Status() api.ReplicaStatus {
 	leader, term, valid, err := c.nh.GetLeaderID(c.cfg.Info.ShardID)
 	if err == nil && valid {
 		st.LeaderID, st.Term = leader, term
-		st.LeaderAPI = c.cfg.APIAddrs[leader]
+		st.LeaderAPI = c.currentPlacement().APIAddrs[leader]
 		st.Role = "follower"
 		if leader == c.cfg.ReplicaID {
 			st.Role = "leader"

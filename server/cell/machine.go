@@ -164,8 +164,18 @@ type (
 		session uint64
 		epoch   uint64
 	}
-	statsQuery struct{}
+	statsQuery  struct{}
+	prefixQuery struct{ prefix string }
+	exportQuery struct {
+		prefix, after string
+		limit         int
+	}
 )
+
+type prefixState struct {
+	fsm.PrefixInfo
+	index uint64
+}
 
 type stats struct {
 	index, epoch    uint64
@@ -178,6 +188,9 @@ var errNotLeading = api.Errorf(api.CodeNotLeader, "this replica does not lead th
 func (c *Cell) lookup(s *fsm.State, q interface{}) (interface{}, error) {
 	switch q := q.(type) {
 	case getQuery:
+		if err := s.CheckServes(q.path); err != nil {
+			return nil, err
+		}
 		// As in ZooKeeper: a data watch on a missing node is an exists-watch
 		// (answers exists=false, fires on create); any other get of a
 		// missing node answers no_node and arms nothing, since the client
@@ -194,6 +207,9 @@ func (c *Cell) lookup(s *fsm.State, q interface{}) (interface{}, error) {
 		}
 		return api.GetResponse{Exists: ok, Node: n, Index: s.Index()}, nil
 	case childrenQuery:
+		if err := s.CheckServes(q.path); err != nil {
+			return nil, err
+		}
 		n, names, ok := s.Children(q.path)
 		if !ok {
 			return nil, api.Errorf(api.CodeNoNode, "%s does not exist", q.path)
@@ -206,6 +222,9 @@ func (c *Cell) lookup(s *fsm.State, q interface{}) (interface{}, error) {
 		}
 		return api.ChildrenResponse{Node: n, Children: names, Index: s.Index()}, nil
 	case lockStateQuery:
+		if err := s.CheckServes(q.path); err != nil {
+			return nil, err
+		}
 		exists, held, waitFor, token := s.LockState(q.path)
 		if q.watch && exists {
 			if err := c.canWatch(s, q.session); err != nil {
@@ -227,6 +246,11 @@ func (c *Cell) lookup(s *fsm.State, q interface{}) (interface{}, error) {
 	case watchQuery:
 		if err := c.canWatch(s, q.session); err != nil {
 			return nil, err
+		}
+		for _, w := range q.specs {
+			if err := s.CheckServes(w.Path); err != nil {
+				return nil, err
+			}
 		}
 		for _, w := range q.specs {
 			if typ, fire := s.WatchCheck(w.Path, w.Kind, w.Since); fire {
@@ -258,6 +282,14 @@ func (c *Cell) lookup(s *fsm.State, q interface{}) (interface{}, error) {
 			}
 		}
 		return r, nil
+	case prefixQuery:
+		return prefixState{PrefixInfo: s.PrefixState(q.prefix), index: s.Index()}, nil
+	case exportQuery:
+		nodes, more, err := s.ExportPrefix(q.prefix, q.after, q.limit)
+		if err != nil {
+			return nil, err
+		}
+		return api.PrefixOpResponse{Index: s.Index(), State: fsm.PrefixSealed, Nodes: nodes, More: more}, nil
 	case statsQuery:
 		return stats{index: s.Index(), epoch: s.Epoch(), sessions: s.NumSessions(), nodes: s.NumNodes(), tokenHeadroom: s.TokenHeadroom()}, nil
 	}

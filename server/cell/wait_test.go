@@ -28,7 +28,7 @@ func TestWaitUsableHoldsUntilALeaderIsKnown(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newTestReplica(t, 1, nil)
-			r.c.cfg.APIAddrs = map[uint64]string{1: "a:1", 2: "b:1", 3: "c:1"}
+			r.c.SetPlacement(Placement{APIAddrs: map[uint64]string{1: "a:1", 2: "b:1", 3: "c:1"}})
 			r.c.LeaderUpdated(raftio.LeaderInfo{ShardID: 1, ReplicaID: 1, LeaderID: tc.leaderNow, Term: 4})
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()

@@ -42,6 +42,14 @@ const (
 	// OpEnsurePrefix creates a prefix's root node (idempotent) and sets the
 	// directory epoch that goes into the high bits of its tokens.
 	OpEnsurePrefix Op = "ensure_prefix"
+	// A prefix migration (prefix.go): the old cell seals the prefix (Cell
+	// names the new one), the new cell stages the persistent nodes and
+	// serves them from its ensure_prefix on; the old cell then drops its
+	// copy, or, if the migration aborted, unseals it.
+	OpSealPrefix   Op = "seal_prefix"
+	OpUnsealPrefix Op = "unseal_prefix"
+	OpStagePrefix  Op = "stage_prefix"
+	OpDropPrefix   Op = "drop_prefix"
 )
 
 // Command is one Raft log entry. Fields unused by an op stay zero.
@@ -73,6 +81,20 @@ type Command struct {
 	ElapsedMS int64 `json:"elapsed_ms,omitempty"`
 	// Sessions: for confirm, the sessions that renewed.
 	Sessions []uint64 `json:"sessions,omitempty"`
+
+	// Cell: for seal_prefix, the cell the prefix moves to.
+	Cell string `json:"cell,omitempty"`
+	// DirIndex: for seal_prefix, the directory index of the migration's
+	// begin; for unseal_prefix, that of a directory state with no
+	// migration of the prefix in flight (it must not be older than the
+	// seal's).
+	DirIndex uint64 `json:"dir_index,omitempty"`
+	// First and Last: for stage_prefix, this page starts the copy over,
+	// or completes it.
+	First bool `json:"first,omitempty"`
+	Last  bool `json:"last,omitempty"`
+	// Nodes: for stage_prefix, persistent nodes in path order.
+	Nodes []api.ExportedNode `json:"nodes,omitempty"`
 
 	ReplicaID uint64 `json:"replica_id,omitempty"` // leader_start
 	Term      uint64 `json:"term,omitempty"`       // leader_start
@@ -136,6 +158,10 @@ const (
 	ChangeData
 	ChangeDeleted
 	ChangeChildren
+	// ChangeMoved: the prefix at Path was sealed (it moved to another
+	// cell); every watch under it fires a resync, so its client re-reads
+	// and is sent to the new cell.
+	ChangeMoved
 )
 
 // Change is one path touched by a command, reported to the leader's watch

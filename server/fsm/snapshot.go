@@ -69,6 +69,9 @@ type snapNode struct {
 	NextSeq     uint64       `json:"ns,omitempty"`
 	DirEpoch    uint64       `json:"de,omitempty"`
 	TokenEpoch  uint64       `json:"te,omitempty"`
+	PrefixState string       `json:"ps,omitempty"`
+	MovedTo     string       `json:"mt,omitempty"`
+	SealDir     uint64       `json:"sd,omitempty"`
 }
 
 // WriteSnapshot writes the whole state to w.
@@ -150,6 +153,7 @@ func (n *node) image() snapNode {
 		Path: n.path, Value: n.value, Version: n.version, CreateIndex: n.createIndex, ModifyIndex: n.modifyIndex,
 		ChildIndex: n.childIndex, Ephemeral: n.ephemeral, Owner: n.owner, Lock: n.lock, Seq: n.seq,
 		NextSeq: n.nextSeq, DirEpoch: n.dirEpoch, TokenEpoch: n.tokenEpoch,
+		PrefixState: n.prefixState, MovedTo: n.movedTo, SealDir: n.sealDirIndex,
 	}
 }
 
@@ -271,6 +275,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			path: sn.Path, parent: parent, value: sn.Value, version: sn.Version, createIndex: sn.CreateIndex,
 			modifyIndex: sn.ModifyIndex, childIndex: sn.ChildIndex, ephemeral: sn.Ephemeral, owner: sn.Owner,
 			lock: sn.Lock, seq: sn.Seq, nextSeq: sn.NextSeq, dirEpoch: sn.DirEpoch, tokenEpoch: sn.TokenEpoch, children: map[string]*node{},
+			prefixState: sn.PrefixState, movedTo: sn.MovedTo, sealDirIndex: sn.SealDir,
 		}
 		s.nodes[n.path] = n
 		parent.children[api.Base(n.path)] = n

@@ -32,8 +32,14 @@ type node struct {
 	seq         uint64 // sequence number of a sequential node
 	nextSeq     uint64 // counter for this node's sequential children
 	dirEpoch    uint64 // directory epoch, on prefix roots only
-	tokenEpoch  uint64 // directory epoch of a lock node's token
-	children    map[string]*node
+	// prefixState, on prefix roots only: "" (served here), sealed (moved
+	// to movedTo: every write and read under it is refused with moved),
+	// staging or staged (a migration is copying it here; not served yet).
+	prefixState  string
+	movedTo      string
+	sealDirIndex uint64 // the directory index of the migration that sealed it
+	tokenEpoch   uint64 // directory epoch of a lock node's token
+	children     map[string]*node
 	// lockKids are the children that are lock nodes, in sequence order
 	// (appended in creation order, which is sequence order).
 	lockKids []*node
@@ -164,8 +170,11 @@ func (s *State) ApplyEntry(index uint64, data []byte) Applied {
 		}
 		res, changes := s.apply(index, &cmd)
 		enc := res.Encode()
-		// The op may have ended the session (close); only a live one records.
-		if _, live := s.sessions[cmd.Session]; live {
+		// The op may have ended the session (close); only a live one
+		// records. A refusal because the prefix is not served here (moved,
+		// not yet, never) is not recorded: it applied nothing, and a retry
+		// of the same request once the prefix is served must apply.
+		if _, live := s.sessions[cmd.Session]; live && !routingRefusal(res.Err) {
 			sess.record(cmd.Request, enc)
 		}
 		return Applied{Cmd: cmd, Result: res, Encoded: enc, Changes: changes}
@@ -213,6 +222,14 @@ func (s *State) apply(index uint64, c *Command) (Result, []Change) {
 		res = s.confirm(c)
 	case OpEnsurePrefix:
 		res, changes = s.ensurePrefix(index, c)
+	case OpSealPrefix:
+		res, changes = s.sealPrefix(index, c)
+	case OpUnsealPrefix:
+		res = s.unsealPrefix(c)
+	case OpStagePrefix:
+		res, changes = s.stagePrefix(index, c)
+	case OpDropPrefix:
+		res, changes = s.dropPrefix(index, c)
 	default:
 		res = Result{Err: api.Errorf(api.CodeBadRequest, "unknown op %q", c.Op)}
 	}
@@ -439,10 +456,7 @@ func (s *State) checkNodePath(p string) *api.Error {
 	if api.Parent(p) == "/" {
 		return api.Errorf(api.CodeInvalidPath, "%s is a prefix root, managed by the cell", p)
 	}
-	if _, ok := s.nodes[api.Prefix(p)]; !ok {
-		return api.Errorf(api.CodeWrongCell, "this cell does not serve prefix %s", api.Prefix(p))
-	}
-	return nil
+	return s.CheckServes(p)
 }
 
 // createPlan is a create that passed every check: what applyCreate needs.
@@ -562,6 +576,9 @@ func (s *State) applyCreate(index uint64, c *Command, p createPlan) (Result, []C
 		// The token's epoch is fixed at grant: a later epoch raise does not
 		// change a holder's token.
 		n.tokenEpoch = s.nodes[api.Prefix(p.path)].dirEpoch
+		if brokenMoveKeepsEpoch {
+			n.tokenEpoch = 1
+		}
 	}
 	if p.sess != nil {
 		n.owner = p.sess.id
@@ -715,9 +732,18 @@ func (s *State) ensurePrefix(index uint64, c *Command) (Result, []Change) {
 		return Result{Err: api.Errorf(api.CodeTokenExhausted, "directory epoch %d is over the token limit %d", c.Epoch, uint64(api.MaxTokenEpoch))}, nil
 	}
 	if n, ok := s.nodes[c.Path]; ok {
-		if c.Epoch > n.dirEpoch { // the directory epoch only goes up
+		switch n.prefixState {
+		case PrefixSealed:
+			// Only an aborted migration unseals (unseal_prefix): a stale
+			// view of the directory must never revive a moved prefix.
+			return Result{Err: movedErr(n)}, nil
+		case PrefixStaging:
+			return Result{Err: api.Errorf(api.CodeUnavailable, "the copy of %s is incomplete: it is served once every page is staged", c.Path)}, nil
+		}
+		if c.Epoch > n.dirEpoch || n.prefixState == PrefixStaged { // the directory epoch only goes up
 			s.touch(n)
-			n.dirEpoch = c.Epoch
+			n.dirEpoch = max(n.dirEpoch, c.Epoch)
+			n.prefixState = "" // a staged copy is served from here on
 		}
 		return Result{Node: s.meta(n, false), Epoch: n.dirEpoch}, nil
 	}

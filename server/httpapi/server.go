@@ -28,10 +28,26 @@ import (
 // unavailable and the client retries with the same request id.
 const RequestTimeout = 5 * time.Second
 
+// Host is the lockd behind the API: the cells it runs now (they come and
+// go as the directory places them) and its access to the directory.
+type Host interface {
+	// Cell returns the replica of a cell this lockd runs.
+	Cell(name string) (*cell.Cell, bool)
+	// Directory is the lockd's latest view of the directory (routing).
+	Directory() *directory.Directory
+	// ReadDirectory answers GET /v1/directory: a linearizable read on a
+	// lockd hosting a directory replica, its latest view on any other.
+	ReadDirectory(ctx context.Context) (api.DirectoryResponse, error)
+	// ProposeDirectory commits a directory command, or answers not_leader
+	// naming a lockd that hosts a directory replica.
+	ProposeDirectory(ctx context.Context, c *directory.Command) (directory.Result, error)
+	// ChangeMember makes one membership change of c, which this lockd leads.
+	ChangeMember(ctx context.Context, c *cell.Cell, req api.MemberRequest) (api.CellInfo, error)
+}
+
 // Server answers the API for the cells hosted by one lockd.
 type Server struct {
-	dir      *directory.Directory
-	cells    map[string]*cell.Cell
+	host     Host
 	status   func() api.StatusResponse
 	log      *slog.Logger
 	metrics  fasthttp.RequestHandler
@@ -50,8 +66,8 @@ func (s *Server) EnableBackup(fn func(ctx context.Context, cell string) (api.Bac
 }
 
 // New builds a server. status reports the process; reg receives the HTTP metrics.
-func New(dir *directory.Directory, cells map[string]*cell.Cell, status func() api.StatusResponse, reg *prometheus.Registry, log *slog.Logger) *Server {
-	s := &Server{dir: dir, cells: cells, status: status, log: log}
+func New(host Host, status func() api.StatusResponse, reg *prometheus.Registry, log *slog.Logger) *Server {
+	s := &Server{host: host, status: status, log: log}
 	s.requests = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "lockd_http_request_seconds",
 		Help:    "API request latency by route and result code.",
@@ -86,7 +102,10 @@ func (s *Server) route(ctx *fasthttp.RequestCtx, route string) string {
 	case api.RouteStatus:
 		return s.reply(ctx, s.status(), nil)
 	case api.RouteDirectory:
-		return s.reply(ctx, api.DirectoryResponse{Cells: s.dir.Cells()}, nil)
+		cctx, cancel := context.WithTimeout(context.Background(), RequestTimeout)
+		defer cancel()
+		d, err := s.host.ReadDirectory(cctx)
+		return s.reply(ctx, d, err)
 	}
 	if s.pprof && strings.HasPrefix(route, "/debug/pprof") {
 		pprofhandler.PprofHandler(ctx)
@@ -110,18 +129,24 @@ var postRoutes map[string]handler
 
 func init() {
 	postRoutes = map[string]handler{
-		api.RouteSessionOpen:      (*Server).openSession,
-		api.RouteSessionKeepAlive: (*Server).keepAlive,
-		api.RouteSessionClose:     (*Server).closeSession,
-		api.RouteCreate:           (*Server).create,
-		api.RoutePut:              (*Server).put,
-		api.RouteDelete:           (*Server).delete,
-		api.RouteGet:              (*Server).get,
-		api.RouteChildren:         (*Server).children,
-		api.RouteLockState:        (*Server).lockState,
-		api.RouteWatch:            (*Server).watch,
-		api.RouteAdminSnapshot:    (*Server).snapshot,
-		api.RouteAdminBackup:      (*Server).backup,
+		api.RouteSessionOpen:       (*Server).openSession,
+		api.RouteSessionKeepAlive:  (*Server).keepAlive,
+		api.RouteSessionClose:      (*Server).closeSession,
+		api.RouteCreate:            (*Server).create,
+		api.RoutePut:               (*Server).put,
+		api.RouteDelete:            (*Server).delete,
+		api.RouteGet:               (*Server).get,
+		api.RouteChildren:          (*Server).children,
+		api.RouteLockState:         (*Server).lockState,
+		api.RouteWatch:             (*Server).watch,
+		api.RouteAdminSnapshot:     (*Server).snapshot,
+		api.RouteAdminBackup:       (*Server).backup,
+		api.RouteAdminCellCreate:   (*Server).createCell,
+		api.RouteAdminPrefixAssign: (*Server).assignPrefix,
+		api.RouteAdminRegister:     (*Server).registerLockd,
+		api.RouteAdminMigrate:      (*Server).migrate,
+		api.RouteAdminPrefixOp:     (*Server).prefixOp,
+		api.RouteAdminMember:       (*Server).member,
 	}
 }
 
@@ -177,7 +202,10 @@ func (s *Server) cellForPath(ctx *fasthttp.RequestCtx, path string) (*cell.Cell,
 	if err := api.ValidatePath(path); err != nil {
 		return nil, err
 	}
-	info, err := s.dir.CellFor(path)
+	if name := string(ctx.Request.Header.Peek(api.HeaderCell)); name != "" {
+		return s.readyCell(ctx, name) // the client's routing; the cell's state has the last word
+	}
+	info, err := s.host.Directory().CellFor(path)
 	if err != nil {
 		return nil, err
 	}
@@ -185,12 +213,12 @@ func (s *Server) cellForPath(ctx *fasthttp.RequestCtx, path string) (*cell.Cell,
 }
 
 func (s *Server) readyCell(ctx *fasthttp.RequestCtx, name string) (*cell.Cell, error) {
-	c, ok := s.cells[name]
+	c, ok := s.host.Cell(name)
 	if !ok {
 		if name == "" {
 			return nil, api.Errorf(api.CodeBadRequest, "no cell named")
 		}
-		if _, known := s.dir.Cell(name); known {
+		if _, known := s.host.Directory().Cell(name); known {
 			return nil, api.Errorf(api.CodeWrongCell, "cell %s is not hosted by this lockd", name)
 		}
 		return nil, api.Errorf(api.CodeWrongCell, "no cell %s", name)
@@ -243,7 +271,51 @@ func (s *Server) onPath(ctx *fasthttp.RequestCtx, req any, path func() string, c
 	}
 	cctx, cancel := context.WithTimeout(context.Background(), RequestTimeout)
 	defer cancel()
-	return op(cctx, c)
+	holdUntil := time.Now().Add(holdBudget(ctx))
+	for attempt := 0; ; attempt++ {
+		v, err := op(cctx, c)
+		if !notServedYet(err) || !s.incoming(c, path()) {
+			return v, err
+		}
+		// The directory gives the prefix to this cell, which does not
+		// serve it yet: it was just assigned (the leader adopts it within
+		// a few milliseconds), or a migration is bringing it here (served
+		// once the move commits). The state refused the request outright,
+		// so it is safe to run again: hold it, as a fail-over does.
+		if time.Now().After(holdUntil) || attempt >= 500 {
+			return nil, api.Errorf(api.CodeUnavailable, "cell %s is taking up prefix %s: retry", c.Info().Name, api.Prefix(path()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// notServedYet reports whether err is the cell's state refusing a request
+// because it does not serve the prefix (yet): wrong_cell (never had it)
+// or unavailable (a copy is arriving). Not moved: that is final here.
+func notServedYet(err error) bool {
+	if !cell.IsRefusal(err) {
+		return false // Raft's errors: a timeout may still apply
+	}
+	code := api.CodeOf(err)
+	return code == api.CodeWrongCell || code == api.CodeUnavailable
+}
+
+// incoming reports whether this lockd's directory view gives path's
+// prefix to c, or is moving it there.
+func (s *Server) incoming(c *cell.Cell, path string) bool {
+	name := c.Info().Name
+	pi, err := s.host.Directory().PrefixFor(path)
+	return err == nil && (pi.Cell == name || pi.Migration != nil && pi.Migration.To == name)
+}
+
+// holdBudget is how long a request may be held: what the client allows
+// (api.HeaderWaitLeaderMS), at most api.MaxLeaderWait.
+func holdBudget(ctx *fasthttp.RequestCtx) time.Duration {
+	ms, err := strconv.Atoi(string(ctx.Request.Header.Peek(api.HeaderWaitLeaderMS)))
+	if err != nil || ms <= 0 {
+		return 0
+	}
+	return min(time.Duration(ms)*time.Millisecond, api.MaxLeaderWait)
 }
 
 // onCell serves a request aimed at a named cell (sessions, watch lists).
@@ -362,7 +434,7 @@ func (s *Server) watch(ctx *fasthttp.RequestCtx) (any, error) {
 			if w.Kind != api.WatchData && w.Kind != api.WatchChildren {
 				return api.Errorf(api.CodeBadRequest, "unknown watch kind %q", w.Kind)
 			}
-			if info, err := s.dir.CellFor(w.Path); err != nil || info.Name != req.Cell {
+			if info, err := s.host.Directory().CellFor(w.Path); err != nil || info.Name != req.Cell {
 				return api.Errorf(api.CodeWrongCell, "%s is not served by cell %s", w.Path, req.Cell)
 			}
 		}
@@ -376,7 +448,7 @@ func (s *Server) snapshot(ctx *fasthttp.RequestCtx) (any, error) {
 	if err := decode(ctx, &req); err != nil {
 		return nil, err
 	}
-	c, ok := s.cells[req.Cell]
+	c, ok := s.host.Cell(req.Cell)
 	if !ok {
 		return nil, api.Errorf(api.CodeWrongCell, "cell %q is not hosted by this lockd", req.Cell)
 	}
@@ -397,5 +469,76 @@ func (s *Server) backup(ctx *fasthttp.RequestCtx) (any, error) {
 		return nil
 	}, func() time.Duration { return 5 * time.Minute }, func(cctx context.Context, _ *cell.Cell) (any, error) {
 		return s.backupFn(cctx, req.Cell)
+	})
+}
+
+// --- directory administration ---
+
+// proposeDirectory decodes req, builds its command and commits it.
+func (s *Server) proposeDirectory(ctx *fasthttp.RequestCtx, req any, build func() *directory.Command) (any, error) {
+	if err := decode(ctx, req); err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), RequestTimeout)
+	defer cancel()
+	return s.host.ProposeDirectory(cctx, build())
+}
+
+func (s *Server) createCell(ctx *fasthttp.RequestCtx) (any, error) {
+	var req api.CreateCellRequest
+	return s.proposeDirectory(ctx, &req, func() *directory.Command {
+		return &directory.Command{Op: directory.OpCreateCell, CreateCell: &req}
+	})
+}
+
+func (s *Server) assignPrefix(ctx *fasthttp.RequestCtx) (any, error) {
+	var req api.AssignPrefixRequest
+	return s.proposeDirectory(ctx, &req, func() *directory.Command {
+		return &directory.Command{Op: directory.OpAssign, Assign: &req}
+	})
+}
+
+func (s *Server) registerLockd(ctx *fasthttp.RequestCtx) (any, error) {
+	var req api.RegisterLockdRequest
+	return s.proposeDirectory(ctx, &req, func() *directory.Command {
+		return &directory.Command{Op: directory.OpRegister, Lockd: &req.LockdInfo}
+	})
+}
+
+func (s *Server) migrate(ctx *fasthttp.RequestCtx) (any, error) {
+	var req api.MigrateRequest
+	return s.proposeDirectory(ctx, &req, func() *directory.Command {
+		return &directory.Command{Op: directory.OpMigrate, Migrate: &req}
+	})
+}
+
+// prefixOp runs a migration step on the named cell's leader.
+func (s *Server) prefixOp(ctx *fasthttp.RequestCtx) (any, error) {
+	var req api.PrefixOpRequest
+	return s.onCell(ctx, &req, func() string { return req.Cell }, func() error {
+		if err := api.ValidatePath(req.Prefix); err != nil || api.Parent(req.Prefix) != "/" {
+			return api.Errorf(api.CodeInvalidPath, "%q is not a top-level prefix", req.Prefix)
+		}
+		return nil
+	}, func() time.Duration { return time.Minute }, func(cctx context.Context, c *cell.Cell) (any, error) {
+		return c.PrefixOp(cctx, req)
+	})
+}
+
+// member runs one membership change on the named cell's leader.
+func (s *Server) member(ctx *fasthttp.RequestCtx) (any, error) {
+	var req api.MemberRequest
+	return s.onCell(ctx, &req, func() string { return req.Cell }, func() error {
+		switch req.Action {
+		case api.MemberAdd, api.MemberPromote, api.MemberRemove:
+		default:
+			return api.Errorf(api.CodeBadRequest, "member action %q: use add, promote or remove", req.Action)
+		}
+		if req.Lockd == 0 {
+			return api.Errorf(api.CodeBadRequest, "name the lockd (its id)")
+		}
+		return nil
+	}, func() time.Duration { return time.Minute }, func(cctx context.Context, c *cell.Cell) (any, error) {
+		return s.host.ChangeMember(cctx, c, req)
 	})
 }

@@ -34,7 +34,7 @@ func nodeHostConfig(cfg Config) config.NodeHostConfig {
 // Backup exports a snapshot of the named cell, which this lockd must lead,
 // to the backup store.
 func (p *Process) Backup(ctx context.Context, cellName string) (api.BackupResponse, error) {
-	c, ok := p.cells[cellName]
+	c, ok := p.Cell(cellName)
 	if !ok {
 		return api.BackupResponse{}, api.Errorf(api.CodeWrongCell, "cell %q is not hosted by this lockd", cellName)
 	}
@@ -77,7 +77,8 @@ func (p *Process) backupLoop(every time.Duration) {
 			return
 		case <-t.C:
 		}
-		for name, c := range p.cells {
+		for _, c := range p.allCells() {
+			name := c.Info().Name
 			if c.Ready() != nil {
 				continue // only the leader backs a cell up
 			}

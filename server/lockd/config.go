@@ -22,7 +22,8 @@ type Peer struct {
 	APIAddr  string `json:"api_addr"`
 }
 
-// CellConfig is one cell: a Raft shard with a replica on every peer.
+// CellConfig is a bootstrap cell: a Raft shard with a replica on every
+// peer, written into the directory when the cluster is first started.
 type CellConfig struct {
 	Name     string   `json:"name"`
 	ShardID  uint64   `json:"shard_id"`
@@ -31,12 +32,21 @@ type CellConfig struct {
 }
 
 // Config is a lockd's configuration. Every lockd of a cluster has the same
-// Peers and Cells; ReplicaID picks which peer this one is.
+// Peers and Cells. Peers are the bootstrap members (3 or 5): they host the
+// directory group and the bootstrap Cells. ReplicaID is this lockd's id:
+// one of the Peers, or another lockd that joins them (then RaftAddr and
+// APIAddr are its own addresses; it registers itself in the directory and
+// hosts the replicas the directory places on it).
 type Config struct {
 	ReplicaID uint64       `json:"replica_id"`
 	DataDir   string       `json:"data_dir"`
 	Peers     []Peer       `json:"peers"`
 	Cells     []CellConfig `json:"cells"`
+	RaftAddr  string       `json:"raft_addr,omitempty"`
+	APIAddr   string       `json:"api_addr,omitempty"`
+	// Zone is this lockd's failure domain: placement spreads a cell's
+	// replicas over zones.
+	Zone string `json:"zone,omitempty"`
 
 	// Lease is the default session lease (spec: 12 s).
 	Lease Duration `json:"lease,omitempty"`
@@ -146,11 +156,11 @@ func (c Config) Validate() error {
 		}
 		ids[p.ID] = true
 	}
-	if !ids[c.ReplicaID] {
-		return fmt.Errorf("config: replica id %d is not among the peers", c.ReplicaID)
+	if c.ReplicaID == 0 {
+		return fmt.Errorf("config: no lockd id")
 	}
-	if len(c.Cells) == 0 {
-		return fmt.Errorf("config: no cells")
+	if !ids[c.ReplicaID] && (c.RaftAddr == "" || c.APIAddr == "") {
+		return fmt.Errorf("config: lockd %d is not among the peers: give its own --raft-addr and --api-addr to join them", c.ReplicaID)
 	}
 	if lease := time.Duration(c.Lease); lease < api.MinLease || lease > api.MaxLease {
 		return fmt.Errorf("config: lease %v outside [%v, %v]", lease, api.MinLease, api.MaxLease)
@@ -161,14 +171,25 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Self returns this lockd's peer entry.
+// Self returns this lockd's addresses.
 func (c Config) Self() Peer {
 	for _, p := range c.Peers {
 		if p.ID == c.ReplicaID {
 			return p
 		}
 	}
-	return Peer{}
+	return Peer{ID: c.ReplicaID, RaftAddr: c.RaftAddr, APIAddr: c.APIAddr}
+}
+
+// Member reports whether this lockd is a bootstrap member (hosts the
+// directory group).
+func (c Config) Member() bool {
+	for _, p := range c.Peers {
+		if p.ID == c.ReplicaID {
+			return true
+		}
+	}
+	return false
 }
 
 func logDBConfig(name string) (config.LogDBConfig, error) {

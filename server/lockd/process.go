@@ -5,7 +5,9 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lni/dragonboat/v4"
@@ -19,6 +21,7 @@ import (
 	"github.com/lockservice/lockd/directory"
 	"github.com/lockservice/lockd/server/backup"
 	"github.com/lockservice/lockd/server/cell"
+	"github.com/lockservice/lockd/server/dirgroup"
 	"github.com/lockservice/lockd/server/httpapi"
 )
 
@@ -27,11 +30,25 @@ type Process struct {
 	cfg      Config
 	log      *slog.Logger
 	nh       *dragonboat.NodeHost
-	cells    map[string]*cell.Cell
 	listener *leaderEvents
 	http     *fasthttp.Server
 	ln       net.Listener
 	served   chan error
+
+	// dir is this lockd's replica of the directory group (nil on a lockd
+	// that is not a bootstrap member); view is the latest directory it
+	// knows, which it routes by and places its replicas from.
+	dir  *dirgroup.Group
+	view atomic.Pointer[directory.Directory]
+	// cells are the replicas this lockd runs, by cell name; they come and
+	// go as the directory places them (reconcile).
+	cellsMu sync.RWMutex
+	cells   map[string]*cell.Cell
+	metrics *prometheus.Registry
+	fanout  *prometheus.HistogramVec
+	// cellMetrics are each running replica's collectors (cellsMu).
+	cellMetrics map[string][]prometheus.Collector
+	peerAPI     *fasthttp.Client // directory reads and registration, on a lockd without a directory replica
 
 	store    backup.Store // nil without --backup-dir
 	backupMu sync.Mutex
@@ -56,6 +73,12 @@ func (l *leaderEvents) LeaderUpdated(info raftio.LeaderInfo) {
 	}
 }
 
+func (l *leaderEvents) unregister(shardID uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.cells, shardID)
+}
+
 func (l *leaderEvents) register(shardID uint64, c *cell.Cell) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -78,7 +101,9 @@ func quietDragonboat() {
 	})
 }
 
-// Start starts a lockd: NodeHost, every cell's replica, and the API.
+// Start starts a lockd: NodeHost, the directory replica (on a bootstrap
+// member), the cell replicas it ran before and the bootstrap cells, the
+// API, and the loop that follows the directory.
 func Start(cfg Config, log *slog.Logger) (*Process, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -91,7 +116,8 @@ func Start(cfg Config, log *slog.Logger) (*Process, error) {
 	self := cfg.Self()
 	log = log.With("replica", self.ID)
 
-	p := &Process{cfg: cfg, log: log, cells: map[string]*cell.Cell{}, served: make(chan error, 1), stop: make(chan struct{})}
+	p := &Process{cfg: cfg, log: log, cells: map[string]*cell.Cell{}, cellMetrics: map[string][]prometheus.Collector{}, served: make(chan error, 1), stop: make(chan struct{})}
+	p.peerAPI = &fasthttp.Client{Name: "lockd", ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second}
 	p.listener = &leaderEvents{cells: map[uint64]*cell.Cell{}, last: map[uint64]raftio.LeaderInfo{}}
 	nhc := nodeHostConfig(cfg)
 	nhc.RaftEventListener = p.listener
@@ -101,49 +127,51 @@ func Start(cfg Config, log *slog.Logger) (*Process, error) {
 	}
 	p.nh = nh
 
-	members := map[uint64]string{}
-	apiAddrs := map[uint64]string{}
-	var endpoints []string
-	for _, peer := range cfg.Peers {
-		members[peer.ID] = peer.RaftAddr
-		apiAddrs[peer.ID] = peer.APIAddr
-		endpoints = append(endpoints, peer.APIAddr)
-	}
-	var infos []api.CellInfo
-	for _, cc := range cfg.Cells {
-		infos = append(infos, api.CellInfo{Name: cc.Name, ShardID: cc.ShardID, Prefixes: cc.Prefixes, Epoch: cc.Epoch, Endpoints: endpoints})
-	}
-	dir, err := directory.New(infos)
+	boot := bootView(cfg)
+	view, err := directory.New(boot)
 	if err != nil {
 		nh.Close()
 		return nil, err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	fanout := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	p.view.Store(view)
+	p.metrics = prometheus.NewRegistry()
+	p.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	p.fanout = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "lockd_watch_events_per_write",
 		Help:    "Watch events delivered by each committed write that changed a path, on the leader. A lock release should deliver 1; thousands mean a herd.",
 		Buckets: []float64{0, 1, 2, 5, 10, 100, 1000, 10000},
 	}, []string{"cell"})
-	reg.MustRegister(fanout)
-	for _, info := range dir.Cells() {
-		c, err := cell.Start(nh, cell.Config{
-			Info: info, ReplicaID: self.ID, Members: members, APIAddrs: apiAddrs,
-			ElectionRTT: cfg.ElectionRTT, HeartbeatRTT: cfg.HeartbeatRTT,
-			SnapshotEntries: cfg.SnapshotEntries, CompactionOverhead: cfg.CompactionOverhead,
-			DefaultLease: time.Duration(cfg.Lease), Logger: log,
-			Fanout: observeInt(fanout.WithLabelValues(info.Name)),
-		})
-		if err != nil {
-			p.Close()
-			return nil, fmt.Errorf("cell %s: %w", info.Name, err)
+	p.metrics.MustRegister(p.fanout)
+
+	if cfg.Member() {
+		members := map[uint64]string{}
+		for _, peer := range cfg.Peers {
+			members[peer.ID] = peer.RaftAddr
 		}
-		p.cells[info.Name] = c
-		p.listener.register(info.ShardID, c)
-		registerCellMetrics(reg, c)
+		if p.dir, err = dirgroup.Start(nh, dirgroup.Config{ReplicaID: self.ID, Members: members, ElectionRTT: cfg.ElectionRTT, HeartbeatRTT: cfg.HeartbeatRTT}); err != nil {
+			nh.Close()
+			return nil, fmt.Errorf("directory replica: %w", err)
+		}
+	}
+	// The replicas this lockd ran before start at once, from its own
+	// record: a restart does not wait for the directory.
+	known, err := p.loadReplicas()
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	for _, r := range known {
+		if err := p.startCell(api.CellInfo{Name: r.Cell, ShardID: r.ShardID}, r.ReplicaID, nil, false, r.Learner); err != nil {
+			p.Close()
+			return nil, fmt.Errorf("cell %s: %w", r.Cell, err)
+		}
+	}
+	if err := p.reconcile(view); err != nil {
+		p.Close()
+		return nil, err
 	}
 
-	srv := httpapi.New(dir, p.cells, p.Status, reg, log)
+	srv := httpapi.New(p, p.Status, p.metrics, log)
 	if cfg.Pprof {
 		srv.EnablePprof()
 	}
@@ -172,7 +200,9 @@ func Start(cfg Config, log *slog.Logger) (*Process, error) {
 	}
 	p.ln = ln
 	go func() { p.served <- p.http.Serve(ln) }()
-	log.Info("lockd started", "api", self.APIAddr, "raft", self.RaftAddr, "data", cfg.DataDir, "cells", len(p.cells))
+	p.wg.Add(1)
+	go p.followDirectory()
+	log.Info("lockd started", "api", self.APIAddr, "raft", self.RaftAddr, "data", cfg.DataDir, "cells", len(p.cells), "directory_replica", p.dir != nil, "zone", cfg.Zone)
 	return p, nil
 }
 
@@ -183,7 +213,7 @@ func (p *Process) Served() <-chan error { return p.served }
 // API, the cells and the NodeHost.
 func (p *Process) Close() {
 	var wg sync.WaitGroup
-	for _, c := range p.cells {
+	for _, c := range p.allCells() {
 		wg.Add(1)
 		go func(c *cell.Cell) {
 			defer wg.Done()
@@ -196,9 +226,11 @@ func (p *Process) Close() {
 	if p.http != nil {
 		_ = p.http.Shutdown()
 	}
+	p.cellsMu.Lock()
 	for _, c := range p.cells {
 		c.Close()
 	}
+	p.cellsMu.Unlock()
 	if p.nh != nil {
 		p.nh.Close()
 	}
@@ -209,33 +241,60 @@ func (p *Process) Close() {
 func (p *Process) Status() api.StatusResponse {
 	self := p.cfg.Self()
 	st := api.StatusResponse{ReplicaID: self.ID, APIAddr: self.APIAddr, RaftAddr: self.RaftAddr, Version: Version}
-	for _, info := range p.sortedCells() {
-		st.Cells = append(st.Cells, p.cells[info].Status())
+	st.Zone = p.cfg.Zone
+	st.DirectoryReplica = p.dir != nil
+	if p.dir != nil {
+		st.DirectoryLeader, _ = p.dir.Leader()
+	}
+	st.DirectoryIndex = p.view.Load().Index()
+	cells := p.allCells()
+	sort.Slice(cells, func(i, j int) bool { return cells[i].Info().Name < cells[j].Info().Name })
+	for _, c := range cells {
+		st.Cells = append(st.Cells, c.Status())
 	}
 	return st
 }
 
-func (p *Process) sortedCells() []string {
-	var names []string
-	for _, cc := range p.cfg.Cells {
-		if _, ok := p.cells[cc.Name]; ok {
-			names = append(names, cc.Name)
-		}
+// allCells lists the replicas this lockd runs.
+func (p *Process) allCells() []*cell.Cell {
+	p.cellsMu.RLock()
+	defer p.cellsMu.RUnlock()
+	out := make([]*cell.Cell, 0, len(p.cells))
+	for _, c := range p.cells {
+		out = append(out, c)
 	}
-	return names
+	return out
 }
+
+// Cell returns the replica of a cell this lockd runs.
+func (p *Process) Cell(name string) (*cell.Cell, bool) {
+	p.cellsMu.RLock()
+	defer p.cellsMu.RUnlock()
+	c, ok := p.cells[name]
+	return c, ok
+}
+
+// Directory is the latest directory this lockd knows.
+func (p *Process) Directory() *directory.Directory { return p.view.Load() }
 
 func observeInt(o prometheus.Observer) func(int) {
 	return func(n int) { o.Observe(float64(n)) }
 }
 
-func registerCellMetrics(reg *prometheus.Registry, c *cell.Cell) {
+// registerCellMetrics registers c's metrics and returns them, so that
+// they can be unregistered when the replica stops (it was removed).
+func registerCellMetrics(reg *prometheus.Registry, c *cell.Cell) []prometheus.Collector {
+	var all []prometheus.Collector
+	register := func(col prometheus.Collector) {
+		reg.MustRegister(col)
+		all = append(all, col)
+	}
 	labels := prometheus.Labels{"cell": c.Info().Name}
 	gauge := func(name, help string, f func(cell.Counters) float64) {
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels}, func() float64 { return f(c.Counters()) }))
+		register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels}, func() float64 { return f(c.Counters()) }))
 	}
 	counter := func(name, help string, f func(cell.Counters) float64) {
-		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels}, func() float64 { return f(c.Counters()) }))
+		register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels}, func() float64 { return f(c.Counters()) }))
 	}
 	gauge("lockd_session_leases", "Sessions with a lease on this replica (non-zero only on the leader).", func(k cell.Counters) float64 { return float64(k.Leases) })
 	gauge("lockd_watches_armed", "One-shot watches armed on this replica.", func(k cell.Counters) float64 { return float64(k.ArmedWatches) })
@@ -245,14 +304,14 @@ func registerCellMetrics(reg *prometheus.Registry, c *cell.Cell) {
 	counter("lockd_watch_events_total", "Watch events delivered to sessions.", func(k cell.Counters) float64 { return float64(k.WatchEvents) })
 	counter("lockd_dropped_events_total", "Events dropped by full session queues (replaced by a resync).", func(k cell.Counters) float64 { return float64(k.DroppedEvents) })
 	snap := func(name, help string, f func(cell.SnapshotCounters) float64) {
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels}, func() float64 { return f(c.SnapshotCounters()) }))
+		register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels}, func() float64 { return f(c.SnapshotCounters()) }))
 	}
 	snap("lockd_snapshot_saves", "Snapshots this replica saved since it started.", func(k cell.SnapshotCounters) float64 { return float64(k.Saves) })
 	snap("lockd_snapshot_last_bytes", "Size of the latest snapshot this replica saved (state machine part).", func(k cell.SnapshotCounters) float64 { return float64(k.LastBytes) })
 	snap("lockd_snapshot_last_save_seconds", "How long the latest snapshot save took.", func(k cell.SnapshotCounters) float64 { return k.LastSave.Seconds() })
 	snap("lockd_snapshot_restores", "Snapshots this replica restored since it started (at start, or sent by the leader).", func(k cell.SnapshotCounters) float64 { return float64(k.Restores) })
 	snap("lockd_snapshot_last_restore_seconds", "How long the latest snapshot restore took.", func(k cell.SnapshotCounters) float64 { return k.LastRestore.Seconds() })
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name:        "lockd_token_index_headroom",
 		Help:        "Raft entries the cell can still apply before lock creates are refused (token_exhausted: fencing-token index bits used up); NaN until the replica's state is readable.",
 		ConstLabels: labels,
@@ -262,10 +321,11 @@ func registerCellMetrics(reg *prometheus.Registry, c *cell.Cell) {
 		}
 		return math.NaN()
 	}))
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lockd_is_leader", Help: "1 if this replica leads the cell and its session manager runs.", ConstLabels: labels}, func() float64 {
+	register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lockd_is_leader", Help: "1 if this replica leads the cell and its session manager runs.", ConstLabels: labels}, func() float64 {
 		if c.Ready() == nil {
 			return 1
 		}
 		return 0
 	}))
+	return all
 }

@@ -5,6 +5,7 @@
 package watch
 
 import (
+	"strings"
 	"sync"
 
 	"github.com/lockservice/lockd/api"
@@ -90,6 +91,16 @@ func (t *Table) Apply(changes []fsm.Change, by uint64) int {
 			n += t.fireExcept(c.Path, api.WatchChildren, api.EventDeleted, c.Index, by)
 		case fsm.ChangeChildren:
 			n += t.fire(c.Path, api.WatchChildren, api.EventChildrenChanged, c.Index)
+		case fsm.ChangeMoved:
+			var under []key
+			for k := range t.watchers {
+				if k.path == c.Path || strings.HasPrefix(k.path, c.Path+"/") {
+					under = append(under, k)
+				}
+			}
+			for _, k := range under {
+				n += t.fire(k.path, k.kind, api.EventResync, c.Index)
+			}
 		}
 	}
 	t.fired += uint64(n)

@@ -222,12 +222,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	e.epoch = 1
-	for _, ci := range admin.Directory().Cells {
-		for _, p := range ci.Prefixes {
-			if p == "/demo" {
-				e.epoch = ci.Epoch
-			}
-		}
+	if pi, ok := admin.Directory().Prefix("/demo"); ok {
+		e.epoch = pi.Epoch
 	}
 	// The config keys' parent, so that the keys themselves start absent
 	// and a create of one can only fail because it exists.

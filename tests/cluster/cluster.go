@@ -37,8 +37,16 @@ var DefaultCells = []CellSpec{
 
 // Options configures a cluster. The zero value is a 5-replica test cluster.
 type Options struct {
-	// Replicas is 5 (default) or 3.
+	// Replicas is 5 (default) or 3: the bootstrap members, which host the
+	// directory group and the Cells.
 	Replicas int
+	// Lockds is the number of lockd processes (default Replicas); those
+	// past Replicas join the members and host what the directory places
+	// on them.
+	Lockds int
+	// Zones spreads the lockds over this many zones (--zone z1, z2, …),
+	// lockd i in zone (i-1) mod Zones + 1; 0: no zones.
+	Zones int
 	// RTTMillisecond is the Raft tick (--rtt-ms): heartbeats every tick,
 	// elections after 10–20 ticks. Default 20 (elections in 200–400 ms);
 	// 100 is production timing.
@@ -194,11 +202,12 @@ func New(opts Options) (*Cluster, error) {
 		}
 		c.removeDir = os.Getenv("TESTCLUSTER_KEEP") != "1"
 	}
-	ports, err := freePorts(2 * opts.Replicas)
+	lockds := max(opts.Lockds, opts.Replicas)
+	ports, err := freePorts(2 * lockds)
 	if err != nil {
 		return nil, err
 	}
-	for i := 0; i < opts.Replicas; i++ {
+	for i := 0; i < lockds; i++ {
 		id := i + 1
 		apiAddr := fmt.Sprintf("127.0.0.1:%d", ports[2*i])
 		raftAddr := fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])
@@ -281,8 +290,14 @@ func (c *Cluster) args(id int) []string {
 		"--deployment-id", fmt.Sprint(c.deploymentID),
 		"--log-level", c.opts.LogLevel,
 	}
-	for _, q := range c.procs {
+	for _, q := range c.procs[:c.opts.Replicas] {
 		args = append(args, "--peer", fmt.Sprintf("%d,%s,%s", q.node.ID, q.node.RaftAddr, q.node.APIAddr))
+	}
+	if id > c.opts.Replicas {
+		args = append(args, "--raft-addr", p.RaftAddr, "--api-addr", p.APIAddr)
+	}
+	if c.opts.Zones > 0 {
+		args = append(args, "--zone", fmt.Sprintf("z%d", (id-1)%c.opts.Zones+1))
 	}
 	for _, cell := range c.opts.Cells {
 		args = append(args, "--cell", fmt.Sprintf("%s,%d,%s", cell.Name, cell.ShardID, strings.Join(cell.Prefixes, "+")))

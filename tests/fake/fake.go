@@ -373,7 +373,11 @@ func (c *Cell) handle(rep int, route string, body []byte) (int, any) {
 	defer c.mu.Unlock()
 	switch route {
 	case api.RouteDirectory:
-		return 200, api.DirectoryResponse{Cells: []api.CellInfo{{Name: c.name, ShardID: 1, Prefixes: c.prefixes, Epoch: 1, Endpoints: c.endpoints}}}
+		d := api.DirectoryResponse{Index: 1, Cells: []api.CellInfo{{Name: c.name, ShardID: 1, Prefixes: c.prefixes, Endpoints: c.endpoints}}}
+		for _, p := range c.prefixes {
+			d.Prefixes = append(d.Prefixes, api.PrefixInfo{Prefix: p, Cell: c.name, Epoch: 1})
+		}
+		return 200, d
 	case api.RouteStatus:
 		role := "follower"
 		if rep == c.leader {

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/lockservice/lockd/sdk"
 )
 
 // localCluster is a `lockd dev` cluster lockbench started itself: real
@@ -43,7 +45,7 @@ func startLocal(ctx context.Context, lockd string, lease time.Duration, cells in
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(lockd, "dev", "--data-dir", dir, "--replicas", fmt.Sprint(replicas),
+	cmd := exec.Command(lockd, "dev", "--data-dir", dir, "--replicas", fmt.Sprint(replicas), "--lockds", fmt.Sprint(replicas),
 		"--api-port", fmt.Sprint(apiBase), "--raft-port", fmt.Sprint(raftBase), "--lease", lease.String(), "--pprof", "--cells", fmt.Sprint(cells), "--logdb", logdb)
 	logf, err := os.Create(filepath.Join(dir, "lockd-dev.log"))
 	if err != nil {
@@ -65,6 +67,10 @@ func startLocal(ctx context.Context, lockd string, lease time.Duration, cells in
 			lc.stop()
 			return nil, fmt.Errorf("local cluster (log in %s): %w", filepath.Join(dir, "lockd-dev.log"), err)
 		}
+	}
+	if err := waitCells(wctx, lc.endpoints, localPrefixes(cells)); err != nil {
+		lc.stop()
+		return nil, fmt.Errorf("local cluster (log in %s): %w", filepath.Join(dir, "lockd-dev.log"), err)
 	}
 	return lc, nil
 }
@@ -137,4 +143,30 @@ func binary(path, name string) (string, error) {
 		return "", fmt.Errorf("%s binary: %w (build it with make build, or pass --%s)", name, err, name)
 	}
 	return path, nil
+}
+
+// waitCells waits until every prefix is in the directory and served (the
+// cells past the first two are created through the directory after start).
+func waitCells(ctx context.Context, endpoints, prefixes []string) error {
+	c, err := sdk.New(ctx, sdk.Config{Endpoints: endpoints})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	for _, p := range prefixes {
+		for attempt := 0; ; attempt++ {
+			_, err := c.Put(ctx, p+"/lockbench-ready", []byte("1"))
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("prefix %s not served: %w", p, err)
+			}
+			time.Sleep(200 * time.Millisecond)
+			if err := c.RefreshDirectory(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -46,6 +46,8 @@ type options struct {
 	handoffs    int
 	sessions    int
 	cells       int
+	migrateN    int
+	migrateVal  int
 	output      string
 	jsonFile    string
 	htmlFile    string
@@ -63,7 +65,7 @@ func rootCommand() *cobra.Command {
 	return root
 }
 
-var scenarioNames = []string{"acquire", "writes", "herd", "sessions", "state", "takeover", "failover", "disk"}
+var scenarioNames = []string{"acquire", "writes", "herd", "sessions", "state", "migrate", "takeover", "failover", "disk"}
 
 func runCommand() *cobra.Command {
 	var o options
@@ -114,6 +116,8 @@ func runCommand() *cobra.Command {
 	f.IntVar(&o.cells, "cells", 2, "with --start: cells in the local cluster (/demo, /payments, /cell3, …): the multi-Raft scaling curve")
 	f.IntVar(&o.contenders, "contenders", 500, "herd: contenders on the one lock")
 	f.IntVar(&o.handoffs, "handoffs", 500, "herd: handoffs measured")
+	f.IntVar(&o.migrateN, "migrate-nodes", 10_000, "migrate: persistent nodes under the prefix moved")
+	f.IntVar(&o.migrateVal, "migrate-value-bytes", 256, "migrate: bytes per node value")
 	f.IntVar(&o.sessions, "sessions", 2000, "sessions: sessions held (the spec's region holds 50 000)")
 	f.StringVarP(&o.output, "output", "o", "table", "table or json on stdout")
 	f.StringVar(&o.jsonFile, "json", "", "also write the results as JSON to this file")
@@ -165,6 +169,8 @@ func run(ctx context.Context, o options, scenarios []string, stdout, stderr io.W
 			res, err = takeover(ctx, e, o.lockctl, o.trials)
 		case "state":
 			res, err = stateScenario(ctx, e, o.state, procs)
+		case "migrate":
+			res, err = migrateScenario(ctx, e, o.migrateN, o.migrateVal)
 		case "disk":
 			res, err = disk(ctx, e, o.diskDir)
 		}

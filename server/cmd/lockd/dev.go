@@ -2,9 +2,12 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -15,14 +18,20 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/lockservice/lockd/api"
 )
 
-// devCluster is the local cluster `make run` starts: five lockd processes
-// on loopback, cells demo and payments.
+// devCluster is the local cluster `make run` starts: six lockd processes
+// on loopback in three zones; the first five host the directory group and
+// the bootstrap cells demo and payments, and every further cell is created
+// through the directory, which places it over all six.
 type devCluster struct {
 	dataDir  string
 	lease    time.Duration
 	replicas int
+	lockds   int
+	zones    int
 	apiBase  int
 	raftBase int
 	rttMS    int
@@ -35,7 +44,7 @@ func devCommand() *cobra.Command {
 	d := devCluster{}
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "Run a local cluster: five lockd processes on loopback serving /demo and /payments",
+		Short: "Run a local cluster: six lockd processes on loopback, the directory and three cells (/demo, /payments, /cell3)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return d.run()
 		},
@@ -43,11 +52,13 @@ func devCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&d.dataDir, "data-dir", "./.lockd-dev", "where the replicas keep their data (kept across restarts)")
 	f.DurationVar(&d.lease, "lease", 12*time.Second, "default session lease")
-	f.IntVar(&d.replicas, "replicas", 5, "replicas per cell (5, or 3)")
-	f.IntVar(&d.apiBase, "api-port", 7001, "API port of replica 1; replica i listens on api-port+i-1")
-	f.IntVar(&d.raftBase, "raft-port", 7101, "Raft port of replica 1")
+	f.IntVar(&d.replicas, "replicas", 5, "replicas per cell (5, or 3); the first this many lockds host the directory and the bootstrap cells")
+	f.IntVar(&d.lockds, "lockds", 6, "lockd processes (at least --replicas)")
+	f.IntVar(&d.zones, "zones", 3, "zones the lockds are spread over (lockd i is in zone z((i-1) mod zones + 1))")
+	f.IntVar(&d.apiBase, "api-port", 7001, "API port of lockd 1; lockd i listens on api-port+i-1")
+	f.IntVar(&d.raftBase, "raft-port", 7101, "Raft port of lockd 1")
 	f.IntVar(&d.rttMS, "rtt-ms", 100, "Raft tick in ms")
-	f.IntVar(&d.cells, "cells", 2, "cells to run: demo (/demo), payments (/payments), then cell3 (/cell3) and on; each its own Raft group on every replica")
+	f.IntVar(&d.cells, "cells", 3, "cells to run: demo (/demo) and payments (/payments) from the bootstrap flags, then cell3 (/cell3) and on, each created through the directory and placed over the lockds")
 	f.BoolVar(&d.pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on every replica's API port")
 	f.StringVar(&d.logdb, "logdb", "tiny", "LogDB memory preset of every replica (tiny keeps five replicas small; small is lockd serve's default)")
 	return cmd
@@ -67,16 +78,22 @@ func (d devCluster) args(id int) []string {
 	for i := 1; i <= d.replicas; i++ {
 		args = append(args, "--peer", fmt.Sprintf("%d,127.0.0.1:%d,127.0.0.1:%d", i, d.raftBase+i-1, d.apiBase+i-1))
 	}
+	if id > d.replicas {
+		args = append(args, "--raft-addr", fmt.Sprintf("127.0.0.1:%d", d.raftBase+id-1), "--api-addr", fmt.Sprintf("127.0.0.1:%d", d.apiBase+id-1))
+	}
+	if d.zones > 0 {
+		args = append(args, "--zone", fmt.Sprintf("z%d", (id-1)%d.zones+1))
+	}
 	if d.pprof {
 		args = append(args, "--pprof")
 	}
 	return args
 }
 
-// cellSpecs names the cells as --cell takes them: NAME,SHARD,PREFIX.
+// cellSpecs names the bootstrap cells as --cell takes them: NAME,SHARD,PREFIX.
 func (d devCluster) cellSpecs() []string {
 	var out []string
-	for i := 1; i <= d.cells; i++ {
+	for i := 1; i <= min(d.cells, 2); i++ {
 		name := fmt.Sprintf("cell%d", i)
 		switch i {
 		case 1:
@@ -92,7 +109,7 @@ func (d devCluster) cellSpecs() []string {
 // ports lists every address the replicas will listen on.
 func (d devCluster) ports() []portUse {
 	var out []portUse
-	for i := 1; i <= d.replicas; i++ {
+	for i := 1; i <= d.lockds; i++ {
 		out = append(out,
 			portUse{addr: fmt.Sprintf("127.0.0.1:%d", d.apiBase+i-1), kind: "api", replica: uint64(i)},
 			portUse{addr: fmt.Sprintf("127.0.0.1:%d", d.raftBase+i-1), kind: "raft", replica: uint64(i)})
@@ -102,7 +119,7 @@ func (d devCluster) ports() []portUse {
 
 func (d devCluster) endpoints() []string {
 	var out []string
-	for i := 1; i <= d.replicas; i++ {
+	for i := 1; i <= d.lockds; i++ {
 		out = append(out, fmt.Sprintf("127.0.0.1:%d", d.apiBase+i-1))
 	}
 	return out
@@ -114,6 +131,9 @@ func (d devCluster) run() error {
 	}
 	if d.cells < 1 || d.cells > 64 {
 		return fmt.Errorf("--cells must be 1 to 64")
+	}
+	if d.lockds < d.replicas || d.lockds > 64 {
+		return fmt.Errorf("--lockds must be from --replicas (%d) to 64", d.replicas)
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -132,9 +152,9 @@ func (d devCluster) run() error {
 	var (
 		wg    sync.WaitGroup
 		procs []*exec.Cmd
-		exits = make(chan int, d.replicas)
+		exits = make(chan int, d.lockds)
 	)
-	for id := 1; id <= d.replicas; id++ {
+	for id := 1; id <= d.lockds; id++ {
 		cmd := exec.Command(self, d.args(id)...)
 		cmd.SysProcAttr = replicaAttr()
 		out, _ := cmd.StdoutPipe()
@@ -156,11 +176,12 @@ func (d devCluster) run() error {
 			exits <- id
 		}(id, cmd)
 	}
-	fmt.Printf("lockd dev cluster: %d replicas, cells (name,shard,prefix) %s, data in %s\n", d.replicas, strings.Join(d.cellSpecs(), " "), d.dataDir)
+	fmt.Printf("lockd dev cluster: %d lockds in %d zones, bootstrap cells (name,shard,prefix) %s on lockds 1-%d, data in %s\n", d.lockds, d.zones, strings.Join(d.cellSpecs(), " "), d.replicas, d.dataDir)
 	fmt.Printf("endpoints: %s\n", strings.Join(d.endpoints(), ","))
-	fmt.Printf("try: lockctl status; lockctl put /demo/hello world; lockctl get /demo/hello\n")
+	created := make(chan error, 1)
+	go func() { created <- d.createCells(ctx) }()
 
-	alive := d.replicas
+	alive := d.lockds
 	for alive > 0 {
 		select {
 		case <-ctx.Done():
@@ -183,7 +204,14 @@ func (d devCluster) run() error {
 			}
 		case id := <-exits:
 			alive--
-			fmt.Fprintf(os.Stderr, "replica %d exited; %d still running\n", id, alive)
+			fmt.Fprintf(os.Stderr, "lockd %d exited; %d still running\n", id, alive)
+		case err := <-created:
+			created = nil
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "creating cells: %v\n", err)
+				break
+			}
+			fmt.Printf("cells ready: %d; try: lockctl cells; lockctl put /demo/hello world; lockctl get /demo/hello\n", d.cells)
 		}
 	}
 	wg.Wait()
@@ -196,4 +224,73 @@ func prefix(w io.Writer, p string, r io.Reader) {
 	for sc.Scan() {
 		fmt.Fprintln(w, p+sc.Text())
 	}
+}
+
+// createCells creates cells 3 and on through the directory (lockctl cell
+// create and prefix assign do the same), once it answers. A cell already
+// there (a restart on the same data) is left as it is.
+func (d devCluster) createCells(ctx context.Context) error {
+	eps := d.endpoints()[:d.replicas]
+	post := func(route string, body any) error {
+		b, _ := json.Marshal(body)
+		var last error
+		for attempt := 0; attempt < 300; attempt++ {
+			for _, ep := range eps {
+				req, err := http.NewRequestWithContext(ctx, "POST", "http://"+ep+route, bytes.NewReader(b))
+				if err != nil {
+					return err
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					last = err
+					continue
+				}
+				var er api.ErrorResponse
+				_ = json.NewDecoder(resp.Body).Decode(&er)
+				resp.Body.Close()
+				switch {
+				case resp.StatusCode == http.StatusOK:
+					return nil
+				case er.Error != nil && er.Error.Code == api.CodeConflict && strings.HasSuffix(er.Error.Message, " exists"):
+					return nil // there already (a restart on the same data)
+				case er.Error != nil && er.Error.Code != api.CodeUnavailable && er.Error.Code != api.CodeNotLeader:
+					return er.Error
+				}
+				last = er.Error
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		return fmt.Errorf("%s: %v", route, last)
+	}
+	// Place the cells once every lockd has registered, so that placement
+	// sees them all.
+	for attempt := 0; attempt < 300 && d.cells >= 3; attempt++ {
+		var dir api.DirectoryResponse
+		if resp, err := http.Get("http://" + eps[0] + api.RouteDirectory); err == nil {
+			_ = json.NewDecoder(resp.Body).Decode(&dir)
+			resp.Body.Close()
+		}
+		if len(dir.Lockds) >= d.lockds {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	for i := 3; i <= d.cells; i++ {
+		name := fmt.Sprintf("cell%d", i)
+		if err := post(api.RouteAdminCellCreate, api.CreateCellRequest{Name: name, Replicas: d.replicas}); err != nil {
+			return err
+		}
+		if err := post(api.RouteAdminPrefixAssign, api.AssignPrefixRequest{Prefix: "/" + name, Cell: name}); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -41,10 +41,13 @@ type serveFlags struct {
 
 func (sf *serveFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&sf.configPath, "config", "", "JSON config file (flags given explicitly override it)")
-	f.Uint64Var(&sf.cfg.ReplicaID, "id", 0, "this lockd's replica id (one of the peers)")
+	f.Uint64Var(&sf.cfg.ReplicaID, "id", 0, "this lockd's id: one of the peers, or a new lockd joining them (then give --raft-addr and --api-addr)")
+	f.StringVar(&sf.cfg.RaftAddr, "raft-addr", "", "this lockd's Raft address, when it is not one of the --peer entries")
+	f.StringVar(&sf.cfg.APIAddr, "api-addr", "", "this lockd's API address, when it is not one of the --peer entries")
+	f.StringVar(&sf.cfg.Zone, "zone", "", "this lockd's failure domain: a cell's replicas are spread over zones")
 	f.StringVar(&sf.cfg.DataDir, "data-dir", "", "directory for the Raft log and snapshots")
-	f.StringArrayVar(&sf.peers, "peer", nil, "a peer as ID,RAFT_ADDR,API_ADDR (repeat for each of the 5 replicas)")
-	f.StringArrayVar(&sf.cells, "cell", nil, "a cell as NAME,SHARD_ID,PREFIX[+PREFIX] (repeat)")
+	f.StringArrayVar(&sf.peers, "peer", nil, "a bootstrap member as ID,RAFT_ADDR,API_ADDR (repeat for each of the 5, or 3): they host the directory group")
+	f.StringArrayVar(&sf.cells, "cell", nil, "a bootstrap cell on the members, as NAME,SHARD_ID,PREFIX[+PREFIX] (repeat); read once, when the directory is first created")
 	f.DurationVar(&sf.lease, "lease", 12*time.Second, "default session lease")
 	f.Uint64Var(&sf.cfg.RTTMillisecond, "rtt-ms", 100, "Raft tick; heartbeat every tick, election timeout 10–20 ticks")
 	f.StringVar(&sf.cfg.LogDB, "logdb", "small", "LogDB memory preset: tiny, small, medium, large")
@@ -90,6 +93,15 @@ func (sf *serveFlags) config(cmd *cobra.Command) (lockd.Config, error) {
 		}
 		if f.Changed("backup-dir") {
 			cfg.BackupDir = flags.BackupDir
+		}
+		if f.Changed("zone") {
+			cfg.Zone = flags.Zone
+		}
+		if f.Changed("raft-addr") {
+			cfg.RaftAddr = flags.RaftAddr
+		}
+		if f.Changed("api-addr") {
+			cfg.APIAddr = flags.APIAddr
 		}
 	}
 	for _, s := range sf.peers {

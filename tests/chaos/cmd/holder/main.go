@@ -92,12 +92,8 @@ func main() {
 		fail(fmt.Errorf("lock state %s: %w", node, err))
 	}
 	epoch := uint64(1)
-	for _, ci := range c.Directory().Cells {
-		for _, p := range ci.Prefixes {
-			if p == api.Prefix(*lock) {
-				epoch = ci.Epoch
-			}
-		}
+	if pi, ok := c.Directory().Prefix(api.Prefix(*lock)); ok {
+		epoch = pi.Epoch
 	}
 	_ = out.Encode(chaos.HolderLine{Ev: "granted", Node: node, Token: token, Session: s.ID(), Owner: n.Owner,
 		CreateIndex: n.CreateIndex, Epoch: epoch, Index: st.Index, Held: st.Held && st.Exists, PID: os.Getpid()})

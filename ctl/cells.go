@@ -1,0 +1,254 @@
+package ctl
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/sdk"
+)
+
+// cellsCmd lists the cells and where their replicas are.
+func cellsCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cells",
+		Short: "List the cells: shard, prefixes and the lockds (and zones) of their replicas",
+		Args:  exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				if err := c.RefreshDirectory(ctx); err != nil {
+					return err
+				}
+				d := c.Directory()
+				if g.output == "json" {
+					return writeJSON(cmd.OutOrStdout(), d)
+				}
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintf(tw, "CELL\tSHARD\tPREFIXES\tREPLICAS (lockd/zone)\n")
+				for _, cell := range append([]api.CellInfo{d.Directory}, d.Cells...) {
+					var reps []string
+					for _, r := range cell.Replicas {
+						s := fmt.Sprintf("%d/%s", r.Lockd, orDash(r.Zone))
+						if r.Learner {
+							s += "(learner)"
+						}
+						reps = append(reps, s)
+					}
+					fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", cell.Name, cell.ShardID, orDash(strings.Join(cell.Prefixes, ",")), strings.Join(reps, " "))
+				}
+				fmt.Fprintf(tw, "(directory index %d, %d lockds)\n", d.Index, len(d.Lockds))
+				return tw.Flush()
+			})
+		},
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// cellCmd groups the cell administration commands.
+func cellCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "cell", Short: "Create cells"}
+	var replicas int
+	var on string
+	create := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a cell: a new Raft group placed over the lockds",
+		Long: "Create the cell NAME. The directory places its replicas: never two on one lockd,\n" +
+			"spread over zones, least loaded lockds first; or on exactly the lockds in --on.\n" +
+			"Give it prefixes with lockctl prefix assign.",
+		Example: "  lockctl cell create orders\n  lockctl cell create orders --replicas 3 --on 1,4,6",
+		Args:    exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := api.CreateCellRequest{Name: args[0]}
+			if cmd.Flags().Changed("replicas") || on == "" {
+				req.Replicas = replicas
+			}
+			if on != "" {
+				for _, f := range strings.Split(on, ",") {
+					id, err := strconv.ParseUint(strings.TrimSpace(f), 10, 64)
+					if err != nil || id == 0 {
+						return usagef("--on takes lockd ids like 1,4,6; %q is not one", f)
+					}
+					req.On = append(req.On, id)
+				}
+			}
+			return g.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				return g.printCell(cmd, "created", func() (api.CellInfo, error) { return c.CreateCell(ctx, req) })
+			})
+		},
+	}
+	create.Flags().IntVar(&replicas, "replicas", 5, "replicas (5, or 3)")
+	create.Flags().StringVar(&on, "on", "", "place the replicas on exactly these lockd ids (comma-separated)")
+	cmd.AddCommand(create)
+	return cmd
+}
+
+// prefixCmd groups the prefix commands.
+func prefixCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "prefix", Short: "Assign and show top-level prefixes"}
+	cmd.AddCommand(&cobra.Command{
+		Use:     "assign PREFIX CELL",
+		Short:   "Give an unassigned prefix to a cell (a served one moves with lockctl migrate)",
+		Example: "  lockctl prefix assign /orders orders",
+		Args:    exactArgs("PREFIX", "CELL"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				p, err := c.AssignPrefix(ctx, args[0], args[1])
+				if err != nil {
+					return err
+				}
+				if g.output == "json" {
+					return writeJSON(cmd.OutOrStdout(), p)
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s → cell %s (epoch %d)\n", p.Prefix, p.Cell, p.Epoch)
+				return err
+			})
+		},
+	}, &cobra.Command{
+		Use:   "show PREFIX",
+		Short: "Show the cell serving a prefix, its epoch, and any migration in flight",
+		Args:  exactArgs("PREFIX"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				if err := c.RefreshDirectory(ctx); err != nil {
+					return err
+				}
+				p, ok := c.Directory().Prefix(args[0])
+				if !ok {
+					return api.Errorf(api.CodeNotFound, "no prefix %s in the directory", args[0])
+				}
+				if g.output == "json" {
+					return writeJSON(cmd.OutOrStdout(), p)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s → cell %s (epoch %d)\n", p.Prefix, p.Cell, p.Epoch)
+				if m := p.Migration; m != nil {
+					fmt.Fprintf(cmd.OutOrStdout(), "migration %s → %s: %s (begun at directory index %d)\n", m.From, m.To, m.Phase, m.BeganAt)
+				}
+				return nil
+			})
+		},
+	})
+	return cmd
+}
+
+// migrateCmd moves a prefix to another cell.
+func migrateCmd(g *globals) *cobra.Command {
+	var to string
+	var abort bool
+	cmd := &cobra.Command{
+		Use:   "migrate PREFIX --to CELL",
+		Short: "Move a prefix to another cell (resumes one in flight; --abort abandons it)",
+		Long: "Move PREFIX to CELL: the old cell seals the prefix (writes under it are refused\n" +
+			"with moved, its locks are released), its persistent nodes are copied with their\n" +
+			"values and versions, the directory commits the move with the epoch + 1 (tokens\n" +
+			"issued after it compare above every earlier one), and the new cell serves.\n" +
+			"Run it again to resume a migration a crash left in flight; --abort abandons one\n" +
+			"that has not committed (the old cell serves again).",
+		Example: "  lockctl migrate /payments --to cell3\n  lockctl migrate /payments --abort",
+		Args:    exactArgs("PREFIX"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if abort == (to != "") {
+				return usagef("give --to CELL, or --abort")
+			}
+			return g.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				out := cmd.OutOrStdout()
+				if abort {
+					if err := c.AbortMove(ctx, args[0]); err != nil {
+						return err
+					}
+					_, err := fmt.Fprintf(out, "migration of %s aborted: its old cell serves it\n", args[0])
+					return err
+				}
+				start := time.Now()
+				res, err := c.MovePrefix(ctx, args[0], to, func(p sdk.MoveProgress) {
+					if g.output != "json" {
+						fmt.Fprintf(out, "[%6.2fs] %-9s %s", time.Since(start).Seconds(), p.Step, p.Detail)
+						if p.Step == "copying" {
+							fmt.Fprintf(out, "%d nodes", p.Nodes)
+						}
+						fmt.Fprintln(out)
+					}
+				})
+				if err != nil {
+					return err
+				}
+				if g.output == "json" {
+					return writeJSON(out, res)
+				}
+				_, err = fmt.Fprintf(out, "%s moved from %s to %s at epoch %d: %d nodes, writes refused for %v, %v in all\n",
+					res.Prefix, res.From, res.To, res.Epoch, res.Nodes, res.Refusing.Round(time.Millisecond), res.Total.Round(time.Millisecond))
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVar(&to, "to", "", "the cell to move the prefix to")
+	cmd.Flags().BoolVar(&abort, "abort", false, "abandon the migration of PREFIX in flight (refused once committed)")
+	return cmd
+}
+
+// memberCmd changes a cell's membership, one replica at a time.
+func memberCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "member",
+		Short: "Replace a cell's replicas: add (--learner), promote, remove",
+		Long: "Change one cell's membership, one replica at a time. To replace a dead replica:\n" +
+			"  lockctl member add CELL NEW-LOCKD --learner   (it catches up from a snapshot)\n" +
+			"  lockctl member promote CELL NEW-LOCKD\n" +
+			"  lockctl member remove CELL DEAD-LOCKD\n" +
+			"A change that would leave the cell fewer than three voters, put two of its\n" +
+			"replicas on one lockd, or that the cell cannot commit is refused and changes nothing.",
+	}
+	var learner bool
+	run := func(action string) func(cmd *cobra.Command, args []string) error {
+		return func(cmd *cobra.Command, args []string) error {
+			id, err := strconv.ParseUint(args[1], 10, 64)
+			if err != nil || id == 0 {
+				return usagef("LOCKD is a lockd id like 6, not %q", args[1])
+			}
+			return g.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				return g.printCell(cmd, fmt.Sprintf("%s of lockd %d done", action, id), func() (api.CellInfo, error) {
+					return c.ChangeMember(ctx, api.MemberRequest{Cell: args[0], Action: action, Lockd: id, Learner: learner})
+				})
+			})
+		}
+	}
+	add := &cobra.Command{Use: "add CELL LOCKD", Short: "Add a replica of CELL on lockd LOCKD", Args: exactArgs("CELL", "LOCKD"), RunE: run(api.MemberAdd)}
+	add.Flags().BoolVar(&learner, "learner", false, "add it without a vote: it catches up first (then member promote)")
+	cmd.AddCommand(add,
+		&cobra.Command{Use: "promote CELL LOCKD", Short: "Give CELL's learner on lockd LOCKD a vote", Args: exactArgs("CELL", "LOCKD"), RunE: run(api.MemberPromote)},
+		&cobra.Command{Use: "remove CELL LOCKD", Short: "Remove CELL's replica on lockd LOCKD", Args: exactArgs("CELL", "LOCKD"), RunE: run(api.MemberRemove)})
+	return cmd
+}
+
+// printCell runs op and prints the cell it returns: "cell NAME WHAT:
+// shard N, replicas on lockd 1 (zone), …".
+func (g *globals) printCell(cmd *cobra.Command, what string, op func() (api.CellInfo, error)) error {
+	info, err := op()
+	if err != nil {
+		return err
+	}
+	if g.output == "json" {
+		return writeJSON(cmd.OutOrStdout(), info)
+	}
+	var reps []string
+	for _, r := range info.Replicas {
+		s := fmt.Sprintf("lockd %d (%s)", r.Lockd, orDash(r.Zone))
+		if r.Learner {
+			s += " learner"
+		}
+		reps = append(reps, s)
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "cell %s %s: shard %d, replicas on %s\n", info.Name, what, info.ShardID, strings.Join(reps, ", "))
+	return err
+}

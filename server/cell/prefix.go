@@ -1,0 +1,58 @@
+package cell
+
+import (
+	"context"
+
+	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/server/fsm"
+)
+
+// MaxExportPage bounds the nodes one export page returns (a page of 64 KiB
+// values is then at most 64 MiB; lockctl asks for fewer).
+const MaxExportPage = 1000
+
+// PrefixOp runs one migration step on this cell (its leader): seal,
+// export, stage, unseal or drop. Each is one committed entry (export: one
+// linearizable read) and safe to repeat.
+func (c *Cell) PrefixOp(ctx context.Context, req api.PrefixOpRequest) (api.PrefixOpResponse, error) {
+	var cmd fsm.Command
+	switch req.Op {
+	case api.PrefixSeal:
+		cmd = fsm.Command{Op: fsm.OpSealPrefix, Path: req.Prefix, Cell: req.To, DirIndex: req.DirIndex}
+	case api.PrefixUnseal:
+		cmd = fsm.Command{Op: fsm.OpUnsealPrefix, Path: req.Prefix, DirIndex: req.DirIndex}
+	case api.PrefixStage:
+		cmd = fsm.Command{Op: fsm.OpStagePrefix, Path: req.Prefix, Epoch: req.Epoch, First: req.First, Last: req.Last, Nodes: req.Nodes}
+	case api.PrefixDrop:
+		cmd = fsm.Command{Op: fsm.OpDropPrefix, Path: req.Prefix}
+	case api.PrefixExport:
+		limit := req.Limit
+		if limit <= 0 || limit > MaxExportPage {
+			limit = MaxExportPage
+		}
+		v, err := c.read(ctx, exportQuery{prefix: req.Prefix, after: req.After, limit: limit})
+		if err != nil {
+			return api.PrefixOpResponse{}, err
+		}
+		return v.(api.PrefixOpResponse), nil
+	case api.PrefixState:
+		v, err := c.read(ctx, prefixQuery{prefix: req.Prefix})
+		if err != nil {
+			return api.PrefixOpResponse{}, err
+		}
+		st := v.(prefixState)
+		return api.PrefixOpResponse{Index: st.index, State: st.State, Epoch: st.Epoch}, nil
+	default:
+		return api.PrefixOpResponse{}, api.Errorf(api.CodeBadRequest, "unknown prefix op %q", req.Op)
+	}
+	res, err := c.propose(ctx, &cmd)
+	if err != nil {
+		return api.PrefixOpResponse{}, err
+	}
+	v, err := c.nh.StaleRead(c.cfg.Info.ShardID, prefixQuery{prefix: req.Prefix})
+	out := api.PrefixOpResponse{Index: res.Index, Epoch: res.Epoch}
+	if err == nil {
+		out.State = v.(prefixState).State
+	}
+	return out, nil
+}

@@ -1,0 +1,5 @@
+//go:build !lockd_broken_seal && lockd_broken_move_epoch
+
+package fsm
+
+const brokenSealKeepsEphemerals = false

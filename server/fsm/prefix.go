@@ -1,0 +1,304 @@
+package fsm
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/lockservice/lockd/api"
+)
+
+// Prefix root states (api.PrefixOpResponse.State uses the same words, and
+// "serving" for the empty state).
+const (
+	PrefixSealed  = "sealed"
+	PrefixStaging = "staging" // a copy is arriving
+	PrefixStaged  = "staged"  // the copy is complete, waiting for the directory's commit
+)
+
+// CheckServes answers whether this cell serves path's prefix now: nil, or
+// wrong_cell (never held here), moved (sealed: naming the new cell) or
+// unavailable (a migration is copying it here and it is not served yet).
+func (s *State) CheckServes(path string) *api.Error {
+	root, ok := s.nodes[api.Prefix(path)]
+	if !ok {
+		return api.Errorf(api.CodeWrongCell, "this cell does not serve prefix %s", api.Prefix(path))
+	}
+	switch root.prefixState {
+	case PrefixSealed:
+		return movedErr(root)
+	case PrefixStaging, PrefixStaged:
+		return api.Errorf(api.CodeUnavailable, "prefix %s is moving to this cell and not served yet", root.path)
+	}
+	return nil
+}
+
+// routingRefusal reports whether a command was refused because this cell
+// does not serve its prefix now (CheckServes): such a refusal applied
+// nothing and may be answered differently later.
+func routingRefusal(e *api.Error) bool {
+	return e != nil && (e.Code == api.CodeMoved || e.Code == api.CodeWrongCell || e.Code == api.CodeUnavailable)
+}
+
+func movedErr(root *node) *api.Error {
+	e := api.Errorf(api.CodeMoved, "prefix %s moved to cell %s", root.path, root.movedTo)
+	e.Cell = root.movedTo
+	return e
+}
+
+// PrefixInfo is a prefix root's state here: State is "serving",
+// "sealed", "staging", "staged", or "" if this cell has no such prefix.
+type PrefixInfo struct {
+	State        string
+	Epoch        uint64
+	MovedTo      string
+	SealDirIndex uint64
+}
+
+// PrefixState describes a prefix root here.
+func (s *State) PrefixState(prefix string) PrefixInfo {
+	root, ok := s.nodes[prefix]
+	if !ok || api.Parent(prefix) != "/" {
+		return PrefixInfo{}
+	}
+	st := root.prefixState
+	if st == "" {
+		st = "serving"
+	}
+	return PrefixInfo{State: st, Epoch: root.dirEpoch, MovedTo: root.movedTo, SealDirIndex: root.sealDirIndex}
+}
+
+// prefixRoot returns the root of a top-level prefix named by a command.
+func (s *State) prefixRoot(path string) (*node, *api.Error) {
+	if err := api.ValidatePath(path); err != nil {
+		return nil, asAPIError(err)
+	}
+	if api.Parent(path) != "/" {
+		return nil, api.Errorf(api.CodeInvalidPath, "%s is not a top-level prefix", path)
+	}
+	root, ok := s.nodes[path]
+	if !ok {
+		return nil, api.Errorf(api.CodeWrongCell, "this cell has no prefix %s", path)
+	}
+	return root, nil
+}
+
+// below returns the nodes strictly under root, deepest first (children
+// before their parents, so they can be removed in order).
+func (s *State) below(root *node) []*node {
+	var out []*node
+	var walk func(n *node)
+	walk = func(n *node) {
+		names := make([]string, 0, len(n.children))
+		for name := range n.children {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			c := n.children[name]
+			walk(c)
+			out = append(out, c)
+		}
+	}
+	walk(root)
+	return out
+}
+
+// sealPrefix refuses every later write and read under the prefix with
+// moved (naming c.Cell), and deletes its ephemeral nodes at this index:
+// their holders lose their locks here, so the old and the new cell never
+// both grant under the prefix. Persistent nodes stay, frozen, to be
+// exported. Sealing again for the same cell changes nothing.
+func (s *State) sealPrefix(index uint64, c *Command) (Result, []Change) {
+	root, err := s.prefixRoot(c.Path)
+	if err != nil {
+		return Result{Err: err}, nil
+	}
+	if c.Cell == "" {
+		return Result{Err: api.Errorf(api.CodeBadRequest, "a seal names the cell the prefix moves to")}, nil
+	}
+	switch root.prefixState {
+	case PrefixSealed:
+		if root.movedTo != c.Cell {
+			return Result{Err: api.Errorf(api.CodeConflict, "prefix %s is sealed for a move to %s, not %s", c.Path, root.movedTo, c.Cell)}, nil
+		}
+		return Result{Epoch: root.dirEpoch}, nil
+	case PrefixStaging, PrefixStaged:
+		return Result{Err: api.Errorf(api.CodeConflict, "prefix %s is staged here, not served: nothing to seal", c.Path)}, nil
+	}
+	var changes []Change
+	for _, n := range s.below(root) {
+		if n.ephemeral && !brokenSealKeepsEphemerals {
+			changes = append(changes, s.removeNode(index, n)...)
+		}
+	}
+	s.touch(root)
+	root.prefixState, root.movedTo, root.sealDirIndex = PrefixSealed, c.Cell, c.DirIndex
+	if !brokenSealKeepsEphemerals {
+		changes = append(changes, Change{Path: root.path, Type: ChangeMoved, Index: index})
+	}
+	return Result{Epoch: root.dirEpoch}, changes
+}
+
+// unsealPrefix serves a sealed prefix again (its migration aborted). It
+// names the directory state that says so; one older than the migration
+// that sealed the prefix (a stale view) is refused.
+func (s *State) unsealPrefix(c *Command) Result {
+	root, err := s.prefixRoot(c.Path)
+	if err != nil {
+		return Result{Err: err}
+	}
+	switch root.prefixState {
+	case PrefixStaging, PrefixStaged:
+		return Result{Err: api.Errorf(api.CodeConflict, "prefix %s is staged here: drop it instead", c.Path)}
+	case PrefixSealed:
+		if c.DirIndex < root.sealDirIndex {
+			return Result{Err: api.Errorf(api.CodeConflict, "prefix %s was sealed by the migration begun at directory index %d; an unseal from index %d is stale", c.Path, root.sealDirIndex, c.DirIndex)}
+		}
+		s.touch(root)
+		root.prefixState, root.movedTo, root.sealDirIndex = "", "", 0
+	}
+	return Result{Epoch: root.dirEpoch}
+}
+
+// stagePrefix copies a page of a moving prefix's persistent nodes here,
+// not yet served. The first page starts the copy over (an earlier partial
+// copy, or the tombstone of an earlier move away, is dropped); the last
+// page (Last) completes it, and from then it only changes by being served
+// (ensure_prefix, once the directory commits the move) or dropped (the
+// move aborted): a late copy of the first page cannot empty it. Values,
+// versions and sequence counters are kept; indices are this cell's.
+func (s *State) stagePrefix(index uint64, c *Command) (Result, []Change) {
+	if err := api.ValidatePath(c.Path); err != nil {
+		return Result{Err: asAPIError(err)}, nil
+	}
+	if api.Parent(c.Path) != "/" {
+		return Result{Err: api.Errorf(api.CodeInvalidPath, "%s is not a top-level prefix", c.Path)}, nil
+	}
+	if c.Epoch == 0 || c.Epoch > api.MaxTokenEpoch {
+		return Result{Err: api.Errorf(api.CodeBadRequest, "stage needs a directory epoch in [1, %d]", uint64(api.MaxTokenEpoch))}, nil
+	}
+	root, exists := s.nodes[c.Path]
+	switch {
+	case exists && root.prefixState == "":
+		return Result{Err: api.Errorf(api.CodeConflict, "prefix %s is served by this cell", c.Path)}, nil
+	case exists && root.prefixState == PrefixStaged && root.dirEpoch == c.Epoch:
+		return Result{Epoch: root.dirEpoch}, nil // complete already: every page is in
+	case exists && root.prefixState == PrefixSealed && c.Epoch <= root.dirEpoch:
+		return Result{Err: api.Errorf(api.CodeConflict, "prefix %s was here under epoch %d; a move back needs a higher one", c.Path, root.dirEpoch)}, nil
+	case !c.First && (!exists || root.prefixState != PrefixStaging || root.dirEpoch != c.Epoch):
+		return Result{Err: api.Errorf(api.CodeConflict, "no copy of %s under epoch %d is being staged: start with the first page", c.Path, c.Epoch)}, nil
+	}
+	// Check the whole page before changing anything: in path order, under
+	// the prefix, each parent the root or already there.
+	have := func(p string) bool {
+		if p == c.Path {
+			return true
+		}
+		_, ok := s.nodes[p]
+		return ok && !c.First
+	}
+	inPage := map[string]bool{}
+	for i, en := range c.Nodes {
+		if err := api.ValidatePath(en.Path); err != nil {
+			return Result{Err: asAPIError(err)}, nil
+		}
+		if en.Path != c.Path && !strings.HasPrefix(en.Path, c.Path+"/") {
+			return Result{Err: api.Errorf(api.CodeBadRequest, "node %s is not under %s", en.Path, c.Path)}, nil
+		}
+		if err := checkValue(en.Value); err != nil {
+			return Result{Err: err}, nil
+		}
+		if i > 0 && en.Path <= c.Nodes[i-1].Path {
+			return Result{Err: api.Errorf(api.CodeBadRequest, "staged nodes must be in path order")}, nil
+		}
+		if pp := api.Parent(en.Path); en.Path != c.Path && !inPage[pp] && !have(pp) {
+			return Result{Err: api.Errorf(api.CodeBadRequest, "staged node %s comes before its parent", en.Path)}, nil
+		}
+		inPage[en.Path] = true
+	}
+	var changes []Change
+	if c.First {
+		if exists {
+			changes = s.removeSubtree(index, root, true)
+		}
+		root = &node{path: c.Path, parent: s.root, version: 1, createIndex: index, modifyIndex: index, childIndex: index, dirEpoch: c.Epoch, prefixState: PrefixStaging, children: map[string]*node{}}
+		s.link(index, root)
+		changes = append(changes, Change{Path: root.path, Type: ChangeCreated, Index: index})
+	}
+	for _, en := range c.Nodes {
+		if n, ok := s.nodes[en.Path]; ok { // the root, or a page sent twice
+			s.touch(n)
+			n.value, n.version, n.nextSeq = cloneBytes(en.Value), max(en.Version, 1), en.NextSeq
+			continue
+		}
+		n := &node{path: en.Path, parent: s.nodes[api.Parent(en.Path)], value: cloneBytes(en.Value), version: max(en.Version, 1), nextSeq: en.NextSeq,
+			createIndex: index, modifyIndex: index, childIndex: index, children: map[string]*node{}}
+		s.link(index, n)
+	}
+	if c.Last {
+		s.touch(root)
+		root.prefixState = PrefixStaged
+	}
+	return Result{Epoch: root.dirEpoch}, changes
+}
+
+// dropPrefix removes the nodes of a prefix that moved away (sealed: the
+// root stays as the tombstone that answers moved) or of a staged copy
+// whose migration aborted (the root goes too).
+func (s *State) dropPrefix(index uint64, c *Command) (Result, []Change) {
+	root, err := s.prefixRoot(c.Path)
+	if err != nil {
+		if err.Code == api.CodeWrongCell {
+			return Result{}, nil // nothing here: dropped already
+		}
+		return Result{Err: err}, nil
+	}
+	switch root.prefixState {
+	case "":
+		return Result{Err: api.Errorf(api.CodeConflict, "prefix %s is served by this cell: seal it first", c.Path)}, nil
+	case PrefixStaging, PrefixStaged:
+		return Result{}, s.removeSubtree(index, root, true)
+	}
+	// The seal fired every watch under the prefix and no read under it
+	// has armed one since: the nodes go without events (they live on in
+	// the new cell; a "deleted" would be false).
+	s.removeSubtree(index, root, false)
+	return Result{Epoch: root.dirEpoch}, nil
+}
+
+// removeSubtree removes every node under root, and root itself if withRoot.
+func (s *State) removeSubtree(index uint64, root *node, withRoot bool) []Change {
+	var changes []Change
+	for _, n := range s.below(root) {
+		changes = append(changes, s.removeNode(index, n)...)
+	}
+	if withRoot {
+		changes = append(changes, s.removeNode(index, root)...)
+	}
+	return changes
+}
+
+// ExportPrefix returns up to limit persistent nodes of a sealed prefix in
+// path order, the root first, after the path after ("" for the first
+// page), and whether more follow.
+func (s *State) ExportPrefix(prefix, after string, limit int) ([]api.ExportedNode, bool, *api.Error) {
+	root, err := s.prefixRoot(prefix)
+	if err != nil {
+		return nil, false, err
+	}
+	if root.prefixState != PrefixSealed {
+		return nil, false, api.Errorf(api.CodeConflict, "prefix %s is not sealed: only a sealed prefix is exported (it no longer changes)", prefix)
+	}
+	all := append([]*node{root}, s.below(root)...)
+	sort.Slice(all, func(i, j int) bool { return all[i].path < all[j].path })
+	i := sort.Search(len(all), func(i int) bool { return all[i].path > after })
+	var out []api.ExportedNode
+	for ; i < len(all) && len(out) < limit; i++ {
+		n := all[i]
+		if n.ephemeral {
+			continue // none are left after a seal; belt and braces
+		}
+		out = append(out, api.ExportedNode{Path: n.path, Value: cloneBytes(n.value), Version: n.version, NextSeq: n.nextSeq})
+	}
+	return out, i < len(all), nil
+}

@@ -1,0 +1,105 @@
+package lockd
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/directory"
+	"github.com/lockservice/lockd/server/cell"
+)
+
+// ChangeMember makes one membership change of cell c, which this lockd
+// leads: it checks the cell can commit now (else it refuses, having
+// changed nothing), records the change in the directory (pending: the
+// lockd that is to host a new replica starts it, as a joining one), makes
+// it in the cell's Raft group, and confirms it in the directory; if the
+// group did not make it, the directory takes it back. A change the
+// directory refuses (a second replica on one lockd, too few voters left,
+// another change in flight) changes nothing either.
+func (p *Process) ChangeMember(ctx context.Context, c *cell.Cell, req api.MemberRequest) (api.CellInfo, error) {
+	if _, err := c.Membership(ctx); err != nil {
+		return api.CellInfo{}, api.Errorf(api.CodeUnavailable, "cell %s cannot commit a membership change now (%v); nothing changed", req.Cell, err)
+	}
+	res, err := p.ProposeDirectory(ctx, &directory.Command{Op: directory.OpMember, Member: &req})
+	if err != nil {
+		return api.CellInfo{}, err
+	}
+	var rep *api.ReplicaInfo
+	for i := range res.Cell.Replicas {
+		if res.Cell.Replicas[i].Lockd == req.Lockd {
+			rep = &res.Cell.Replicas[i]
+		}
+	}
+	if rep == nil {
+		return api.CellInfo{}, api.Errorf(api.CodeInternal, "the directory has no replica of %s on lockd %d after %s", req.Cell, req.Lockd, req.Action)
+	}
+	raftAddr, err := p.raftAddr(ctx, req.Lockd)
+	if err != nil {
+		return api.CellInfo{}, err
+	}
+	var change error
+	switch req.Action {
+	case api.MemberAdd:
+		change = c.AddReplica(ctx, rep.ReplicaID, raftAddr, rep.Learner)
+	case api.MemberPromote:
+		change = c.AddReplica(ctx, rep.ReplicaID, raftAddr, false)
+	case api.MemberRemove:
+		change = c.RemoveReplica(ctx, rep.ReplicaID)
+	}
+	verdict := api.MemberDone
+	if change != nil {
+		// Did the group make it anyway (a timeout after the commit)?
+		vctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		m, err := c.Membership(vctx)
+		cancel()
+		if err != nil {
+			return api.CellInfo{}, api.Errorf(api.CodeUnavailable, "%s of the replica on lockd %d: %v; the change is still pending: run it again", req.Action, req.Lockd, change)
+		}
+		if !made(m, req.Action, rep.ReplicaID) {
+			verdict = api.MemberAbort
+		}
+	}
+	dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err = p.ProposeDirectory(dctx, &directory.Command{Op: directory.OpMember, Member: &api.MemberRequest{Cell: req.Cell, Action: verdict, Lockd: req.Lockd}})
+	if err != nil {
+		return api.CellInfo{}, fmt.Errorf("%s made in the cell, not yet confirmed in the directory (run it again): %w", req.Action, err)
+	}
+	if verdict == api.MemberAbort {
+		return *res.Cell, api.Errorf(api.CodeUnavailable, "cell %s could not commit the %s (%v); nothing changed", req.Cell, req.Action, change)
+	}
+	p.log.Info("membership changed", "cell", req.Cell, "action", req.Action, "lockd", req.Lockd, "replica_id", rep.ReplicaID)
+	return *res.Cell, nil
+}
+
+// made reports whether the group's membership shows the change.
+func made(m cell.Members, action string, id uint64) bool {
+	_, voter := m.Voters[id]
+	_, learner := m.Learners[id]
+	switch action {
+	case api.MemberAdd:
+		return voter || learner
+	case api.MemberPromote:
+		return voter
+	}
+	return !voter && !learner
+}
+
+// raftAddr is a lockd's Raft address, from the view or else the directory.
+func (p *Process) raftAddr(ctx context.Context, id uint64) (string, error) {
+	if l, ok := p.view.Load().Lockd(id); ok {
+		return l.RaftAddr, nil
+	}
+	d, err := p.ReadDirectory(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, l := range d.Lockds {
+		if l.ID == id {
+			return l.RaftAddr, nil
+		}
+	}
+	return "", api.Errorf(api.CodeNotFound, "no lockd %d", id)
+}

@@ -1,0 +1,384 @@
+package lockd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/directory"
+	"github.com/lockservice/lockd/server/cell"
+)
+
+// bootView is the directory a new cluster starts from: the bootstrap
+// members host the directory group and a replica of every bootstrap cell
+// (replica id = lockd id). The directory group commits the same as its
+// first entry; until this lockd has read the group, it routes by this.
+func bootView(cfg Config) api.DirectoryResponse {
+	var d api.DirectoryResponse
+	var reps []api.ReplicaInfo
+	for _, p := range cfg.Peers {
+		l := api.LockdInfo{ID: p.ID, RaftAddr: p.RaftAddr, APIAddr: p.APIAddr}
+		if p.ID == cfg.ReplicaID {
+			l.Zone = cfg.Zone
+		}
+		d.Lockds = append(d.Lockds, l)
+		reps = append(reps, api.ReplicaInfo{ReplicaID: p.ID, Lockd: p.ID, APIAddr: p.APIAddr, Initial: true})
+		d.Directory.Endpoints = append(d.Directory.Endpoints, p.APIAddr)
+	}
+	d.Directory.Name, d.Directory.ShardID, d.Directory.Replicas = "directory", directory.ShardID, reps
+	for _, cc := range cfg.Cells {
+		ci := api.CellInfo{Name: cc.Name, ShardID: cc.ShardID, Prefixes: cc.Prefixes, Replicas: reps, Endpoints: d.Directory.Endpoints}
+		d.Cells = append(d.Cells, ci)
+		for _, p := range cc.Prefixes {
+			d.Prefixes = append(d.Prefixes, api.PrefixInfo{Prefix: p, Cell: cc.Name, Epoch: max(cc.Epoch, 1)})
+		}
+	}
+	return d
+}
+
+// bootstrapCommand is bootView as the directory group's first entry.
+func bootstrapCommand(cfg Config) *directory.Command {
+	b := &directory.Bootstrap{}
+	for _, p := range cfg.Peers {
+		b.Lockds = append(b.Lockds, api.LockdInfo{ID: p.ID, RaftAddr: p.RaftAddr, APIAddr: p.APIAddr})
+		b.DirectoryLockds = append(b.DirectoryLockds, p.ID)
+	}
+	for _, cc := range cfg.Cells {
+		bc := directory.BootCell{Name: cc.Name, ShardID: cc.ShardID, Prefixes: cc.Prefixes, Epoch: cc.Epoch}
+		for _, p := range cfg.Peers {
+			bc.Lockds = append(bc.Lockds, p.ID)
+		}
+		b.Cells = append(b.Cells, bc)
+	}
+	return &directory.Command{Op: directory.OpBootstrap, Bootstrap: b}
+}
+
+// hostedReplica is one replica this lockd runs, as it records them in its
+// data directory (replicas.json) so that a restart brings them back
+// without the directory.
+type hostedReplica struct {
+	Cell      string `json:"cell"`
+	ShardID   uint64 `json:"shard_id"`
+	ReplicaID uint64 `json:"replica_id"`
+	Learner   bool   `json:"learner,omitempty"`
+}
+
+func (p *Process) replicasFile() string { return filepath.Join(p.cfg.DataDir, "replicas.json") }
+
+func (p *Process) loadReplicas() ([]hostedReplica, error) {
+	b, err := os.ReadFile(p.replicasFile())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []hostedReplica
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, fmt.Errorf("%s: %w", p.replicasFile(), err)
+	}
+	return out, nil
+}
+
+// saveReplicas records the replicas running now (cellsMu held).
+func (p *Process) saveReplicas() error {
+	var out []hostedReplica
+	for _, c := range p.cells {
+		out = append(out, hostedReplica{Cell: c.Info().Name, ShardID: c.Info().ShardID, ReplicaID: c.ReplicaID(), Learner: c.Learner()})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Cell < out[j].Cell })
+	b, _ := json.MarshalIndent(out, "", "  ")
+	if err := os.MkdirAll(p.cfg.DataDir, 0o755); err != nil {
+		return err
+	}
+	tmp := p.replicasFile() + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p.replicasFile())
+}
+
+// startCell starts this lockd's replica of a cell (cellsMu held, or
+// before the API serves). members: the initial members of a new cell;
+// join: added later (a learner if learner).
+func (p *Process) startCell(info api.CellInfo, replicaID uint64, members map[uint64]string, join, learner bool) error {
+	if _, ok := p.cells[info.Name]; ok {
+		return nil
+	}
+	c, err := cell.Start(p.nh, cell.Config{
+		Info: api.CellInfo{Name: info.Name, ShardID: info.ShardID}, ReplicaID: replicaID, Members: members, Join: join, Learner: learner,
+		ElectionRTT: p.cfg.ElectionRTT, HeartbeatRTT: p.cfg.HeartbeatRTT,
+		SnapshotEntries: p.cfg.SnapshotEntries, CompactionOverhead: p.cfg.CompactionOverhead,
+		DefaultLease: time.Duration(p.cfg.Lease), Logger: p.log,
+		Fanout: observeInt(p.fanout.WithLabelValues(info.Name)),
+	})
+	if err != nil {
+		return err
+	}
+	p.cells[info.Name] = c
+	p.listener.register(info.ShardID, c)
+	p.cellMetrics[info.Name] = registerCellMetrics(p.metrics, c)
+	p.log.Info("replica started", "cell", info.Name, "shard", info.ShardID, "replica_id", replicaID, "join", join)
+	return p.saveReplicas()
+}
+
+// stopCell stops a replica removed from its cell (cellsMu held).
+func (p *Process) stopCell(c *cell.Cell) {
+	name := c.Info().Name
+	if err := c.Stop(); err != nil {
+		p.log.Warn("stopping a removed replica", "cell", name, "err", err)
+	}
+	delete(p.cells, name)
+	p.listener.unregister(c.Info().ShardID)
+	for _, col := range p.cellMetrics[name] {
+		p.metrics.Unregister(col)
+	}
+	delete(p.cellMetrics, name)
+	if err := p.saveReplicas(); err != nil {
+		p.log.Warn("recording replicas", "err", err)
+	}
+	p.log.Info("replica removed from its cell: stopped", "cell", name, "replica_id", c.ReplicaID())
+}
+
+// reconcile brings this lockd in line with a directory view: it starts
+// the replicas the directory places here and tells every running replica
+// its peers' addresses and the prefixes (and epochs) its cell serves.
+func (p *Process) reconcile(view *directory.Directory) error {
+	p.cellsMu.Lock()
+	defer p.cellsMu.Unlock()
+	self := p.cfg.ReplicaID
+	lockds := map[uint64]api.LockdInfo{}
+	for _, l := range view.Response().Lockds {
+		lockds[l.ID] = l
+	}
+	prefixes := map[string]map[string]cell.PrefixPlacement{}
+	for _, pi := range view.Prefixes() {
+		if prefixes[pi.Cell] == nil {
+			prefixes[pi.Cell] = map[string]cell.PrefixPlacement{}
+		}
+		leaving := pi.Migration != nil && pi.Migration.Phase == api.MigrationSealing
+		prefixes[pi.Cell][pi.Prefix] = cell.PrefixPlacement{Epoch: pi.Epoch, Leaving: leaving}
+	}
+	var firstErr error
+	for _, info := range view.Cells() {
+		var mine *api.ReplicaInfo
+		members := map[uint64]string{}
+		apiAddrs := map[uint64]string{}
+		for i, r := range info.Replicas {
+			apiAddrs[r.ReplicaID] = r.APIAddr
+			if r.Initial {
+				members[r.ReplicaID] = lockds[r.Lockd].RaftAddr
+			}
+			if r.Lockd == self {
+				mine = &info.Replicas[i]
+			}
+		}
+		if mine != nil {
+			if err := p.startCell(info, mine.ReplicaID, members, !mine.Initial, mine.Learner); err != nil && firstErr == nil {
+				firstErr = fmt.Errorf("cell %s: %w", info.Name, err)
+			}
+		} else if c, ok := p.cells[info.Name]; ok && view.Index() > 0 {
+			// The directory removed this lockd's replica (member remove,
+			// confirmed): stop it for good.
+			p.stopCell(c)
+			continue
+		}
+		if c, ok := p.cells[info.Name]; ok {
+			c.SetPlacement(cell.Placement{APIAddrs: apiAddrs, Prefixes: prefixes[info.Name], Index: view.Index()})
+		}
+	}
+	return firstErr
+}
+
+// followDirectory keeps the view current and this lockd in it: a
+// directory replica proposes the bootstrap once and reads its own copy
+// after every applied entry; another lockd polls the directory replicas.
+// Each lockd registers itself (its addresses and zone) until the
+// directory has it.
+func (p *Process) followDirectory() {
+	defer p.wg.Done()
+	var lastApplied uint64
+	var lastAsk time.Time
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for polls := 0; ; polls++ {
+		select {
+		case <-p.stop:
+			return
+		case <-tick.C:
+		}
+		var resp api.DirectoryResponse
+		var ok bool
+		if p.dir != nil {
+			if a := p.dir.Applied(); a != lastApplied || polls%50 == 0 {
+				lastApplied = a
+				resp, ok = p.dir.Local()
+			}
+		} else if polls%5 == 0 {
+			resp, ok = p.pollDirectory()
+		}
+		if ok && resp.Index > 0 && len(resp.Lockds) > 0 {
+			p.adoptView(resp)
+		}
+		if time.Since(lastAsk) < time.Second {
+			continue
+		}
+		view := p.view.Load()
+		switch {
+		case p.dir != nil && view.Index() == 0:
+			lastAsk = time.Now()
+			p.proposeBackground(bootstrapCommand(p.cfg))
+		case view.Index() > 0 && !p.registered(view):
+			lastAsk = time.Now()
+			self := p.cfg.Self()
+			p.proposeBackground(&directory.Command{Op: directory.OpRegister, Lockd: &api.LockdInfo{ID: self.ID, RaftAddr: self.RaftAddr, APIAddr: self.APIAddr, Zone: p.cfg.Zone}})
+		}
+	}
+}
+
+// adoptView installs a directory read if it is newer than the view.
+func (p *Process) adoptView(resp api.DirectoryResponse) {
+	if resp.Index <= p.view.Load().Index() {
+		return
+	}
+	d, err := directory.New(resp)
+	if err != nil {
+		p.log.Error("the directory group serves an invalid directory", "index", resp.Index, "err", err)
+		return
+	}
+	p.view.Store(d)
+	if err := p.reconcile(d); err != nil {
+		p.log.Warn("placing replicas", "err", err)
+	}
+}
+
+func (p *Process) registered(view *directory.Directory) bool {
+	l, ok := view.Lockd(p.cfg.ReplicaID)
+	self := p.cfg.Self()
+	return ok && l.RaftAddr == self.RaftAddr && l.APIAddr == self.APIAddr && l.Zone == p.cfg.Zone
+}
+
+func (p *Process) proposeBackground(c *directory.Command) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if _, err := p.ProposeDirectory(ctx, c); err != nil {
+		if api.CodeOf(err) != api.CodeUnavailable {
+			p.log.Warn("directory command refused", "op", c.Op, "err", err)
+		}
+	}
+}
+
+// directoryAddrs are the API addresses of the directory's replicas.
+func (p *Process) directoryAddrs() []string {
+	if eps := p.view.Load().Response().Directory.Endpoints; len(eps) > 0 {
+		return eps
+	}
+	var out []string
+	for _, peer := range p.cfg.Peers {
+		out = append(out, peer.APIAddr)
+	}
+	return out
+}
+
+// pollDirectory reads the directory from a directory replica over HTTP.
+func (p *Process) pollDirectory() (api.DirectoryResponse, bool) {
+	for _, addr := range p.directoryAddrs() {
+		var resp api.DirectoryResponse
+		if err := p.peerCall(addr, "GET", api.RouteDirectory, nil, &resp); err == nil {
+			return resp, true
+		}
+	}
+	return api.DirectoryResponse{}, false
+}
+
+// peerCall makes one API call to another lockd.
+func (p *Process) peerCall(addr, method, route string, body, out any) error {
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI("http://" + addr + route)
+	req.Header.SetMethod(method)
+	if body != nil {
+		b, _ := json.Marshal(body)
+		req.SetBody(b)
+		req.Header.SetContentType("application/json")
+	}
+	if err := p.peerAPI.DoTimeout(req, resp, 5*time.Second); err != nil {
+		return api.Errorf(api.CodeUnavailable, "%s: %v", addr, err)
+	}
+	if resp.StatusCode() != fasthttp.StatusOK {
+		var er api.ErrorResponse
+		if json.Unmarshal(resp.Body(), &er) == nil && er.Error != nil {
+			return er.Error
+		}
+		return api.Errorf(api.CodeUnavailable, "%s: HTTP %d", addr, resp.StatusCode())
+	}
+	return json.Unmarshal(resp.Body(), out)
+}
+
+// ReadDirectory is GET /v1/directory: linearizable on a directory
+// replica (a client re-reads after moved, and must not get an older map
+// than the one that sent it away), this lockd's view elsewhere.
+func (p *Process) ReadDirectory(ctx context.Context) (api.DirectoryResponse, error) {
+	if p.dir == nil {
+		return p.view.Load().Response(), nil
+	}
+	resp, err := p.dir.Read(ctx)
+	if err != nil {
+		return api.DirectoryResponse{}, err
+	}
+	if resp.Index == 0 || len(resp.Lockds) == 0 {
+		return p.view.Load().Response(), nil // not bootstrapped yet: the flags' view
+	}
+	p.adoptView(resp)
+	return resp, nil
+}
+
+// ProposeDirectory commits a directory command on this lockd's directory
+// replica (a follower forwards it to the leader); a lockd without one
+// passes it to one that has.
+func (p *Process) ProposeDirectory(ctx context.Context, c *directory.Command) (directory.Result, error) {
+	if p.dir != nil {
+		res, err := p.dir.Propose(ctx, c)
+		if err == nil {
+			if resp, ok := p.dir.Local(); ok {
+				p.adoptView(resp)
+			}
+		}
+		return res, err
+	}
+	var last error = api.Errorf(api.CodeUnavailable, "no directory replica known")
+	for _, addr := range p.directoryAddrs() {
+		var res directory.Result
+		route, body := directoryRoute(c)
+		err := p.peerCall(addr, "POST", route, body, &res)
+		if err == nil || api.CodeOf(err) != api.CodeUnavailable {
+			return res, err
+		}
+		last = err
+	}
+	return directory.Result{}, last
+}
+
+// directoryRoute is the admin route and body that carry c.
+func directoryRoute(c *directory.Command) (string, any) {
+	switch c.Op {
+	case directory.OpRegister:
+		return api.RouteAdminRegister, api.RegisterLockdRequest{LockdInfo: *c.Lockd}
+	case directory.OpCreateCell:
+		return api.RouteAdminCellCreate, c.CreateCell
+	case directory.OpAssign:
+		return api.RouteAdminPrefixAssign, c.Assign
+	case directory.OpMigrate:
+		return api.RouteAdminMigrate, c.Migrate
+	}
+	return "/v1/admin/none", nil
+}

@@ -28,6 +28,9 @@ const (
 	RouteAdminRegister     = "/v1/admin/lockd/register"
 	RouteAdminMigrate      = "/v1/admin/migrate"
 	RouteAdminMember       = "/v1/admin/member"
+	// RouteAdminTransfer makes a cell's leader hand leadership to the
+	// replica on another lockd (leader balancing).
+	RouteAdminTransfer = "/v1/admin/transfer"
 	// RouteAdminPrefixOp is a migration step on one cell's leader.
 	RouteAdminPrefixOp = "/v1/admin/prefix/op"
 
@@ -474,6 +477,13 @@ type PrefixOpRequest struct {
 	Nodes []ExportedNode `json:"nodes,omitempty"`
 	After string         `json:"after,omitempty"` // export: nodes after this path
 	Limit int            `json:"limit,omitempty"` // export: at most this many
+}
+
+// TransferRequest asks a cell's leader to hand leadership to its replica
+// on lockd To.
+type TransferRequest struct {
+	Cell string `json:"cell"`
+	To   uint64 `json:"to"`
 }
 
 // Prefix operations (PrefixOpRequest.Op).

@@ -77,6 +77,18 @@ func membershipError(err error) error {
 	return raftError(err)
 }
 
+// TransferTo asks Raft to hand this cell's leadership (held here) to the
+// replica replicaID; best effort, as Raft's transfer is.
+func (c *Cell) TransferTo(replicaID uint64) error {
+	if err := c.Ready(); err != nil {
+		return err
+	}
+	if err := c.nh.RequestLeaderTransfer(c.cfg.Info.ShardID, replicaID); err != nil {
+		return raftError(err)
+	}
+	return nil
+}
+
 // Stop stops this replica for good (it was removed from the cell): the
 // shard stops on the NodeHost, and its data may be removed.
 func (c *Cell) Stop() error {

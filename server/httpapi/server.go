@@ -41,6 +41,9 @@ type Host interface {
 	// ProposeDirectory commits a directory command, or answers not_leader
 	// naming a lockd that hosts a directory replica.
 	ProposeDirectory(ctx context.Context, c *directory.Command) (directory.Result, error)
+	// RefreshDirectory brings the view up to date with the directory group
+	// (a just-committed assignment or move the view has not caught yet).
+	RefreshDirectory(ctx context.Context)
 	// ChangeMember makes one membership change of c, which this lockd leads.
 	ChangeMember(ctx context.Context, c *cell.Cell, req api.MemberRequest) (api.CellInfo, error)
 }
@@ -147,6 +150,7 @@ func init() {
 		api.RouteAdminMigrate:      (*Server).migrate,
 		api.RouteAdminPrefixOp:     (*Server).prefixOp,
 		api.RouteAdminMember:       (*Server).member,
+		api.RouteAdminTransfer:     (*Server).transfer,
 	}
 }
 
@@ -272,8 +276,14 @@ func (s *Server) onPath(ctx *fasthttp.RequestCtx, req any, path func() string, c
 	cctx, cancel := context.WithTimeout(context.Background(), RequestTimeout)
 	defer cancel()
 	holdUntil := time.Now().Add(holdBudget(ctx))
+	refreshed := false
 	for attempt := 0; ; attempt++ {
 		v, err := op(cctx, c)
+		if notServedYet(err) && !refreshed && !s.incoming(c, path()) {
+			// Perhaps the view is behind the directory: read it once.
+			refreshed = true
+			s.host.RefreshDirectory(cctx)
+		}
 		if !notServedYet(err) || !s.incoming(c, path()) {
 			return v, err
 		}
@@ -540,5 +550,22 @@ func (s *Server) member(ctx *fasthttp.RequestCtx) (any, error) {
 		return nil
 	}, func() time.Duration { return time.Minute }, func(cctx context.Context, c *cell.Cell) (any, error) {
 		return s.host.ChangeMember(cctx, c, req)
+	})
+}
+
+// transfer hands the named cell's leadership to its replica on another lockd.
+func (s *Server) transfer(ctx *fasthttp.RequestCtx) (any, error) {
+	var req api.TransferRequest
+	return s.onCell(ctx, &req, func() string { return req.Cell }, nil, nil, func(_ context.Context, c *cell.Cell) (any, error) {
+		info, ok := s.host.Directory().Cell(req.Cell)
+		if !ok {
+			return nil, api.Errorf(api.CodeNotFound, "no cell %s", req.Cell)
+		}
+		for _, r := range info.Replicas {
+			if r.Lockd == req.To && !r.Learner {
+				return struct{}{}, c.TransferTo(r.ReplicaID)
+			}
+		}
+		return nil, api.Errorf(api.CodeNotFound, "cell %s has no voting replica on lockd %d", req.Cell, req.To)
 	})
 }

@@ -47,6 +47,9 @@ type Config struct {
 	// Zone is this lockd's failure domain: placement spreads a cell's
 	// replicas over zones.
 	Zone string `json:"zone,omitempty"`
+	// NoLeaderBalance stops this lockd, when it leads the directory group,
+	// from moving cells' leaderships to even them out over the lockds.
+	NoLeaderBalance bool `json:"no_leader_balance,omitempty"`
 
 	// Lease is the default session lease (spec: 12 s).
 	Lease Duration `json:"lease,omitempty"`

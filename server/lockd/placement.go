@@ -342,6 +342,18 @@ func (p *Process) ReadDirectory(ctx context.Context) (api.DirectoryResponse, err
 	return resp, nil
 }
 
+// RefreshDirectory reads the directory now (linearizably on a directory
+// replica, from one over HTTP elsewhere) and adopts it if newer.
+func (p *Process) RefreshDirectory(ctx context.Context) {
+	if p.dir != nil {
+		_, _ = p.ReadDirectory(ctx)
+		return
+	}
+	if resp, ok := p.pollDirectory(); ok && resp.Index > 0 {
+		p.adoptView(resp)
+	}
+}
+
 // ProposeDirectory commits a directory command on this lockd's directory
 // replica (a follower forwards it to the leader); a lockd without one
 // passes it to one that has.

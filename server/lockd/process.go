@@ -202,6 +202,10 @@ func Start(cfg Config, log *slog.Logger) (*Process, error) {
 	go func() { p.served <- p.http.Serve(ln) }()
 	p.wg.Add(1)
 	go p.followDirectory()
+	if p.dir != nil && !cfg.NoLeaderBalance {
+		p.wg.Add(1)
+		go p.balanceLeaders()
+	}
 	log.Info("lockd started", "api", self.APIAddr, "raft", self.RaftAddr, "data", cfg.DataDir, "cells", len(p.cells), "directory_replica", p.dir != nil, "zone", cfg.Zone)
 	return p, nil
 }

@@ -47,6 +47,10 @@ type Options struct {
 	// Zones spreads the lockds over this many zones (--zone z1, z2, …),
 	// lockd i in zone (i-1) mod Zones + 1; 0: no zones.
 	Zones int
+	// BalanceLeaders lets the directory's leader move cells' leaderships
+	// to even them out (lockd's default). Off by default here: tests that
+	// pick a leader and act on it want it to stay put.
+	BalanceLeaders bool
 	// RTTMillisecond is the Raft tick (--rtt-ms): heartbeats every tick,
 	// elections after 10–20 ticks. Default 20 (elections in 200–400 ms);
 	// 100 is production timing.
@@ -299,6 +303,7 @@ func (c *Cluster) args(id int) []string {
 	if c.opts.Zones > 0 {
 		args = append(args, "--zone", fmt.Sprintf("z%d", (id-1)%c.opts.Zones+1))
 	}
+	args = append(args, fmt.Sprintf("--balance-leaders=%v", c.opts.BalanceLeaders))
 	for _, cell := range c.opts.Cells {
 		args = append(args, "--cell", fmt.Sprintf("%s,%d,%s", cell.Name, cell.ShardID, strings.Join(cell.Prefixes, "+")))
 	}

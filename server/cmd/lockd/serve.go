@@ -37,6 +37,7 @@ type serveFlags struct {
 	lease       time.Duration
 	backupEvery time.Duration
 	logLevel    string
+	balance     bool
 }
 
 func (sf *serveFlags) register(f *pflag.FlagSet) {
@@ -45,6 +46,7 @@ func (sf *serveFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&sf.cfg.RaftAddr, "raft-addr", "", "this lockd's Raft address, when it is not one of the --peer entries")
 	f.StringVar(&sf.cfg.APIAddr, "api-addr", "", "this lockd's API address, when it is not one of the --peer entries")
 	f.StringVar(&sf.cfg.Zone, "zone", "", "this lockd's failure domain: a cell's replicas are spread over zones")
+	f.BoolVar(&sf.balance, "balance-leaders", true, "when this lockd leads the directory group, move cells' leaderships so that no lockd leads two more than another")
 	f.StringVar(&sf.cfg.DataDir, "data-dir", "", "directory for the Raft log and snapshots")
 	f.StringArrayVar(&sf.peers, "peer", nil, "a bootstrap member as ID,RAFT_ADDR,API_ADDR (repeat for each of the 5, or 3): they host the directory group")
 	f.StringArrayVar(&sf.cells, "cell", nil, "a bootstrap cell on the members, as NAME,SHARD_ID,PREFIX[+PREFIX] (repeat); read once, when the directory is first created")
@@ -117,6 +119,9 @@ func (sf *serveFlags) config(cmd *cobra.Command) (lockd.Config, error) {
 			return cfg, err
 		}
 		cfg.Cells = append(cfg.Cells, c)
+	}
+	if f.Changed("balance-leaders") {
+		cfg.NoLeaderBalance = !sf.balance
 	}
 	if f.Changed("lease") || cfg.Lease == 0 {
 		cfg.Lease = lockd.Duration(sf.lease)

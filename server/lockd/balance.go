@@ -1,0 +1,97 @@
+package lockd
+
+import (
+	"sync"
+	"time"
+
+	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/directory"
+)
+
+// balanceEvery is how often the directory's leader evens out leaderships.
+const balanceEvery = 5 * time.Second
+
+// balanceLeaders runs on every directory replica and acts only while this
+// lockd leads the directory group: each round it reads every lockd's
+// status, and if one lockd leads two cells more than another that holds
+// a voting replica of one of them, asks that cell's leader to hand
+// leadership over (directory.BalanceLeaders decides; one transfer a round,
+// so the next round sees its effect).
+func (p *Process) balanceLeaders() {
+	defer p.wg.Done()
+	t := time.NewTicker(balanceEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+		}
+		if lead, ok := p.dir.Leader(); !ok || lead != p.cfg.ReplicaID {
+			continue
+		}
+		view := p.view.Load()
+		if view.Index() == 0 {
+			continue
+		}
+		leaders := p.cellLeaders(view)
+		voters := map[string][]uint64{}
+		for _, c := range view.Cells() {
+			for _, r := range c.Replicas {
+				if !r.Learner && r.Pending == "" {
+					voters[c.Name] = append(voters[c.Name], r.Lockd)
+				}
+			}
+		}
+		tr, ok := directory.BalanceLeaders(leaders, voters)
+		if !ok {
+			continue
+		}
+		from, known := view.Lockd(tr.From)
+		if !known {
+			continue
+		}
+		var out struct{}
+		if err := p.peerCall(from.APIAddr, "POST", api.RouteAdminTransfer, api.TransferRequest{Cell: tr.Cell, To: tr.To}, &out); err != nil {
+			p.log.Warn("leader balancing: transfer refused", "cell", tr.Cell, "from", tr.From, "to", tr.To, "err", err)
+			continue
+		}
+		p.log.Info("leader balancing: leadership handed over", "cell", tr.Cell, "from", tr.From, "to", tr.To)
+	}
+}
+
+// cellLeaders asks every lockd of the view which cells it leads; a cell
+// two lockds claim (one deposed, not yet told) goes to the higher term.
+func (p *Process) cellLeaders(view *directory.Directory) map[string]uint64 {
+	type claim struct {
+		lockd, term uint64
+	}
+	var mu sync.Mutex
+	claims := map[string]claim{}
+	var wg sync.WaitGroup
+	for _, l := range view.Response().Lockds {
+		wg.Add(1)
+		go func(l api.LockdInfo) {
+			defer wg.Done()
+			var st api.StatusResponse
+			if l.ID == p.cfg.ReplicaID {
+				st = p.Status()
+			} else if err := p.peerCall(l.APIAddr, "GET", api.RouteStatus, nil, &st); err != nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, rs := range st.Cells {
+				if rs.Role == "leader" && rs.Term >= claims[rs.Cell].term {
+					claims[rs.Cell] = claim{lockd: l.ID, term: rs.Term}
+				}
+			}
+		}(l)
+	}
+	wg.Wait()
+	out := map[string]uint64{}
+	for cell, c := range claims {
+		out[cell] = c.lockd
+	}
+	return out
+}

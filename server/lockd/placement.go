@@ -181,6 +181,11 @@ func (p *Process) reconcile(view *directory.Directory) error {
 				mine = &info.Replicas[i]
 			}
 		}
+		if c, ok := p.cells[info.Name]; ok && mine != nil && c.ReplicaID() != mine.ReplicaID && view.Index() > 0 {
+			// Removed and added again: the old replica goes, the new one
+			// (a new replica id) joins.
+			p.stopCell(c)
+		}
 		if mine != nil {
 			if err := p.startCell(info, mine.ReplicaID, members, !mine.Initial, mine.Learner); err != nil && firstErr == nil {
 				firstErr = fmt.Errorf("cell %s: %w", info.Name, err)

@@ -357,6 +357,12 @@ func (n *nemesis) exec(ctx context.Context, st Step) error {
 
 	case KillHolder, PauseHolder:
 		return n.holderFault(ctx, st)
+
+	case ReplaceReplica:
+		return n.replaceReplica(ctx, st)
+
+	case MovePrefix:
+		return n.movePrefix(ctx)
 	}
 	return fmt.Errorf("unknown fault %q", st.Kind)
 }

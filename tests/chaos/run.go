@@ -177,11 +177,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		Replicas:       5,
 		RTTMillisecond: cfg.RTTMillisecond,
 		Lease:          cfg.Lease,
-		Cells:          []cluster.CellSpec{{Name: cellName, ShardID: 1, Prefixes: []string{"/demo"}}},
-		Dir:            filepath.Join(dir, "cluster"),
-		StartTimeout:   2 * time.Minute,
-		LeaderTimeout:  30 * time.Second,
-		Logf:           logf,
+		// side is the other cell the move-prefix nemesis moves /side to
+		// and from.
+		Cells:         []cluster.CellSpec{{Name: cellName, ShardID: 1, Prefixes: []string{"/demo"}}, {Name: sideCell, ShardID: 2, Prefixes: []string{sidePrefix}}},
+		Dir:           filepath.Join(dir, "cluster"),
+		StartTimeout:  2 * time.Minute,
+		LeaderTimeout: 30 * time.Second,
+		Logf:          logf,
 	}
 	if nn != nil {
 		opts.Network = nn

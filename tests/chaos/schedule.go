@@ -20,6 +20,12 @@ const (
 	SplitCell     FaultKind = "split-2-3"      // cut the cell into two and three replicas (netns)
 	KillHolder    FaultKind = "kill-holder"    // kill -9 the holder process of the takeover lock
 	PauseHolder   FaultKind = "pause-holder"   // SIGSTOP the holder process past its lease, SIGCONT after the takeover
+	// ReplaceReplica removes a follower's replica of the cell and adds a
+	// new one on the same lockd: learner, caught up, promoted.
+	ReplaceReplica FaultKind = "replace-replica"
+	// MovePrefix moves the side prefix (/side) to the other cell while
+	// the workload runs on /demo.
+	MovePrefix FaultKind = "move-prefix"
 )
 
 // partitionKinds need network namespaces.
@@ -32,6 +38,7 @@ var roundBag = []FaultKind{
 	KillLeader, KillLeader, PauseLeader, PauseLeader, IsolateLeader,
 	KillFollower, KillTwo, KillThree, SplitCell,
 	KillHolder, KillHolder, PauseHolder,
+	ReplaceReplica, MovePrefix,
 }
 
 // Step is one fault of the schedule: what, for how long, which targets
@@ -107,7 +114,7 @@ func Schedule(seed int64, t Timing, partitions bool, rounds int) []Step {
 				st.Hold = u(2*E, 4*E)
 			case PauseHolder:
 				st.Hold = L + u(L/4, L/2)
-			case KillHolder:
+			case KillHolder, ReplaceReplica, MovePrefix:
 				st.Hold = 0
 			}
 			steps = append(steps, st)

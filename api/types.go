@@ -327,6 +327,10 @@ type ReplicaInfo struct {
 	// promote or remove): recorded in the directory, not yet confirmed by
 	// the cell's Raft group.
 	Pending string `json:"pending,omitempty"`
+	// JoinedLearner: it was added as a learner. Its replica always starts
+	// non-voting (its log begins with its add as one); a promotion later
+	// in the log makes it a voter.
+	JoinedLearner bool `json:"joined_learner,omitempty"`
 }
 
 // PrefixInfo is one top-level prefix: the cell serving it and its

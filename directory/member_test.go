@@ -38,7 +38,7 @@ func TestMemberChanges(t *testing.T) {
 		t.Fatal(r.Err)
 	}
 	added := r.Cell.Replicas[len(r.Cell.Replicas)-1]
-	if added.Lockd != 6 || !added.Learner || added.Pending != api.MemberAdd || added.ReplicaID != 6 {
+	if added.Lockd != 6 || !added.Learner || !added.JoinedLearner || added.Pending != api.MemberAdd || added.ReplicaID != 6 {
 		t.Fatalf("added %+v", added)
 	}
 	if r := member(api.MemberAdd, 6, true); r.Err != nil {

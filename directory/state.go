@@ -79,6 +79,7 @@ type replica struct {
 	Learner   bool   `json:"learner,omitempty"`
 	Initial   bool   `json:"initial,omitempty"`
 	Pending   string `json:"pending,omitempty"`
+	Joined    bool   `json:"joined_learner,omitempty"` // added as a learner
 }
 
 type cellRec struct {
@@ -492,7 +493,7 @@ func (s *State) member(r *api.MemberRequest) Result {
 		if pending != nil {
 			return busy()
 		}
-		c.Replicas = append(c.Replicas, replica{ReplicaID: c.NextReplica, Lockd: r.Lockd, Learner: r.Learner, Pending: api.MemberAdd})
+		c.Replicas = append(c.Replicas, replica{ReplicaID: c.NextReplica, Lockd: r.Lockd, Learner: r.Learner, Joined: r.Learner, Pending: api.MemberAdd})
 		c.NextReplica++
 	case api.MemberPromote, api.MemberRemove:
 		if at < 0 {
@@ -547,7 +548,7 @@ func (s *State) cellInfo(c *cellRec) api.CellInfo {
 	info := api.CellInfo{Name: c.Name, ShardID: c.ShardID}
 	for _, r := range c.Replicas {
 		l := s.lockds[r.Lockd]
-		info.Replicas = append(info.Replicas, api.ReplicaInfo{ReplicaID: r.ReplicaID, Lockd: r.Lockd, APIAddr: l.APIAddr, Zone: l.Zone, Learner: r.Learner, Initial: r.Initial, Pending: r.Pending})
+		info.Replicas = append(info.Replicas, api.ReplicaInfo{ReplicaID: r.ReplicaID, Lockd: r.Lockd, APIAddr: l.APIAddr, Zone: l.Zone, Learner: r.Learner, Initial: r.Initial, Pending: r.Pending, JoinedLearner: r.Joined})
 		info.Endpoints = append(info.Endpoints, l.APIAddr)
 	}
 	for _, p := range s.prefixes {

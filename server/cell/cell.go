@@ -238,6 +238,9 @@ type PrefixPlacement struct {
 	// Leaving: a migration away from this cell is in flight (the prefix
 	// may be sealed here and must stay so).
 	Leaving bool
+	// Arriving: the prefix moved here by a committed migration: it is
+	// served only from the staged copy of its nodes.
+	Arriving bool
 }
 
 // currentPlacement is the placement (empty before the first).
@@ -281,7 +284,7 @@ func (c *Cell) adopt() {
 			if active, _ := c.sessions.Active(); !active {
 				return
 			}
-			cmd := fsm.Command{Op: fsm.OpEnsurePrefix, Path: p, Epoch: want.Epoch}
+			cmd := fsm.Command{Op: fsm.OpEnsurePrefix, Path: p, Epoch: want.Epoch, Staged: want.Arriving}
 			if v, err := c.nh.StaleRead(c.cfg.Info.ShardID, prefixQuery{prefix: p}); err == nil {
 				st := v.(prefixState)
 				switch {

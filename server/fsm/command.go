@@ -89,6 +89,9 @@ type Command struct {
 	// migration of the prefix in flight (it must not be older than the
 	// seal's).
 	DirIndex uint64 `json:"dir_index,omitempty"`
+	// Staged: for ensure_prefix, the prefix arrives by a migration: serve
+	// it only from a complete staged copy, never as a new empty prefix.
+	Staged bool `json:"staged,omitempty"`
 	// First and Last: for stage_prefix, this page starts the copy over,
 	// or completes it.
 	First bool `json:"first,omitempty"`

@@ -115,7 +115,11 @@ func TestMoveCopiesPersistentNodes(t *testing.T) {
 	}
 	// A late first page cannot empty a complete copy.
 	to.ok(stageCmd("/demo", 2, true, false))
-	to.ok(ensureCmd("/demo", 2))
+	arrive := ensureCmd("/demo", 2)
+	arrive.Staged = true
+	to.fail(Command{Op: OpEnsurePrefix, Path: "/elsewhere", Epoch: 2, Staged: true}, api.CodeConflict) // moved here with no copy: never an empty prefix
+	to.ok(arrive)
+	to.ok(arrive) // a second copy changes nothing
 	if got := snapNodes(t, to.s, "/demo"); got != want {
 		t.Fatalf("copied nodes differ:\n got %s\nwant %s", got, want)
 	}

@@ -740,6 +740,9 @@ func (s *State) ensurePrefix(index uint64, c *Command) (Result, []Change) {
 		case PrefixStaging:
 			return Result{Err: api.Errorf(api.CodeUnavailable, "the copy of %s is incomplete: it is served once every page is staged", c.Path)}, nil
 		}
+		if c.Staged && n.prefixState != PrefixStaged && n.dirEpoch < c.Epoch {
+			return Result{Err: noCopy(c.Path, c.Epoch)}, nil
+		}
 		if c.Epoch > n.dirEpoch || n.prefixState == PrefixStaged { // the directory epoch only goes up
 			s.touch(n)
 			n.dirEpoch = max(n.dirEpoch, c.Epoch)
@@ -747,9 +750,17 @@ func (s *State) ensurePrefix(index uint64, c *Command) (Result, []Change) {
 		}
 		return Result{Node: s.meta(n, false), Epoch: n.dirEpoch}, nil
 	}
+	if c.Staged {
+		return Result{Err: noCopy(c.Path, c.Epoch)}, nil
+	}
 	n := &node{path: c.Path, parent: s.root, version: 1, createIndex: index, modifyIndex: index, childIndex: index, dirEpoch: max(c.Epoch, 1), children: map[string]*node{}}
 	s.link(index, n)
 	return Result{Node: s.meta(n, false), Epoch: n.dirEpoch}, []Change{{Path: n.path, Type: ChangeCreated, Index: index}}
+}
+
+// noCopy refuses to serve a prefix that moved here without its nodes.
+func noCopy(path string, epoch uint64) *api.Error {
+	return api.Errorf(api.CodeConflict, "prefix %s moved here at epoch %d but no complete copy of it is staged: not served (an empty prefix would lose its nodes)", path, epoch)
 }
 
 // --- locks ---

@@ -92,6 +92,10 @@ func (p *Process) loadReplicas() ([]hostedReplica, error) {
 func (p *Process) saveReplicas() error {
 	var out []hostedReplica
 	for _, c := range p.cells {
+		// The flag it joined with, even once promoted: a restart replays
+		// the log from its add as a non-voting replica, which Raft
+		// refuses on a voter; the promotion in the log (or the snapshot's
+		// membership) makes it a voter again.
 		out = append(out, hostedReplica{Cell: c.Info().Name, ShardID: c.Info().ShardID, ReplicaID: c.ReplicaID(), Learner: c.Learner()})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Cell < out[j].Cell })
@@ -165,7 +169,8 @@ func (p *Process) reconcile(view *directory.Directory) error {
 			prefixes[pi.Cell] = map[string]cell.PrefixPlacement{}
 		}
 		leaving := pi.Migration != nil && pi.Migration.Phase == api.MigrationSealing
-		prefixes[pi.Cell][pi.Prefix] = cell.PrefixPlacement{Epoch: pi.Epoch, Leaving: leaving}
+		arriving := pi.Migration != nil && pi.Migration.Phase == api.MigrationCommitted
+		prefixes[pi.Cell][pi.Prefix] = cell.PrefixPlacement{Epoch: pi.Epoch, Leaving: leaving, Arriving: arriving}
 	}
 	var firstErr error
 	for _, info := range view.Cells() {
@@ -187,9 +192,10 @@ func (p *Process) reconcile(view *directory.Directory) error {
 			p.stopCell(c)
 		}
 		if mine != nil {
-			if err := p.startCell(info, mine.ReplicaID, members, !mine.Initial, mine.Learner); err != nil && firstErr == nil {
+			if err := p.startCell(info, mine.ReplicaID, members, !mine.Initial, mine.JoinedLearner); err != nil && firstErr == nil {
 				firstErr = fmt.Errorf("cell %s: %w", info.Name, err)
 			}
+
 		} else if c, ok := p.cells[info.Name]; ok && view.Index() > 0 {
 			// The directory removed this lockd's replica (member remove,
 			// confirmed): stop it for good.

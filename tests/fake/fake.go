@@ -70,6 +70,7 @@ type replica struct {
 	idx  int
 	addr string
 	srv  *fasthttp.Server
+	ln   net.Listener
 	done chan struct{}
 }
 
@@ -139,7 +140,7 @@ func New(o Options) (*Cell, error) {
 			c.Close()
 			return nil, err
 		}
-		r := &replica{idx: i, addr: ln.Addr().String(), done: make(chan struct{})}
+		r := &replica{idx: i, addr: ln.Addr().String(), ln: ln, done: make(chan struct{})}
 		r.srv = &fasthttp.Server{
 			Handler:               func(ctx *fasthttp.RequestCtx) { c.serve(r.idx, ctx) },
 			MaxIdleWorkerDuration: 20 * time.Millisecond,
@@ -162,6 +163,9 @@ func (c *Cell) Close() {
 		close(c.closed)
 		for _, r := range c.replicas {
 			_ = r.srv.Shutdown()
+			// A Shutdown that runs before Serve has registered the
+			// listener leaves Serve accepting: close it ourselves.
+			_ = r.ln.Close()
 			<-r.done
 		}
 	})

@@ -149,6 +149,11 @@ func TestReplaceKilledReplica(t *testing.T) {
 	pcancel()
 	must(t, err)
 	must(t, c.Restart(3))
+	// The promoted replica restarts (kill -9) and catches up again: it
+	// starts non-voting, as it joined, and its log makes it a voter.
+	must(t, c.Kill(6))
+	must(t, c.Restart(6))
+	waitCaughtUp(t, c, "demo", 6)
 
 	// The removed lockd comes back and drops its replica of demo.
 	must(t, c.Restart(dead))

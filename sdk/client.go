@@ -208,6 +208,14 @@ func (c *Client) RefreshDirectory(ctx context.Context) error {
 		d.directory.setEndpoints(resp.Directory.Endpoints)
 	}
 	c.dir.Store(d)
+	// A moved refusal is only a hint while the directory still names the
+	// cell that refused: once it names another, the directory wins.
+	c.moves.Range(func(k, v any) bool {
+		if p, ok := resp.Prefix(k.(string)); !ok || p.Cell != v.(movedTo).from {
+			c.moves.Delete(k)
+		}
+		return true
+	})
 	return nil
 }
 

@@ -498,6 +498,9 @@ const (
 	PrefixUnseal = "unseal"
 	PrefixDrop   = "drop"
 	PrefixState  = "state" // a linearizable read of the prefix's state on the cell
+
+	// PrefixServing is PrefixOpResponse.State of a prefix the cell serves.
+	PrefixServing = "serving"
 )
 
 // ExportedNode is a persistent node as a migration moves it: its value,
@@ -518,7 +521,6 @@ type PrefixOpResponse struct {
 	Epoch uint64         `json:"epoch,omitempty"`
 	Nodes []ExportedNode `json:"nodes,omitempty"`
 	More  bool           `json:"more,omitempty"`
-	Count int            `json:"count,omitempty"` // stage: nodes staged so far
 }
 
 // ReplicaStatus is one replica's view of one cell.

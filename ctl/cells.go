@@ -32,15 +32,7 @@ func cellsCmd(g *globals) *cobra.Command {
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 				fmt.Fprintf(tw, "CELL\tSHARD\tPREFIXES\tREPLICAS (lockd/zone)\n")
 				for _, cell := range append([]api.CellInfo{d.Directory}, d.Cells...) {
-					var reps []string
-					for _, r := range cell.Replicas {
-						s := fmt.Sprintf("%d/%s", r.Lockd, orDash(r.Zone))
-						if r.Learner {
-							s += "(learner)"
-						}
-						reps = append(reps, s)
-					}
-					fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", cell.Name, cell.ShardID, orDash(strings.Join(cell.Prefixes, ",")), strings.Join(reps, " "))
+					fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", cell.Name, cell.ShardID, orDash(strings.Join(cell.Prefixes, ",")), replicaList(cell))
 				}
 				fmt.Fprintf(tw, "(directory index %d, %d lockds)\n", d.Index, len(d.Lockds))
 				return tw.Flush()
@@ -241,14 +233,19 @@ func (g *globals) printCell(cmd *cobra.Command, what string, op func() (api.Cell
 	if g.output == "json" {
 		return writeJSON(cmd.OutOrStdout(), info)
 	}
-	var reps []string
-	for _, r := range info.Replicas {
-		s := fmt.Sprintf("lockd %d (%s)", r.Lockd, orDash(r.Zone))
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "cell %s %s: shard %d, replicas (lockd/zone) %s\n", info.Name, what, info.ShardID, replicaList(info))
+	return err
+}
+
+// replicaList is a cell's replicas as "1/z1 2/z2 6/z3(learner)".
+func replicaList(cell api.CellInfo) string {
+	reps := make([]string, 0, len(cell.Replicas))
+	for _, r := range cell.Replicas {
+		s := fmt.Sprintf("%d/%s", r.Lockd, orDash(r.Zone))
 		if r.Learner {
-			s += " learner"
+			s += "(learner)"
 		}
 		reps = append(reps, s)
 	}
-	_, err = fmt.Fprintf(cmd.OutOrStdout(), "cell %s %s: shard %d, replicas on %s\n", info.Name, what, info.ShardID, strings.Join(reps, ", "))
-	return err
+	return strings.Join(reps, " ")
 }

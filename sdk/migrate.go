@@ -107,7 +107,7 @@ func (c *Client) MovePrefix(ctx context.Context, prefix, to string, progress fun
 	// The new cell serves once its leader has read the commit.
 	for attempt := 0; ; attempt++ {
 		st, err := c.prefixOp(ctx, api.PrefixOpRequest{Cell: to, Prefix: prefix, Op: api.PrefixState})
-		if err == nil && st.State == "serving" && st.Epoch >= pi.Epoch {
+		if err == nil && st.State == api.PrefixServing && st.Epoch >= pi.Epoch {
 			break
 		}
 		if ctx.Err() != nil {

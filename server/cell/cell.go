@@ -35,12 +35,6 @@ type Config struct {
 	// Join: this replica was added to a running cell (member add), and
 	// catches up from its leader; Learner: it joins without a vote.
 	Join, Learner bool
-	// APIAddrs maps replica id → API address, for not_leader hints, until
-	// the directory's placement replaces it.
-	APIAddrs map[uint64]string
-	// Prefixes maps each prefix the cell serves to its directory epoch,
-	// until the directory's placement replaces it (the bootstrap cells).
-	Prefixes map[string]uint64
 	// ElectionRTT and HeartbeatRTT are in NodeHost ticks (RTTMillisecond).
 	ElectionRTT, HeartbeatRTT uint64
 	SnapshotEntries           uint64
@@ -99,11 +93,6 @@ func Start(nh *dragonboat.NodeHost, cfg Config) (*Cell, error) {
 	c.sessions = session.New(session.Config{Expire: c.proposeExpiry, Tick: c.proposeTick, Confirm: c.proposeConfirm, Logger: c.log})
 	c.watches = watch.NewTable(c.sessions)
 	c.confirms = newConfirmer(c.read, confirmWindow)
-	boot := map[string]PrefixPlacement{}
-	for p, e := range cfg.Prefixes {
-		boot[p] = PrefixPlacement{Epoch: e}
-	}
-	c.placement.Store(&Placement{APIAddrs: cfg.APIAddrs, Prefixes: boot})
 
 	members := map[uint64]dragonboat.Target{}
 	if !cfg.Join && !nh.HasNodeInfo(cfg.Info.ShardID, cfg.ReplicaID) {
@@ -280,41 +269,49 @@ func (c *Cell) adopt() {
 	defer c.adopting.Store(false)
 	pl := c.currentPlacement()
 	for p, want := range pl.Prefixes {
-		for attempt := 0; attempt < 50; attempt++ {
-			if active, _ := c.sessions.Active(); !active {
-				return
-			}
-			cmd := fsm.Command{Op: fsm.OpEnsurePrefix, Path: p, Epoch: want.Epoch, Staged: want.Arriving}
-			if v, err := c.nh.StaleRead(c.cfg.Info.ShardID, prefixQuery{prefix: p}); err == nil {
-				st := v.(prefixState)
-				switch {
-				case st.State == "staging",
-					st.State == "serving" && st.Epoch >= want.Epoch,
-					st.State == "sealed" && (want.Leaving || st.SealDirIndex > pl.Index):
-					attempt = 50
-					continue
-				case st.State == "sealed":
-					cmd = fsm.Command{Op: fsm.OpUnsealPrefix, Path: p, DirIndex: pl.Index}
-				}
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-			_, err := c.propose(ctx, &cmd)
-			cancel()
-			if err == nil {
-				c.log.Info("prefix adopted", "prefix", p, "op", cmd.Op, "epoch", want.Epoch, "directory_index", pl.Index)
-				continue // read the state again: an unseal is followed by the epoch check
-			}
-			if code := api.CodeOf(err); code != api.CodeUnavailable && code != api.CodeNotLeader {
-				c.log.Warn("prefix not adopted", "prefix", p, "op", cmd.Op, "err", err)
-				break
-			}
-			select {
-			case <-c.stop:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
+		if !c.adoptPrefix(p, want, pl.Index) {
+			return
 		}
 	}
+}
+
+// adoptPrefix brings one prefix in line; false if this replica stopped
+// leading (or the cell is closing), which ends the pass.
+func (c *Cell) adoptPrefix(p string, want PrefixPlacement, dirIndex uint64) bool {
+	for attempt := 0; attempt < 50; attempt++ {
+		if active, _ := c.sessions.Active(); !active {
+			return false
+		}
+		cmd := fsm.Command{Op: fsm.OpEnsurePrefix, Path: p, Epoch: want.Epoch, Staged: want.Arriving}
+		if v, err := c.nh.StaleRead(c.cfg.Info.ShardID, prefixQuery{prefix: p}); err == nil {
+			st := v.(prefixState)
+			switch {
+			case st.State == fsm.PrefixStaging,
+				st.State == fsm.PrefixServing && st.Epoch >= want.Epoch,
+				st.State == fsm.PrefixSealed && (want.Leaving || st.SealDirIndex > dirIndex):
+				return true // nothing to do, or nothing it may do
+			case st.State == fsm.PrefixSealed:
+				cmd = fsm.Command{Op: fsm.OpUnsealPrefix, Path: p, DirIndex: dirIndex}
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		_, err := c.propose(ctx, &cmd)
+		cancel()
+		if err == nil {
+			c.log.Info("prefix adopted", "prefix", p, "op", cmd.Op, "epoch", want.Epoch, "directory_index", dirIndex)
+			continue // read the state again: an unseal is followed by the epoch check
+		}
+		if code := api.CodeOf(err); code != api.CodeUnavailable && code != api.CodeNotLeader {
+			c.log.Warn("prefix not adopted", "prefix", p, "op", cmd.Op, "err", err)
+			return true
+		}
+		select {
+		case <-c.stop:
+			return false
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return true
 }
 
 // leaderStartCmd is this replica's leader_start for term, carrying how long

@@ -10,6 +10,7 @@ import (
 // Prefix root states (api.PrefixOpResponse.State uses the same words, and
 // "serving" for the empty state).
 const (
+	PrefixServing = api.PrefixServing // PrefixInfo.State of a prefix served here
 	PrefixSealed  = "sealed"
 	PrefixStaging = "staging" // a copy is arriving
 	PrefixStaged  = "staged"  // the copy is complete, waiting for the directory's commit
@@ -62,7 +63,7 @@ func (s *State) PrefixState(prefix string) PrefixInfo {
 	}
 	st := root.prefixState
 	if st == "" {
-		st = "serving"
+		st = PrefixServing
 	}
 	return PrefixInfo{State: st, Epoch: root.dirEpoch, MovedTo: root.movedTo, SealDirIndex: root.sealDirIndex}
 }

@@ -241,11 +241,10 @@ func waitUsable(ctx *fasthttp.RequestCtx, c *cell.Cell) error {
 	if err == nil {
 		return nil // the common case: no hold, no timer
 	}
-	ms, perr := strconv.Atoi(string(ctx.Request.Header.Peek(api.HeaderWaitLeaderMS)))
-	if perr != nil || ms <= 0 {
+	hold := holdBudget(ctx)
+	if hold <= 0 {
 		return err
 	}
-	hold := min(time.Duration(ms)*time.Millisecond, api.MaxLeaderWait)
 	hctx, cancel := context.WithTimeout(context.Background(), hold)
 	defer cancel()
 	return c.WaitUsable(hctx, string(ctx.Request.Header.Peek(api.HeaderUnreachable)))
@@ -275,7 +274,7 @@ func (s *Server) onPath(ctx *fasthttp.RequestCtx, req any, path func() string, c
 	}
 	cctx, cancel := context.WithTimeout(context.Background(), RequestTimeout)
 	defer cancel()
-	holdUntil := time.Now().Add(holdBudget(ctx))
+	var holdUntil time.Time // set at the first hold: most requests need none
 	refreshed := false
 	for attempt := 0; ; attempt++ {
 		v, err := op(cctx, c)
@@ -292,6 +291,9 @@ func (s *Server) onPath(ctx *fasthttp.RequestCtx, req any, path func() string, c
 		// a few milliseconds), or a migration is bringing it here (served
 		// once the move commits). The state refused the request outright,
 		// so it is safe to run again: hold it, as a fail-over does.
+		if attempt == 0 {
+			holdUntil = time.Now().Add(holdBudget(ctx))
+		}
 		if time.Now().After(holdUntil) || attempt >= 500 {
 			return nil, api.Errorf(api.CodeUnavailable, "cell %s is taking up prefix %s: retry", c.Info().Name, api.Prefix(path()))
 		}

@@ -467,8 +467,6 @@ func TestMigrationSurvivesCrashes(t *testing.T) {
 		{"demo", "committed", "directory's leader"},
 	}
 	for _, s := range steps {
-		from := admin.Directory().Prefixes
-		_ = from
 		pi, _ := admin.Directory().Prefix("/demo")
 		killed := false
 		_, err := admin.MovePrefix(ctx, "/demo", s.to, func(p sdk.MoveProgress) {
@@ -536,7 +534,6 @@ func TestMigrationSurvivesCrashes(t *testing.T) {
 // nothing.
 func TestMigrationBadInput(t *testing.T) {
 	c, admin := manyCells(t)
-	_ = c
 	ctx, cancel := ctxFor(time.Minute)
 	defer cancel()
 	before := admin.Directory()

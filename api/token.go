@@ -7,7 +7,9 @@ package api
 // TokenIndexBits bits. Within one cell the index only grows (across leader
 // changes and restarts: it is the log position). A prefix migration bumps the
 // epoch, so every token the new cell issues compares above every token the
-// old cell issued. Resources compare tokens as plain integers.
+// old cell issued; so does a restore from backup (its log resumes at the
+// backup's index, below tokens the lost cell issued after it). Resources
+// compare tokens as plain integers.
 //
 // Neither part may wrap: a cell refuses (CodeTokenExhausted) a lock create
 // at an index over MaxTokenIndex and a directory epoch over MaxTokenEpoch.

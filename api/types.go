@@ -28,6 +28,9 @@ const (
 	RouteAdminRegister     = "/v1/admin/lockd/register"
 	RouteAdminMigrate      = "/v1/admin/migrate"
 	RouteAdminMember       = "/v1/admin/member"
+	// RouteAdminRestore plans a cell's rebuild from a backup (lockctl
+	// restore); lockd restore then imports it on each planned lockd.
+	RouteAdminRestore = "/v1/admin/cell/restore"
 	// RouteAdminTransfer makes a cell's leader hand leadership to the
 	// replica on another lockd (leader balancing).
 	RouteAdminTransfer = "/v1/admin/transfer"
@@ -310,6 +313,9 @@ type CellInfo struct {
 	// Endpoints are the API addresses of the cell's replicas.
 	Endpoints []string      `json:"endpoints"`
 	Replicas  []ReplicaInfo `json:"replicas,omitempty"`
+	// RestoreIndex is the backup index of the cell's latest restore plan
+	// (0: never restored).
+	RestoreIndex uint64 `json:"restore_index,omitempty"`
 }
 
 // ReplicaInfo is one replica of a cell (or of the directory group).
@@ -331,6 +337,10 @@ type ReplicaInfo struct {
 	// non-voting (its log begins with its add as one); a promotion later
 	// in the log makes it a voter.
 	JoinedLearner bool `json:"joined_learner,omitempty"`
+	// Restored: a replica of a cell being rebuilt from a backup (lockctl
+	// restore). Its lockd starts it only once lockd restore has imported
+	// the backup into it: started empty, it could elect an empty cell.
+	Restored bool `json:"restored,omitempty"`
 }
 
 // PrefixInfo is one top-level prefix: the cell serving it and its
@@ -401,6 +411,42 @@ type CreateCellRequest struct {
 	Name     string   `json:"name"`
 	Replicas int      `json:"replicas,omitempty"`
 	On       []uint64 `json:"on,omitempty"`
+}
+
+// RestoreCellRequest plans the rebuild of a cell from its backup at
+// BackupIndex, on new replicas: on exactly the lockds in On, or as many
+// as it has voters, placed by the placement rules. The directory gives
+// the cell those replicas (fresh replica ids, marked Restored) and raises
+// the epoch of each of its prefixes, so that every token the restored
+// cell issues compares above every token the lost one did, including
+// those issued after the backup. Each planned lockd then imports the
+// backup with lockd restore.
+type RestoreCellRequest struct {
+	Cell        string   `json:"cell"`
+	BackupIndex uint64   `json:"backup_index"`
+	On          []uint64 `json:"on,omitempty"`
+}
+
+// RestorePlan is everything lockd restore needs to import a cell's backup
+// on one of its planned lockds: lockctl restore prints it (-o json), and
+// lockd restore reads it from the directory or from a file.
+type RestorePlan struct {
+	Cell        string `json:"cell"`
+	ShardID     uint64 `json:"shard_id"`
+	BackupIndex uint64 `json:"backup_index"`
+	// Replicas are the restored cell's members, with their Raft addresses.
+	Replicas []RestoreReplica `json:"replicas"`
+	// Epochs are the cell's prefixes at their raised epochs: the restored
+	// cell commits them before it serves anything.
+	Epochs map[string]uint64 `json:"epochs"`
+}
+
+// RestoreReplica is one member of a restored cell.
+type RestoreReplica struct {
+	ReplicaID uint64 `json:"replica_id"`
+	Lockd     uint64 `json:"lockd"`
+	RaftAddr  string `json:"raft_addr"`
+	APIAddr   string `json:"api_addr"`
 }
 
 // AssignPrefixRequest gives an unassigned prefix to a cell (a served

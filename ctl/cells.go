@@ -66,14 +66,9 @@ func cellCmd(g *globals) *cobra.Command {
 			if cmd.Flags().Changed("replicas") || on == "" {
 				req.Replicas = replicas
 			}
-			if on != "" {
-				for _, f := range strings.Split(on, ",") {
-					id, err := strconv.ParseUint(strings.TrimSpace(f), 10, 64)
-					if err != nil || id == 0 {
-						return usagef("--on takes lockd ids like 1,4,6; %q is not one", f)
-					}
-					req.On = append(req.On, id)
-				}
+			var err error
+			if req.On, err = lockdIDs(on); err != nil {
+				return err
 			}
 			return g.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
 				return g.printCell(cmd, "created", func() (api.CellInfo, error) { return c.CreateCell(ctx, req) })
@@ -84,6 +79,22 @@ func cellCmd(g *globals) *cobra.Command {
 	create.Flags().StringVar(&on, "on", "", "place the replicas on exactly these lockd ids (comma-separated)")
 	cmd.AddCommand(create)
 	return cmd
+}
+
+// lockdIDs parses --on: comma-separated lockd ids ("" → none).
+func lockdIDs(on string) ([]uint64, error) {
+	if on == "" {
+		return nil, nil
+	}
+	var out []uint64
+	for _, f := range strings.Split(on, ",") {
+		id, err := strconv.ParseUint(strings.TrimSpace(f), 10, 64)
+		if err != nil || id == 0 {
+			return nil, usagef("--on takes lockd ids like 1,4,6; %q is not one", f)
+		}
+		out = append(out, id)
+	}
+	return out, nil
 }
 
 // prefixCmd groups the prefix commands.

@@ -3,6 +3,7 @@ package ctl
 import (
 	"context"
 	"fmt"
+	"sort"
 	"sync"
 	"text/tabwriter"
 
@@ -218,7 +219,8 @@ func backupCmd(g *globals) *cobra.Command {
 		Short: "Back up a cell now: its leader exports a snapshot to its backup store",
 		Long: "Ask CELL's leader to export a snapshot of the cell to the backup store it was\n" +
 			"started with (lockd serve --backup-dir) and print the backup's index, size,\n" +
-			"digest and location. Restore it with lockd restore (see ARCHITECTURE.md).",
+			"digest and location. Restore it with lockctl restore and lockd restore\n" +
+			"(see ARCHITECTURE.md, \"Backups and disaster recovery\").",
 		Example: "  lockctl backup payments\n  lockctl backup payments -o json",
 		Args:    exactArgs("CELL"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -236,4 +238,63 @@ func backupCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
+}
+
+func restoreCmd(g *globals) *cobra.Command {
+	var (
+		index uint64
+		on    string
+	)
+	cmd := &cobra.Command{
+		Use:   "restore CELL --index N [--on LOCKDS]",
+		Short: "Plan the rebuild of a cell from a backup, on new replicas (disaster recovery)",
+		Long: "Record in the directory that CELL is rebuilt from its backup at index N (as\n" +
+			"lockctl backup printed it) on new replicas: on exactly the lockds in --on, or\n" +
+			"placed by the usual rules. The directory raises the epoch of each of the cell's\n" +
+			"prefixes, so tokens of the restored cell compare above every token of the lost\n" +
+			"one. The old replicas stop as soon as their lockds read the plan. Then, on\n" +
+			"each planned lockd: stop it, run lockd restore, start it (see ARCHITECTURE.md, \"Backups and disaster recovery\").\n" +
+			"Planning again supersedes the plan, and its imports must be done again.",
+		Example: "  lockctl restore payments --index 812345 --on 4,5,6\n" +
+			"  lockctl restore payments --index 812345 -o json > plan.json   # for lockd restore --plan",
+		Args: exactArgs("CELL"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if index == 0 {
+				return usagef("restore needs --index: the index of the backup to restore (lockctl backup prints it; it names the backup's directory in the store)")
+			}
+			ids, err := lockdIDs(on)
+			if err != nil {
+				return err
+			}
+			return g.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				plan, err := c.RestoreCell(ctx, api.RestoreCellRequest{Cell: args[0], BackupIndex: index, On: ids})
+				if err != nil {
+					return err
+				}
+				if g.output == "json" {
+					return writeJSON(cmd.OutOrStdout(), plan)
+				}
+				w := cmd.OutOrStdout()
+				fmt.Fprintf(w, "restore of cell %s from the backup at index %d planned:\n", plan.Cell, plan.BackupIndex)
+				for _, r := range plan.Replicas {
+					fmt.Fprintf(w, "  lockd %d (raft %s): replica %d\n", r.Lockd, r.RaftAddr, r.ReplicaID)
+				}
+				prefixes := make([]string, 0, len(plan.Epochs))
+				for p := range plan.Epochs {
+					prefixes = append(prefixes, p)
+				}
+				sort.Strings(prefixes)
+				for _, p := range prefixes {
+					fmt.Fprintf(w, "  prefix %s: epoch %d\n", p, plan.Epochs[p])
+				}
+				_, err = fmt.Fprintf(w, "next, on each of those lockds: stop it, run\n"+
+					"  lockd restore --cell-name %s --from BACKUP_DIR <its lockd serve flags>\n"+
+					"and start it again; the cell serves once a majority is restored.\n", plan.Cell)
+				return err
+			})
+		},
+	}
+	cmd.Flags().Uint64Var(&index, "index", 0, "the index of the backup to restore (required)")
+	cmd.Flags().StringVar(&on, "on", "", "the lockd ids to restore the cell on (comma-separated; default: placed)")
+	return cmd
 }

@@ -119,3 +119,33 @@ func (d *Directory) Lockd(id uint64) (api.LockdInfo, bool) {
 	}
 	return api.LockdInfo{}, false
 }
+
+// RestorePlan is the plan lockd restore imports a cell's backup by: its
+// restored replicas with their Raft addresses and its prefixes' epochs.
+// An error if the directory has no restore plan for the cell.
+func (d *Directory) RestorePlan(cell string) (api.RestorePlan, error) {
+	c, ok := d.byName[cell]
+	if !ok {
+		return api.RestorePlan{}, api.Errorf(api.CodeNotFound, "the directory has no cell %q", cell)
+	}
+	plan := api.RestorePlan{Cell: c.Name, ShardID: c.ShardID, BackupIndex: c.RestoreIndex, Epochs: map[string]uint64{}}
+	for _, r := range c.Replicas {
+		if !r.Restored {
+			continue
+		}
+		l, ok := d.Lockd(r.Lockd)
+		if !ok {
+			return api.RestorePlan{}, api.Errorf(api.CodeNotFound, "cell %s has a replica on lockd %d, which the directory does not list", cell, r.Lockd)
+		}
+		plan.Replicas = append(plan.Replicas, api.RestoreReplica{ReplicaID: r.ReplicaID, Lockd: r.Lockd, RaftAddr: l.RaftAddr, APIAddr: l.APIAddr})
+	}
+	if c.RestoreIndex == 0 || len(plan.Replicas) != len(c.Replicas) {
+		return api.RestorePlan{}, api.Errorf(api.CodeConflict, "cell %s has no restore plan in the directory (plan one with lockctl restore %s --index N)", cell, cell)
+	}
+	for _, p := range d.byPrefix {
+		if p.Cell == cell {
+			plan.Epochs[p.Prefix] = p.Epoch
+		}
+	}
+	return plan, nil
+}

@@ -22,6 +22,7 @@ const (
 	OpAssign     = "assign"
 	OpMigrate    = "migrate"
 	OpMember     = "member"
+	OpRestore    = "restore"
 )
 
 // Command is one entry of the directory group's log.
@@ -33,6 +34,7 @@ type Command struct {
 	Assign     *api.AssignPrefixRequest `json:"assign,omitempty"`
 	Migrate    *api.MigrateRequest      `json:"migrate,omitempty"`
 	Member     *api.MemberRequest       `json:"member,omitempty"`
+	Restore    *api.RestoreCellRequest  `json:"restore,omitempty"`
 }
 
 // Bootstrap is the first state of a new cluster, from the static flags of
@@ -80,6 +82,7 @@ type replica struct {
 	Initial   bool   `json:"initial,omitempty"`
 	Pending   string `json:"pending,omitempty"`
 	Joined    bool   `json:"joined_learner,omitempty"` // added as a learner
+	Restored  bool   `json:"restored,omitempty"`       // starts only from an imported backup
 }
 
 type cellRec struct {
@@ -87,6 +90,8 @@ type cellRec struct {
 	ShardID     uint64    `json:"shard_id"`
 	NextReplica uint64    `json:"next_replica"`
 	Replicas    []replica `json:"replicas"`
+	// RestoreIndex is the backup index of the latest restore plan.
+	RestoreIndex uint64 `json:"restore_index,omitempty"`
 }
 
 // State is the directory group's replicated state: pure and
@@ -147,6 +152,8 @@ func (s *State) apply(c *Command) Result {
 		return s.migrate(c.Migrate)
 	case c.Op == OpMember && c.Member != nil:
 		return s.member(c.Member)
+	case c.Op == OpRestore && c.Restore != nil:
+		return s.restore(c.Restore)
 	}
 	return Result{Err: api.Errorf(api.CodeBadRequest, "unknown or incomplete directory op %q", c.Op)}
 }
@@ -533,6 +540,86 @@ func (s *State) member(r *api.MemberRequest) Result {
 	return Result{Cell: ptr(s.cellInfo(c))}
 }
 
+// restore plans a cell's rebuild from its backup: the cell gets new
+// replicas (fresh ids, so no member of the lost group is ever confused
+// with one of the new; all initial, all to be imported), and each of its
+// prefixes epoch + 1. The restored cell's log continues from the backup's
+// index, so without the raise it would issue again the tokens the lost
+// cell issued after the backup. A second plan supersedes the first (its
+// imports must be done again); the replicas of the old group are stopped
+// by their lockds as soon as they read it.
+func (s *State) restore(r *api.RestoreCellRequest) Result {
+	c, ok := s.cells[r.Cell]
+	if !ok {
+		return refuse(api.CodeNotFound, "no cell %s", r.Cell)
+	}
+	if r.BackupIndex == 0 {
+		return refuse(api.CodeBadRequest, "a restore names the backup it restores (its index, as lockctl backup printed it)")
+	}
+	var prefixes []*api.PrefixInfo
+	for _, p := range s.prefixes {
+		if p.Cell == c.Name || p.Migration != nil && p.Migration.To == c.Name {
+			if p.Migration != nil {
+				return refuse(api.CodeConflict, "prefix %s of cell %s is migrating: finish or abort the migration first (lockctl migrate %s --abort)", p.Prefix, c.Name, p.Prefix)
+			}
+			if p.Epoch+1 > api.MaxTokenEpoch {
+				return refuse(api.CodeTokenExhausted, "prefix %s is at epoch %d, the token limit", p.Prefix, p.Epoch)
+			}
+			prefixes = append(prefixes, p)
+		}
+	}
+	voters := 0
+	for _, rep := range c.Replicas {
+		if !rep.Learner {
+			voters++
+		}
+	}
+	n := len(r.On)
+	if n == 0 {
+		n = 5
+		if voters < 5 {
+			n = 3
+		}
+	}
+	if n != 3 && n != 5 {
+		return refuse(api.CodeBadRequest, "a cell has 5 replicas (3 allowed), not %d", n)
+	}
+	on := slices.Clone(r.On)
+	if len(on) > 0 {
+		seen := map[uint64]bool{}
+		for _, id := range on {
+			if _, ok := s.lockds[id]; !ok {
+				return refuse(api.CodeNotFound, "no lockd %d", id)
+			}
+			if seen[id] {
+				return refuse(api.CodeConflict, "two replicas of one cell on lockd %d: a process holds at most one replica of a cell", id)
+			}
+			seen[id] = true
+		}
+	} else {
+		load := s.load()
+		for _, rep := range c.Replicas {
+			load[rep.Lockd]-- // the cell's own replicas are being replaced
+		}
+		var err *api.Error
+		if on, err = Place(s.lockdList(), load, n); err != nil {
+			return Result{Err: err}
+		}
+	}
+	c.Replicas = nil
+	for _, id := range on {
+		c.Replicas = append(c.Replicas, replica{ReplicaID: c.NextReplica, Lockd: id, Initial: true, Restored: true})
+		c.NextReplica++
+	}
+	c.RestoreIndex = r.BackupIndex
+	if !brokenRestoreKeepsEpoch {
+		for _, p := range prefixes {
+			p.Epoch++
+		}
+	}
+	return Result{Cell: ptr(s.cellInfo(c))}
+}
+
 func ptr[T any](v T) *T { return &v }
 
 func clonePrefix(p *api.PrefixInfo) *api.PrefixInfo {
@@ -545,10 +632,10 @@ func clonePrefix(p *api.PrefixInfo) *api.PrefixInfo {
 }
 
 func (s *State) cellInfo(c *cellRec) api.CellInfo {
-	info := api.CellInfo{Name: c.Name, ShardID: c.ShardID}
+	info := api.CellInfo{Name: c.Name, ShardID: c.ShardID, RestoreIndex: c.RestoreIndex}
 	for _, r := range c.Replicas {
 		l := s.lockds[r.Lockd]
-		info.Replicas = append(info.Replicas, api.ReplicaInfo{ReplicaID: r.ReplicaID, Lockd: r.Lockd, APIAddr: l.APIAddr, Zone: l.Zone, Learner: r.Learner, Initial: r.Initial, Pending: r.Pending, JoinedLearner: r.Joined})
+		info.Replicas = append(info.Replicas, api.ReplicaInfo{ReplicaID: r.ReplicaID, Lockd: r.Lockd, APIAddr: l.APIAddr, Zone: l.Zone, Learner: r.Learner, Initial: r.Initial, Pending: r.Pending, JoinedLearner: r.Joined, Restored: r.Restored})
 		info.Endpoints = append(info.Endpoints, l.APIAddr)
 	}
 	for _, p := range s.prefixes {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/directory"
 )
 
 // backupTimeout bounds one backup attempt: exporting a large cell's
@@ -61,6 +62,21 @@ func (c *Client) CreateCell(ctx context.Context, req api.CreateCellRequest) (api
 		return api.CellInfo{}, err
 	}
 	return *r.Cell, nil
+}
+
+// RestoreCell plans the rebuild of a cell from its backup at
+// req.BackupIndex on new replicas (on req.On, or placed), raising its
+// prefixes' epochs, and returns the plan lockd restore imports by on each
+// of those lockds. Planning again supersedes an earlier plan.
+func (c *Client) RestoreCell(ctx context.Context, req api.RestoreCellRequest) (api.RestorePlan, error) {
+	if _, err := c.directoryCall(ctx, api.RouteAdminRestore, req); err != nil {
+		return api.RestorePlan{}, err
+	}
+	view, err := directory.New(c.Directory())
+	if err != nil {
+		return api.RestorePlan{}, api.Errorf(api.CodeInternal, "%v", err)
+	}
+	return view.RestorePlan(req.Cell)
 }
 
 // AssignPrefix gives an unassigned top-level prefix to a cell, at epoch 1.

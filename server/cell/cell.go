@@ -39,6 +39,13 @@ type Config struct {
 	ElectionRTT, HeartbeatRTT uint64
 	SnapshotEntries           uint64
 	CompactionOverhead        uint64
+	// EpochFloors are directory epochs this replica's cell must reach
+	// before its leader serves anything: a cell restored from a backup
+	// holds the lost cell's epochs, and its log continues from the
+	// backup's index, so at those epochs it would issue again the tokens
+	// the lost cell issued after the backup (lockd restore sets them from
+	// the restore plan).
+	EpochFloors map[string]uint64
 	// DefaultLease is given to sessions that do not ask for one.
 	DefaultLease time.Duration
 	// Fanout, if set, is told how many watch events each applied entry that
@@ -188,18 +195,22 @@ func (c *Cell) leading(term uint64) bool {
 	return c.leaderID.Load() == c.cfg.ReplicaID && c.term.Load() == term
 }
 
-// announce commits this leader's leader_start entry, then the cell's
-// prefixes. The session manager starts when leader_start applies. A retry
-// after a timeout may commit a second copy; the state machine ignores it.
+// announce commits the epoch floors, then this leader's leader_start
+// entry, then the cell's prefixes. The session manager starts when
+// leader_start applies, so nothing is served below a floor. A retry after
+// a timeout may commit a second copy; the state machine ignores it.
 func (c *Cell) announce(term uint64) {
 	defer c.wg.Done()
 	for attempt := 0; c.leading(term); attempt++ {
-		cmd := c.leaderStartCmd(term) // measured afresh: it must precede its commit
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		_, err := c.propose(ctx, &cmd)
-		cancel()
+		err := c.raiseFloors()
 		if err == nil {
-			break
+			cmd := c.leaderStartCmd(term) // measured afresh: it must precede its commit
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			_, err = c.propose(ctx, &cmd)
+			cancel()
+			if err == nil {
+				break
+			}
 		}
 		c.log.Warn("leader_start not committed", "term", term, "attempt", attempt, "err", err)
 		select {
@@ -210,6 +221,37 @@ func (c *Cell) announce(term uint64) {
 	}
 	c.adopt()
 }
+
+// raiseFloors commits ensure_prefix for every prefix served here below
+// its epoch floor. A prefix not served here (moved away since) has none.
+func (c *Cell) raiseFloors() error {
+	for p, floor := range c.cfg.EpochFloors {
+		v, err := c.nh.StaleRead(c.cfg.Info.ShardID, prefixQuery{prefix: p})
+		if err != nil {
+			return err
+		}
+		if st := v.(prefixState); st.State != fsm.PrefixServing || st.Epoch >= floor {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		_, err = c.propose(ctx, &fsm.Command{Op: fsm.OpEnsurePrefix, Path: p, Epoch: floor})
+		cancel()
+		if IsRefusal(err) {
+			// The read was behind: the prefix is sealed or moved by now,
+			// and is not served here at any epoch.
+			c.log.Info("epoch floor not raised: the prefix is not served here", "prefix", p, "err", err)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		c.log.Info("prefix raised to its restore epoch", "prefix", p, "epoch", floor)
+	}
+	return nil
+}
+
+// EpochFloors are the epochs this replica's cell reaches before it serves.
+func (c *Cell) EpochFloors() map[string]uint64 { return c.cfg.EpochFloors }
 
 // Placement is what the directory says of a cell.
 type Placement struct {

@@ -150,6 +150,7 @@ func init() {
 		api.RouteAdminMigrate:      (*Server).migrate,
 		api.RouteAdminPrefixOp:     (*Server).prefixOp,
 		api.RouteAdminMember:       (*Server).member,
+		api.RouteAdminRestore:      (*Server).restoreCell,
 		api.RouteAdminTransfer:     (*Server).transfer,
 	}
 }
@@ -217,11 +218,20 @@ func (s *Server) cellForPath(ctx *fasthttp.RequestCtx, path string) (*cell.Cell,
 }
 
 func (s *Server) readyCell(ctx *fasthttp.RequestCtx, name string) (*cell.Cell, error) {
+	if name == "" {
+		return nil, api.Errorf(api.CodeBadRequest, "no cell named")
+	}
 	c, ok := s.host.Cell(name)
 	if !ok {
-		if name == "" {
-			return nil, api.Errorf(api.CodeBadRequest, "no cell named")
-		}
+		// The client may know the directory better than this lockd (a
+		// cell just created or placed here): read it once, which starts
+		// the replicas it places here, and look again.
+		rctx, cancel := context.WithTimeout(context.Background(), RequestTimeout)
+		s.host.RefreshDirectory(rctx)
+		cancel()
+		c, ok = s.host.Cell(name)
+	}
+	if !ok {
 		if _, known := s.host.Directory().Cell(name); known {
 			return nil, api.Errorf(api.CodeWrongCell, "cell %s is not hosted by this lockd", name)
 		}
@@ -500,6 +510,13 @@ func (s *Server) createCell(ctx *fasthttp.RequestCtx) (any, error) {
 	var req api.CreateCellRequest
 	return s.proposeDirectory(ctx, &req, func() *directory.Command {
 		return &directory.Command{Op: directory.OpCreateCell, CreateCell: &req}
+	})
+}
+
+func (s *Server) restoreCell(ctx *fasthttp.RequestCtx) (any, error) {
+	var req api.RestoreCellRequest
+	return s.proposeDirectory(ctx, &req, func() *directory.Command {
+		return &directory.Command{Op: directory.OpRestore, Restore: &req}
 	})
 }
 

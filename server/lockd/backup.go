@@ -2,6 +2,7 @@ package lockd
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -10,8 +11,10 @@ import (
 
 	"github.com/lni/dragonboat/v4/config"
 	"github.com/lni/dragonboat/v4/tools"
+	"github.com/valyala/fasthttp"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/directory"
 	"github.com/lockservice/lockd/server/backup"
 )
 
@@ -91,32 +94,51 @@ func (p *Process) backupLoop(every time.Duration) {
 	}
 }
 
-// Restore rebuilds this lockd's replica of cell from the backup store at
-// index (0: the newest backup), for disaster recovery. The lockd must be
-// stopped; every replica of the cell is restored from the same backup with
-// the same peers, and then started as usual. Entries after the backup's
-// index are lost: the cell's state becomes the backup's. cfg is the
-// lockd's own configuration (the flags of lockd serve).
-func Restore(ctx context.Context, cfg Config, cellName string, store backup.Store, index uint64) (uint64, error) {
+// Restore imports a backup of cell into this lockd's data directory, as
+// the cell's restore plan (lockctl restore) places it here: the replica
+// id and the members come from the plan, and so does the backup's index
+// (every replica must import the same one; index, if set, must agree).
+// plan nil: read it from the directory (a directory replica's API). The
+// lockd must be stopped; lockd serve then starts the replica from the
+// backup, and its leader raises the cell's prefixes to the plan's epochs
+// before it serves. Entries after the backup's index are lost.
+func Restore(ctx context.Context, cfg Config, cellName string, store backup.Store, index uint64, plan *api.RestorePlan) (uint64, error) {
 	if err := cfg.Validate(); err != nil {
 		return 0, err
 	}
-	found := false
-	for _, cc := range cfg.Cells {
-		found = found || cc.Name == cellName
+	if plan == nil {
+		p, err := fetchRestorePlan(cfg, cellName)
+		if err != nil {
+			return 0, fmt.Errorf("restore: %w", err)
+		}
+		plan = &p
 	}
-	if !found {
-		return 0, fmt.Errorf("restore: cell %q is not one of this lockd's cells (--cell)", cellName)
+	if plan.Cell != cellName {
+		return 0, fmt.Errorf("restore: the plan is for cell %q, not %q", plan.Cell, cellName)
 	}
+	var mine *api.RestoreReplica
+	members := map[uint64]string{}
+	var on []uint64
+	for i, r := range plan.Replicas {
+		members[r.ReplicaID] = r.RaftAddr
+		on = append(on, r.Lockd)
+		if r.Lockd == cfg.ReplicaID {
+			mine = &plan.Replicas[i]
+		}
+	}
+	if mine == nil {
+		return 0, fmt.Errorf("restore: the restore plan of cell %s places no replica on lockd %d (it places them on lockds %v)", cellName, cfg.ReplicaID, on)
+	}
+	if self := cfg.Self().RaftAddr; mine.RaftAddr != self {
+		return 0, fmt.Errorf("restore: the plan gives lockd %d the Raft address %s, but it serves on %s", cfg.ReplicaID, mine.RaftAddr, self)
+	}
+	if index != 0 && index != plan.BackupIndex {
+		return 0, fmt.Errorf("restore: the plan restores the backup at index %d, not %d (every replica imports the same one)", plan.BackupIndex, index)
+	}
+	index = plan.BackupIndex
 	have, err := store.List(ctx, cellName)
 	if err != nil {
 		return 0, fmt.Errorf("restore: %w", err)
-	}
-	if len(have) == 0 {
-		return 0, fmt.Errorf("restore: no backup of cell %q in the store", cellName)
-	}
-	if index == 0 {
-		index = have[len(have)-1]
 	}
 	snapDir, err := store.Fetch(ctx, cellName, index, filepath.Join(cfg.DataDir, "backup-import"))
 	if errors.Is(err, backup.ErrNoBackup) {
@@ -125,13 +147,61 @@ func Restore(ctx context.Context, cfg Config, cellName string, store backup.Stor
 	if err != nil {
 		return 0, fmt.Errorf("restore: %w", err)
 	}
-	members := map[uint64]string{}
-	for _, peer := range cfg.Peers {
-		members[peer.ID] = peer.RaftAddr
-	}
 	quietDragonboat()
-	if err := tools.ImportSnapshot(nodeHostConfig(cfg), snapDir, members, cfg.ReplicaID); err != nil {
+	if err := tools.ImportSnapshot(nodeHostConfig(cfg), snapDir, members, mine.ReplicaID); err != nil {
 		return 0, fmt.Errorf("restore: import of %s: %w", snapDir, err)
 	}
+	// lockd serve starts the imported replica from this record, with the
+	// floors, before it reads the directory.
+	reps, err := readReplicas(cfg.DataDir)
+	if err != nil {
+		return 0, fmt.Errorf("restore: %w", err)
+	}
+	kept := reps[:0]
+	for _, r := range reps {
+		if r.Cell != cellName {
+			kept = append(kept, r)
+		}
+	}
+	kept = append(kept, hostedReplica{Cell: cellName, ShardID: plan.ShardID, ReplicaID: mine.ReplicaID, EpochFloors: plan.Epochs})
+	if err := writeReplicas(cfg.DataDir, kept); err != nil {
+		return 0, fmt.Errorf("restore: %w", err)
+	}
 	return index, nil
+}
+
+// fetchRestorePlan reads a cell's restore plan from the directory, through
+// the API of one of its replicas.
+func fetchRestorePlan(cfg Config, cellName string) (api.RestorePlan, error) {
+	client := &fasthttp.Client{Name: "lockd-restore", ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second}
+	var errs []error
+	for _, peer := range cfg.Peers {
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		req.SetRequestURI("http://" + peer.APIAddr + api.RouteDirectory)
+		req.Header.SetMethod("GET")
+		err := client.DoTimeout(req, resp, 5*time.Second)
+		var dir api.DirectoryResponse
+		switch {
+		case err != nil:
+		case resp.StatusCode() != fasthttp.StatusOK:
+			err = fmt.Errorf("HTTP %d: %s", resp.StatusCode(), resp.Body())
+		default:
+			err = json.Unmarshal(resp.Body(), &dir)
+		}
+		fasthttp.ReleaseRequest(req)
+		fasthttp.ReleaseResponse(resp)
+		if err == nil && dir.Index == 0 {
+			err = fmt.Errorf("its directory is not bootstrapped")
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", peer.APIAddr, err))
+			continue
+		}
+		view, err := directory.New(dir)
+		if err != nil {
+			return api.RestorePlan{}, err
+		}
+		return view.RestorePlan(cellName)
+	}
+	return api.RestorePlan{}, fmt.Errorf("no directory replica answered (give the plan with --plan, as lockctl restore -o json printed it): %w", errors.Join(errs...))
 }

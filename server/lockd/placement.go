@@ -69,12 +69,15 @@ type hostedReplica struct {
 	ShardID   uint64 `json:"shard_id"`
 	ReplicaID uint64 `json:"replica_id"`
 	Learner   bool   `json:"learner,omitempty"`
+	// EpochFloors: a replica imported from a backup (lockd restore)
+	// serves nothing below these epochs (cell.Config.EpochFloors).
+	EpochFloors map[string]uint64 `json:"epoch_floors,omitempty"`
 }
 
-func (p *Process) replicasFile() string { return filepath.Join(p.cfg.DataDir, "replicas.json") }
+func replicasFile(dataDir string) string { return filepath.Join(dataDir, "replicas.json") }
 
-func (p *Process) loadReplicas() ([]hostedReplica, error) {
-	b, err := os.ReadFile(p.replicasFile())
+func readReplicas(dataDir string) ([]hostedReplica, error) {
+	b, err := os.ReadFile(replicasFile(dataDir))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -83,9 +86,23 @@ func (p *Process) loadReplicas() ([]hostedReplica, error) {
 	}
 	var out []hostedReplica
 	if err := json.Unmarshal(b, &out); err != nil {
-		return nil, fmt.Errorf("%s: %w", p.replicasFile(), err)
+		return nil, fmt.Errorf("%s: %w", replicasFile(dataDir), err)
 	}
 	return out, nil
+}
+
+// writeReplicas replaces the record atomically.
+func writeReplicas(dataDir string, reps []hostedReplica) error {
+	sort.Slice(reps, func(i, j int) bool { return reps[i].Cell < reps[j].Cell })
+	b, _ := json.MarshalIndent(reps, "", "  ")
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return err
+	}
+	tmp := replicasFile(dataDir) + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, replicasFile(dataDir))
 }
 
 // saveReplicas records the replicas running now (cellsMu held).
@@ -96,29 +113,20 @@ func (p *Process) saveReplicas() error {
 		// the log from its add as a non-voting replica, which Raft
 		// refuses on a voter; the promotion in the log (or the snapshot's
 		// membership) makes it a voter again.
-		out = append(out, hostedReplica{Cell: c.Info().Name, ShardID: c.Info().ShardID, ReplicaID: c.ReplicaID(), Learner: c.Learner()})
+		out = append(out, hostedReplica{Cell: c.Info().Name, ShardID: c.Info().ShardID, ReplicaID: c.ReplicaID(), Learner: c.Learner(), EpochFloors: c.EpochFloors()})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Cell < out[j].Cell })
-	b, _ := json.MarshalIndent(out, "", "  ")
-	if err := os.MkdirAll(p.cfg.DataDir, 0o755); err != nil {
-		return err
-	}
-	tmp := p.replicasFile() + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, p.replicasFile())
+	return writeReplicas(p.cfg.DataDir, out)
 }
 
 // startCell starts this lockd's replica of a cell (cellsMu held, or
 // before the API serves). members: the initial members of a new cell;
 // join: added later (a learner if learner).
-func (p *Process) startCell(info api.CellInfo, replicaID uint64, members map[uint64]string, join, learner bool) error {
+func (p *Process) startCell(info api.CellInfo, replicaID uint64, members map[uint64]string, join, learner bool, floors map[string]uint64) error {
 	if _, ok := p.cells[info.Name]; ok {
 		return nil
 	}
 	c, err := cell.Start(p.nh, cell.Config{
-		Info: api.CellInfo{Name: info.Name, ShardID: info.ShardID}, ReplicaID: replicaID, Members: members, Join: join, Learner: learner,
+		Info: api.CellInfo{Name: info.Name, ShardID: info.ShardID}, ReplicaID: replicaID, Members: members, Join: join, Learner: learner, EpochFloors: floors,
 		ElectionRTT: p.cfg.ElectionRTT, HeartbeatRTT: p.cfg.HeartbeatRTT,
 		SnapshotEntries: p.cfg.SnapshotEntries, CompactionOverhead: p.cfg.CompactionOverhead,
 		DefaultLease: time.Duration(p.cfg.Lease), Logger: p.log,
@@ -187,19 +195,25 @@ func (p *Process) reconcile(view *directory.Directory) error {
 			}
 		}
 		if c, ok := p.cells[info.Name]; ok && mine != nil && c.ReplicaID() != mine.ReplicaID && view.Index() > 0 {
-			// Removed and added again: the old replica goes, the new one
-			// (a new replica id) joins.
+			// Removed and added again (or restored here): the old replica
+			// goes, the new one (a new replica id) joins.
 			p.stopCell(c)
 		}
-		if mine != nil {
-			if err := p.startCell(info, mine.ReplicaID, members, !mine.Initial, mine.JoinedLearner); err != nil && firstErr == nil {
+		_, hosted := p.cells[info.Name]
+		switch {
+		case mine != nil && mine.Restored && !hosted:
+			// Planned by lockctl restore: it starts from the backup that
+			// lockd restore imports, never empty.
+			p.log.Debug("replica waits for lockd restore", "cell", info.Name, "replica_id", mine.ReplicaID)
+		case mine != nil:
+			if err := p.startCell(info, mine.ReplicaID, members, !mine.Initial, mine.JoinedLearner, nil); err != nil && firstErr == nil {
 				firstErr = fmt.Errorf("cell %s: %w", info.Name, err)
 			}
-
-		} else if c, ok := p.cells[info.Name]; ok && view.Index() > 0 {
+		case hosted && view.Index() > 0:
 			// The directory removed this lockd's replica (member remove,
-			// confirmed): stop it for good.
-			p.stopCell(c)
+			// confirmed, or a restore that placed the cell elsewhere):
+			// stop it for good.
+			p.stopCell(p.cells[info.Name])
 			continue
 		}
 		if c, ok := p.cells[info.Name]; ok {
@@ -402,6 +416,8 @@ func directoryRoute(c *directory.Command) (string, any) {
 		return api.RouteAdminPrefixAssign, c.Assign
 	case directory.OpMigrate:
 		return api.RouteAdminMigrate, c.Migrate
+	case directory.OpRestore:
+		return api.RouteAdminRestore, c.Restore
 	}
 	return "/v1/admin/none", nil
 }

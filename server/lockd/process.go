@@ -155,13 +155,13 @@ func Start(cfg Config, log *slog.Logger) (*Process, error) {
 	}
 	// The replicas this lockd ran before start at once, from its own
 	// record: a restart does not wait for the directory.
-	known, err := p.loadReplicas()
+	known, err := readReplicas(cfg.DataDir)
 	if err != nil {
 		p.Close()
 		return nil, err
 	}
 	for _, r := range known {
-		if err := p.startCell(api.CellInfo{Name: r.Cell, ShardID: r.ShardID}, r.ReplicaID, nil, false, r.Learner); err != nil {
+		if err := p.startCell(api.CellInfo{Name: r.Cell, ShardID: r.ShardID}, r.ReplicaID, nil, false, r.Learner, r.EpochFloors); err != nil {
 			p.Close()
 			return nil, fmt.Errorf("cell %s: %w", r.Cell, err)
 		}

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,8 +18,10 @@ import (
 )
 
 // TestBackupAndRestore: lockctl backup makes the demo leader export a
-// snapshot to the backup store; the cell then takes more writes, and every
-// replica is stopped and restored from the backup with lockd restore. The
+// snapshot to the backup store; the cell then takes more writes, lockctl
+// restore plans its rebuild on the same five lockds, and every lockd is
+// stopped and restored from the backup with lockd restore (from the plan
+// file: the directory is down with them). The
 // restarted cell holds exactly the backup's state: every replica loaded the
 // very bytes the backup saved (same index, same SHA-256), the values and
 // versions written before it are there, the write after it is gone, and
@@ -76,9 +80,18 @@ func TestBackupAndRestore(t *testing.T) {
 	mustDo(t, cl, api.RoutePut, api.PutRequest{Path: "/payments/dr/p", Value: []byte("after")}, nil)
 	s.stop()
 
+	// The plan: the same five lockds, new replicas. Every lockd stops its
+	// old replica of demo as soon as it reads it.
+	out, err = exec.Command(lockctl, "--endpoints", strings.Join(c.Endpoints(), ","), "-o", "json", "restore", "demo", "--index", fmt.Sprint(b.Index), "--on", "1,2,3,4,5").Output()
+	if err != nil {
+		t.Fatalf("lockctl restore: %v\n%s", err, out)
+	}
+	planFile := filepath.Join(t.TempDir(), "plan.json")
+	must(t, os.WriteFile(planFile, out, 0o644))
+
 	must(t, c.StopAll())
 	restore := func(id int, extra ...string) ([]byte, error) {
-		args := append([]string{"restore", "--cell-name", "demo", "--from", store}, extra...)
+		args := append([]string{"restore", "--cell-name", "demo", "--from", store, "--plan", planFile}, extra...)
 		return exec.Command(lockd, append(args, c.ServeArgs(id)...)...).CombinedOutput()
 	}
 	// Bad restores fail clearly and change nothing.
@@ -86,8 +99,8 @@ func TestBackupAndRestore(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--index", "1"}, "no backup of cell \"demo\" at index 1"},
-		{[]string{"--cell-name", "nosuch"}, "not one of this lockd's cells"},
+		{[]string{"--index", "1"}, fmt.Sprintf("the plan restores the backup at index %d, not 1", b.Index)},
+		{[]string{"--cell-name", "nosuch"}, "the plan is for cell \"demo\", not \"nosuch\""},
 	} {
 		out, err := restore(1, bad.args...)
 		if err == nil || !strings.Contains(string(out), bad.want) {
@@ -95,7 +108,7 @@ func TestBackupAndRestore(t *testing.T) {
 		}
 	}
 	for _, id := range c.IDs() {
-		out, err := restore(id, "--index", fmt.Sprint(b.Index))
+		out, err := restore(id)
 		if err != nil {
 			t.Fatalf("restore of replica %d: %v\n%s", id, err, out)
 		}
@@ -142,7 +155,7 @@ func TestBackupAndRestore(t *testing.T) {
 	defer s2.stop()
 	g2, err := s2.acquire("/demo/dr/lock")
 	must(t, err)
-	if g2.token <= g1.token {
-		t.Fatalf("token %d after restore, not above %d from before the backup", g2.token, g1.token)
+	if g2.token <= g1.token || api.TokenEpoch(g2.token) != 2 {
+		t.Fatalf("token %#x after restore: want it above %#x from before the backup, at the plan's epoch 2", g2.token, g1.token)
 	}
 }

@@ -97,17 +97,11 @@ func TestSnapshotCatchUpAndRestart(t *testing.T) {
 
 func cellStatus(t *testing.T, c *cluster.Cluster, id int) api.ReplicaStatus {
 	t.Helper()
-	ctx, cancel := ctxFor(callTimeout)
-	defer cancel()
-	st, err := c.Status(ctx, id)
-	must(t, err)
-	for _, cs := range st.Cells {
-		if cs.Cell == "demo" {
-			return cs
-		}
+	st, ok := replicaOf(t, c, id, "demo")
+	if !ok {
+		t.Fatalf("replica %d reports no demo cell", id)
 	}
-	t.Fatalf("replica %d reports no demo cell", id)
-	return api.ReplicaStatus{}
+	return st
 }
 
 func appliedIndex(t *testing.T, c *cluster.Cluster, id int) uint64 {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/server/backup"
 	"github.com/lockservice/lockd/server/lockd"
 )
@@ -157,17 +159,25 @@ func restoreCommand() *cobra.Command {
 		sf       serveFlags
 		cellName string
 		from     string
+		planFile string
 		index    uint64
 	)
 	cmd := &cobra.Command{
-		Use:   "restore --cell-name CELL --from BACKUP_DIR [--index N] SERVE-FLAGS…",
-		Short: "Rebuild this lockd's replica of a cell from a backup (disaster recovery; the lockd must be stopped)",
-		Long: `Imports a backup of CELL (the newest, or the one at --index) into this
-lockd's data directory, replacing the cell's log and state: every entry after
-the backup is lost. Run it on every replica of the cell with the flags it is
-served with, then start them all with lockd serve. Other cells are untouched.`,
-		Example: `  lockd restore --cell-name payments --from /backups/lockd \
-    --id 1 --data-dir /var/lib/lockd --peer 1,10.0.0.1:7100,10.0.0.1:7000 … --cell payments,2,/payments`,
+		Use:   "restore --cell-name CELL --from BACKUP_DIR [--plan FILE] SERVE-FLAGS…",
+		Short: "Import a cell's backup into this lockd, as lockctl restore planned it (disaster recovery; the lockd must be stopped)",
+		Long: `Imports the backup of CELL that its restore plan names into this lockd's
+data directory, as the replica the plan places here. Plan first with
+lockctl restore CELL --index N [--on LOCKDS]: it gives the cell new replicas
+and raises its prefixes' epochs. Then, on every lockd of the plan: stop it,
+run lockd restore with the flags it is served with, start it with lockd
+serve. The cell serves once a majority is restored, from the backup's state
+(every entry after the backup is lost). The plan is read from the
+directory, or from --plan (lockctl restore -o json) if no directory
+replica answers. Other cells are untouched.`,
+		Example: `  lockctl restore payments --index 812345 --on 4,5,6 -o json > plan.json
+  lockd restore --cell-name payments --from /backups/lockd \
+    --id 4 --data-dir /var/lib/lockd --raft-addr 10.0.0.4:7100 --api-addr 10.0.0.4:7000 \
+    --peer 1,10.0.0.1:7100,10.0.0.1:7000 …`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := sf.config(cmd)
 			if err != nil {
@@ -176,20 +186,32 @@ served with, then start them all with lockd serve. Other cells are untouched.`,
 			if cellName == "" || from == "" {
 				return fmt.Errorf("restore needs --cell-name and --from")
 			}
+			var plan *api.RestorePlan
+			if planFile != "" {
+				b, err := os.ReadFile(planFile)
+				if err != nil {
+					return err
+				}
+				plan = &api.RestorePlan{}
+				if err := json.Unmarshal(b, plan); err != nil {
+					return fmt.Errorf("%s: not a restore plan: %w", planFile, err)
+				}
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			got, err := lockd.Restore(ctx, cfg, cellName, backup.Dir{Root: from}, index)
+			got, err := lockd.Restore(ctx, cfg, cellName, backup.Dir{Root: from}, index, plan)
 			if err != nil {
 				return err
 			}
-			fmt.Printf("replica %d of cell %s restored from the backup at index %d; start it with lockd serve\n", cfg.ReplicaID, cellName, got)
+			fmt.Printf("lockd %d: cell %s restored from the backup at index %d; start it with lockd serve\n", cfg.ReplicaID, cellName, got)
 			return nil
 		},
 	}
 	sf.register(cmd.Flags())
-	cmd.Flags().StringVar(&cellName, "cell-name", "", "the cell to restore (one of --cell)")
+	cmd.Flags().StringVar(&cellName, "cell-name", "", "the cell to restore")
 	cmd.Flags().StringVar(&from, "from", "", "the backup store (a --backup-dir)")
-	cmd.Flags().Uint64Var(&index, "index", 0, "the backup to restore, by index (0: the newest)")
+	cmd.Flags().StringVar(&planFile, "plan", "", "the restore plan as lockctl restore -o json printed it (default: read it from the directory)")
+	cmd.Flags().Uint64Var(&index, "index", 0, "the backup's index, checked against the plan's")
 	return cmd
 }
 

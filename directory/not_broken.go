@@ -1,0 +1,7 @@
+//go:build !lockd_broken_restore_epoch
+
+package directory
+
+// The deliberately broken build (broken_restore.go) is off in every
+// normal build.
+const brokenRestoreKeepsEpoch = false

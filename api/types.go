@@ -48,8 +48,10 @@ const (
 	// client the election, not the election plus its backoff. Without it a
 	// replica answers at once.
 	HeaderWaitLeaderMS = "Lockd-Wait-Leader-Ms"
-	// HeaderUnreachable names the API address the client last failed to
-	// reach (a dead leader other replicas may still name).
+	// HeaderUnreachable names the API addresses (comma-separated) the
+	// client failed to reach during this call and that have not answered
+	// since: a dead leader other replicas may still name, and perhaps a
+	// dead follower with it.
 	HeaderUnreachable = "Lockd-Unreachable"
 	// HeaderCell names the cell a path request is for, as the client's
 	// directory routes it; without it the lockd routes by its own view.

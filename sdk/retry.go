@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/lockservice/lockd/api"
@@ -37,10 +38,14 @@ type call struct {
 	duringClose bool
 	// before runs before every attempt (to refresh a write's ack).
 	before func()
-	// unreachable is the endpoint the last failed exchange was with: a
-	// replica that still names it as leader holds the next attempt until
-	// it learns of another (api.HeaderUnreachable).
-	unreachable string
+	// unreachable are the endpoints this call failed to reach and that
+	// have not answered since: a replica that still names one of them as
+	// leader holds the next attempt until it learns of another
+	// (api.HeaderUnreachable). A set, not the last one: with the leader
+	// and a follower both dead, the last failure is often the follower,
+	// and replicas naming the dead leader would send the call back to it
+	// at once, through backoffs that grow past the election.
+	unreachable []string
 	// cell is the cell the call is routed to (api.HeaderCell); "" for
 	// directory calls.
 	cell string
@@ -68,6 +73,9 @@ const (
 	// one replica make the loop look at another: a leader that keeps
 	// answering unavailable may have lost its quorum to a new leader.
 	unavailableRotate = 2
+	// maxUnreachable bounds call.unreachable (and the header carrying it):
+	// more dead endpoints than a cell has replicas means something else.
+	maxUnreachable = 8
 )
 
 // backoff is a full-jitter exponential delay for the n-th retry (n ≥ 0),
@@ -91,10 +99,10 @@ type outcome struct {
 	ctxDone   bool     // the call's context ended (during a failed exchange)
 	closed    bool     // the client (or its transport) is closing
 
-	unreachable string // the endpoint the call last failed to reach
-	retryUnsure bool   // the call may be resent after an unsure failure
-	redirects   int    // not_leader hints followed without backoff so far, not counting this one
-	unavailable int    // consecutive unavailable replies from addr, this one included
+	unreachable []string // the endpoints the call failed to reach (call.unreachable)
+	retryUnsure bool     // the call may be resent after an unsure failure
+	redirects   int      // not_leader hints followed without backoff so far, not counting this one
+	unavailable int      // consecutive unavailable replies from addr, this one included
 }
 
 // action is what the retry loop does after an attempt.
@@ -143,7 +151,7 @@ func decide(o outcome) decision {
 	case o.code == api.CodeNotLeader: // never applied: always safe to resend
 		// A hint naming the replica this call just failed to reach is a
 		// dead leader others have not yet replaced: back off instead.
-		fresh := o.hint != "" && o.hint != o.addr && o.hint != o.unreachable
+		fresh := o.hint != "" && o.hint != o.addr && !slices.Contains(o.unreachable, o.hint)
 		switch {
 		case !fresh:
 			return decision{act: actBackoff, forget: true}
@@ -280,11 +288,13 @@ func (c *Client) do(ctx context.Context, cs *cellState, cl *call) error {
 			if !o.notSent {
 				cl.reached = true
 			}
-			cl.unreachable = addr
+			if !slices.Contains(cl.unreachable, addr) && len(cl.unreachable) < maxUnreachable {
+				cl.unreachable = append(cl.unreachable, addr)
+			}
 			last = api.Errorf(api.CodeUnavailable, "%s %s: %v", addr, cl.route, err)
 		} else {
-			if addr == cl.unreachable {
-				cl.unreachable = "" // it answers again
+			if i := slices.Index(cl.unreachable, addr); i >= 0 {
+				cl.unreachable = slices.Delete(cl.unreachable, i, i+1) // it answers again
 			}
 			o.status = status
 			if status < 200 || status >= 300 {

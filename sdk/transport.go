@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -148,8 +149,8 @@ type exchange struct {
 	// up to half the attempt (so a held request never times out here and
 	// turns a write that was never applied into an unknown outcome).
 	waitLeader  bool
-	unreachable string // the address the call last failed to reach
-	cell        string // api.HeaderCell, if set
+	unreachable []string // the addresses the call failed to reach
+	cell        string   // api.HeaderCell, if set
 }
 
 // roundTrip performs one exchange. It returns the status, a copy of the
@@ -183,8 +184,8 @@ func (t *transport) roundTrip(ctx context.Context, x exchange) (status int, body
 	if x.waitLeader {
 		if hold := min(time.Until(deadline)/2, api.MaxLeaderWait); hold >= time.Millisecond {
 			req.Header.Set(api.HeaderWaitLeaderMS, strconv.FormatInt(hold.Milliseconds(), 10))
-			if x.unreachable != "" {
-				req.Header.Set(api.HeaderUnreachable, x.unreachable)
+			if len(x.unreachable) > 0 {
+				req.Header.Set(api.HeaderUnreachable, strings.Join(x.unreachable, ","))
 			}
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -583,8 +585,8 @@ func (c *Cell) changes() <-chan struct{} {
 
 // WaitUsable is Ready for a request that would otherwise be sent away
 // useless during a fail-over: when this replica knows no leader, or only
-// the one the client says it cannot reach (unreachable: a leader's API
-// address, "" if none), or leads but is still starting, it waits — until
+// one the client says it cannot reach (unreachable: API addresses,
+// comma-separated, "" if none), or leads but is still starting, it waits — until
 // that changes or ctx ends — and answers as Ready does then. The client is
 // told of the new leader the moment this replica learns of it, instead of
 // polling with backoff through the election (1 to 2 s), and a cell of
@@ -615,7 +617,7 @@ func (c *Cell) worthWaiting(err error, unreachable string) bool {
 	case api.CodeUnavailable: // this replica leads and is starting
 		return true
 	case api.CodeNotLeader:
-		return ae.Leader == "" || ae.Leader == unreachable
+		return ae.Leader == "" || slices.Contains(strings.Split(unreachable, ","), ae.Leader)
 	}
 	return false
 }

@@ -23,6 +23,7 @@ func TestWaitUsableHoldsUntilALeaderIsKnown(t *testing.T) {
 	}{
 		{"no leader known: held", 0, "", true},
 		{"the leader the client cannot reach: held", 2, "b:1", true},
+		{"the leader among the replicas the client cannot reach: held", 2, "d:1,b:1", true},
 		{"a leader the client has not tried: answered at once", 2, "", false},
 		{"another leader than the unreachable one: answered at once", 2, "c:1", false},
 	} {

@@ -222,11 +222,13 @@ func (s *Server) readyCell(ctx *fasthttp.RequestCtx, name string) (*cell.Cell, e
 		return nil, api.Errorf(api.CodeBadRequest, "no cell named")
 	}
 	c, ok := s.host.Cell(name)
-	if !ok {
-		// The client may know the directory better than this lockd (a
-		// cell just created or placed here): read it once, which starts
-		// the replicas it places here, and look again.
-		rctx, cancel := context.WithTimeout(context.Background(), RequestTimeout)
+	if _, known := s.host.Directory().Cell(name); !ok && !known {
+		// The client knows a cell this lockd's view does not (one just
+		// created, perhaps with a replica here): read the directory once,
+		// which starts the replicas it places here, and look again.
+		// Briefly: the directory may be electing, and a refusal now is
+		// better than a request held past its client's patience.
+		rctx, cancel := context.WithTimeout(context.Background(), unknownCellRefresh)
 		s.host.RefreshDirectory(rctx)
 		cancel()
 		c, ok = s.host.Cell(name)
@@ -242,6 +244,10 @@ func (s *Server) readyCell(ctx *fasthttp.RequestCtx, name string) (*cell.Cell, e
 	}
 	return c, nil
 }
+
+// unknownCellRefresh bounds the directory read a request naming a cell
+// unknown to this lockd makes.
+const unknownCellRefresh = time.Second
 
 // waitUsable is c.Ready, or, when the client allows it (api.HeaderWaitLeaderMS),
 // c.WaitUsable for up to that long: during a fail-over the request is held

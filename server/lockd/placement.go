@@ -248,7 +248,7 @@ func (p *Process) followDirectory() {
 				resp, ok = p.dir.Local()
 			}
 		} else if polls%5 == 0 {
-			resp, ok = p.pollDirectory()
+			resp, ok = p.pollDirectory(context.Background()) // each replica in turn, peerTimeout each
 		}
 		if ok && resp.Index > 0 && len(resp.Lockds) > 0 {
 			p.adoptView(resp)
@@ -313,19 +313,34 @@ func (p *Process) directoryAddrs() []string {
 	return out
 }
 
-// pollDirectory reads the directory from a directory replica over HTTP.
-func (p *Process) pollDirectory() (api.DirectoryResponse, bool) {
+// pollDirectory reads the directory from a directory replica over HTTP,
+// within ctx.
+func (p *Process) pollDirectory(ctx context.Context) (api.DirectoryResponse, bool) {
 	for _, addr := range p.directoryAddrs() {
+		within := peerTimeout
+		if d, ok := ctx.Deadline(); ok {
+			within = min(within, time.Until(d))
+		}
+		if within <= 0 {
+			break
+		}
 		var resp api.DirectoryResponse
-		if err := p.peerCall(addr, "GET", api.RouteDirectory, nil, &resp); err == nil {
+		if err := p.peerCallWithin(within, addr, "GET", api.RouteDirectory, nil, &resp); err == nil {
 			return resp, true
 		}
 	}
 	return api.DirectoryResponse{}, false
 }
 
+// peerTimeout bounds one API call to another lockd.
+const peerTimeout = 5 * time.Second
+
 // peerCall makes one API call to another lockd.
 func (p *Process) peerCall(addr, method, route string, body, out any) error {
+	return p.peerCallWithin(peerTimeout, addr, method, route, body, out)
+}
+
+func (p *Process) peerCallWithin(within time.Duration, addr, method, route string, body, out any) error {
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
@@ -336,7 +351,7 @@ func (p *Process) peerCall(addr, method, route string, body, out any) error {
 		req.SetBody(b)
 		req.Header.SetContentType("application/json")
 	}
-	if err := p.peerAPI.DoTimeout(req, resp, 5*time.Second); err != nil {
+	if err := p.peerAPI.DoTimeout(req, resp, within); err != nil {
 		return api.Errorf(api.CodeUnavailable, "%s: %v", addr, err)
 	}
 	if resp.StatusCode() != fasthttp.StatusOK {
@@ -374,7 +389,7 @@ func (p *Process) RefreshDirectory(ctx context.Context) {
 		_, _ = p.ReadDirectory(ctx)
 		return
 	}
-	if resp, ok := p.pollDirectory(); ok && resp.Index > 0 {
+	if resp, ok := p.pollDirectory(ctx); ok && resp.Index > 0 {
 		p.adoptView(resp)
 	}
 }

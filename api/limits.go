@@ -32,4 +32,16 @@ const (
 	// MaxLeaderWait bounds how long a replica holds a request for a usable
 	// leader (HeaderWaitLeaderMS): an election timeout is 1 to 2 s.
 	MaxLeaderWait = 2500 * time.Millisecond
+	// CacheWindow bounds how long after the send time of its last
+	// KeepAlive the cell confirmed a client serves reads from its cache
+	// (the SDK uses the smaller of this and 3/4 of its lease, less a
+	// drift margin). A KeepAlive is confirmed every lease/3, so the cache
+	// stays on while they flow; a new leader waits at most this long for
+	// clients that do not check in before it changes a cacheable node.
+	CacheWindow = 9 * time.Second
 )
+
+// CacheWindowFor is the cache window of a session with the given lease.
+func CacheWindowFor(lease time.Duration) time.Duration {
+	return min(CacheWindow, lease*3/4)
+}

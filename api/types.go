@@ -216,6 +216,12 @@ type ReadRequest struct {
 	Path    string    `json:"path"`
 	Session uint64    `json:"session,omitempty"`
 	Watch   WatchKind `json:"watch,omitempty"`
+	// Cache asks the leader to record Session as a cacher of the node
+	// (get only): the reply says whether it may be cached (Cacheable).
+	// A session's first such read commits that it caches (a new leader
+	// then waits for it to learn of the fail-over before changing a node
+	// it may cache).
+	Cache bool `json:"cache,omitempty"`
 }
 
 // GetResponse answers get. Exists is false (and the call succeeds) for a
@@ -225,6 +231,12 @@ type GetResponse struct {
 	Exists bool   `json:"exists"`
 	Node   Node   `json:"node"`
 	Index  uint64 `json:"index"`
+	// Cacheable: the leader recorded the session as a cacher of this
+	// persistent node under leader epoch Epoch, and will invalidate it
+	// before the node changes. The client may serve it from its cache
+	// until then, while its lease is confirmed within CacheWindow.
+	Cacheable bool   `json:"cacheable,omitempty"`
+	Epoch     uint64 `json:"epoch,omitempty"`
 }
 
 // ChildrenResponse answers children: names sorted by byte value (sequential
@@ -288,6 +300,9 @@ const (
 	// EventResync says events were dropped (the session's queue overflowed or
 	// the leader could not tell): re-read and re-arm every watch.
 	EventResync EventType = "resync"
+	// EventInvalidate tells a session's client to drop path from its
+	// cache, and acknowledge (the leader holds the write until it does).
+	EventInvalidate EventType = "invalidate"
 )
 
 // Event is a one-shot watch firing, delivered on the session.

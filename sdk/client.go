@@ -41,6 +41,8 @@ type Client struct {
 	mu    sync.Mutex
 	slots map[string]*sessionSlot // by cell name
 
+	cacheCount cacheCounters
+
 	// moves remembers, per prefix, a moved refusal while the directory
 	// still names the refusing cell (the move is being committed): calls
 	// go to the cell it named, which serves once the move commits.

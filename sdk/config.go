@@ -29,6 +29,12 @@ type Config struct {
 	// before the client gives it up and reports SessionExpired. 0 means
 	// api.DefaultGrace (45 s, Chubby's default).
 	Grace time.Duration
+	// NoCache turns the client cache off: Get always asks the cell, and
+	// sessions are opened without declaring that they cache (a new leader
+	// then never waits for them before a change). By default a Get on a
+	// cell where the client has a session is cached until the leader
+	// invalidates it (see Client.Get).
+	NoCache bool
 }
 
 func (cfg Config) grace() time.Duration {

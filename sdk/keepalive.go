@@ -97,11 +97,22 @@ func (s *Session) confirmed(sent time.Time, resp *api.SessionResponse) bool {
 	default:
 	}
 	s.index = max(s.index, resp.Index)
-	rearm := s.w.dispatch(resp.Epoch, resp.Events)
+	rearm, invalidated, resync := s.w.dispatch(resp.Epoch, resp.Events)
+	for _, p := range invalidated {
+		s.cache.invalidate(p)
+	}
+	if resync {
+		s.cache.flush() // the events it replaced may have been invalidations
+	}
 	if resp.Epoch != 0 && resp.Epoch != s.epoch {
 		s.log.Info("cell fail-over", "old_epoch", s.epoch, "epoch", resp.Epoch)
 		s.epoch = resp.Epoch
 		s.gen++
+		// The new leader knows none of this session's cache entries, and
+		// an invalidation may have been lost with the old one. The flush
+		// happens before the next KeepAlive acknowledges the new epoch,
+		// which is what the new leader waits for.
+		s.cache.flush()
 		// The new leader holds none of the old one's in-memory watches.
 		if s.w.markAllDirty() {
 			rearm = true

@@ -212,12 +212,44 @@ func (s *Session) sendWrite(ctx context.Context, id uint64, hdr *api.WriteHeader
 	return cl.reached, err
 }
 
-// Get reads the node at path (linearizably, through the leader). It fails
-// with no_node if the node does not exist.
+// Get reads the node at path, linearizably. It fails with no_node if the
+// node does not exist.
+//
+// When the client has a session on the path's cell (Client.Session, or
+// one a lock or watch opened) and caching is on (Config.NoCache unset),
+// the value is cached: later Gets are answered from memory, with no RPC,
+// until the cell invalidates it — which it does, and waits for, before
+// any change of the node commits — while the session's lease is
+// confirmed. So a cached read is never staler than a read from the
+// leader would be.
 func (c *Client) Get(ctx context.Context, path string) (api.Node, error) {
 	var resp api.GetResponse
 	if err := c.routed(ctx, path, func(cs *cellState) error {
-		return c.do(ctx, cs, &call{route: api.RouteGet, req: api.ReadRequest{Path: path}, resp: &resp, retryUnsure: true})
+		var s *Session
+		if !c.cfg.NoCache {
+			s = c.liveSession(cs)
+		}
+		if s != nil {
+			if r, ok := s.cached(path); ok {
+				c.cacheCount.hits.Add(1)
+				resp = r
+				return nil
+			}
+		}
+		c.cacheCount.misses.Add(1)
+		req := api.ReadRequest{Path: path}
+		var gen uint64
+		if s != nil {
+			gen = s.cacheGen()
+			req.Session, req.Cache = s.id, true
+		}
+		if err := c.do(ctx, cs, &call{route: api.RouteGet, req: req, resp: &resp, retryUnsure: true}); err != nil {
+			return err
+		}
+		if s != nil && resp.Cacheable {
+			s.store(path, resp, gen)
+		}
+		return nil
 	}); err != nil {
 		return api.Node{}, err
 	}

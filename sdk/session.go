@@ -114,6 +114,7 @@ type Session struct {
 	cleanups   []cleanupTask
 	cleanupSig chan struct{} // cap 1
 	w          watchSet
+	cache      cacheState
 	events     chan SessionEvent
 	done       chan struct{}
 }
@@ -160,6 +161,7 @@ func (c *Client) openSession(ctx context.Context, cs *cellState) (*Session, erro
 	}
 	s.reqs.init()
 	s.w.init()
+	s.cache.entries = map[string]api.GetResponse{}
 	s.ctx, s.cancel = context.WithCancel(c.ctx)
 	s.leaseCtx, s.leaseCancel = context.WithCancel(s.ctx)
 	s.wg.Add(4)

@@ -90,8 +90,10 @@ func (ws *watchSet) fresh(ev api.Event) bool {
 // dispatch fires the watches the events of a KeepAlive reply from leader
 // epoch epoch match, skipping events already processed. It reports
 // whether some keys are left with watches whose server-side watch an event
-// may have consumed, so they need re-registering.
-func (ws *watchSet) dispatch(epoch uint64, events []api.Event) (rearm bool) {
+// may have consumed, so they need re-registering; the paths the cell
+// invalidated in the session's cache; and whether a resync came (it may
+// have replaced invalidations).
+func (ws *watchSet) dispatch(epoch uint64, events []api.Event) (rearm bool, invalidated []string, resync bool) {
 	if epoch != 0 && epoch != ws.seqEpoch {
 		ws.seqEpoch, ws.seq = epoch, 0 // a new leadership numbers afresh
 	}
@@ -99,9 +101,14 @@ func (ws *watchSet) dispatch(epoch uint64, events []api.Event) (rearm bool) {
 		if !ws.fresh(ev) {
 			continue
 		}
+		if ev.Type == api.EventInvalidate {
+			invalidated = append(invalidated, ev.Path) // for the cache, not a watch
+			continue
+		}
 		if ev.Type == api.EventResync {
 			ws.failAll(api.EventResync)
 			ws.orphan(ev)
+			resync = true
 			continue
 		}
 		if ws.firePath(ev) {
@@ -111,7 +118,7 @@ func (ws *watchSet) dispatch(epoch uint64, events []api.Event) (rearm bool) {
 		// armed the same server-side watch, which this event consumed.
 		ws.orphan(ev)
 	}
-	return rearm
+	return rearm, invalidated, resync
 }
 
 // ownDelete fires the session's watches on a node it deleted itself: the

@@ -20,6 +20,7 @@ import (
 	sm "github.com/lni/dragonboat/v4/statemachine"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/server/cachers"
 	"github.com/lockservice/lockd/server/fsm"
 	"github.com/lockservice/lockd/server/session"
 	"github.com/lockservice/lockd/server/watch"
@@ -63,7 +64,10 @@ type Cell struct {
 	log      *slog.Logger
 	sessions *session.Manager
 	watches  *watch.Table
-	confirms *confirmer // batches KeepAlive ReadIndex rounds
+	cachers  *cachers.Table // who caches which node (leader only)
+	// invalSent and invalAcked count cache invalidations.
+	invalSent, invalAcked atomic.Uint64
+	confirms              *confirmer // batches KeepAlive ReadIndex rounds
 	// snapshots times this replica's snapshot saves and restores.
 	snapshots snapshotStats
 
@@ -101,6 +105,7 @@ func Start(nh *dragonboat.NodeHost, cfg Config) (*Cell, error) {
 	c.log = cfg.Logger.With("cell", cfg.Info.Name, "shard", cfg.Info.ShardID)
 	c.sessions = session.New(session.Config{Expire: c.proposeExpiry, Tick: c.proposeTick, Confirm: c.proposeConfirm, Logger: c.log})
 	c.watches = watch.NewTable(c.sessions)
+	c.cachers = cachers.New()
 	c.confirms = newConfirmer(c.read, confirmWindow)
 
 	members := map[uint64]dragonboat.Target{}
@@ -190,6 +195,7 @@ func (c *Cell) LeaderUpdated(info raftio.LeaderInfo) {
 	// Leadership lost (or unknown): stop at once, before anything else.
 	c.sessions.Stop()
 	c.watches.Reset()
+	c.cachers.Reset()
 }
 
 // leading reports whether the listener says this replica leads term.
@@ -390,6 +396,7 @@ func (c *Cell) afterApply(s *fsm.State, a *fsm.Applied) {
 				break // a second copy of the running leadership's own: keep its leases and watches
 			}
 			c.watches.Reset()
+			c.cachers.Reset()
 			c.sessions.Start(s.Epoch(), s.Sessions())
 			c.signalChange()
 		} else {
@@ -402,6 +409,10 @@ func (c *Cell) afterApply(s *fsm.State, a *fsm.Applied) {
 		if res.Err == nil && res.Session == res.Index {
 			c.sessions.Opened(res.Session, res.LeaseMS)
 		}
+	case fsm.OpCacheSession:
+		if res.Err == nil {
+			c.sessions.MarkCaches(cmd.Target)
+		}
 	case fsm.OpCloseSession, fsm.OpExpireSession:
 		id := cmd.Session
 		if cmd.Op == fsm.OpExpireSession {
@@ -410,6 +421,7 @@ func (c *Cell) afterApply(s *fsm.State, a *fsm.Applied) {
 		if s.SessionExists(id) != nil {
 			c.sessions.Ended(id)
 			c.watches.DropSession(id)
+			c.cachers.Forget(id)
 		}
 	case fsm.OpCreate:
 		// A lock node that must wait gets its predecessor watch armed by the
@@ -686,8 +698,13 @@ func (c *Cell) Create(ctx context.Context, req api.CreateRequest) (api.CreateRes
 	return api.CreateResponse{Node: *res.Node, Index: res.Index, Token: res.Token, WaitFor: res.WaitFor}, nil
 }
 
-// Put writes a value.
+// Put writes a value, once no client can serve the old one from its cache.
 func (c *Cell) Put(ctx context.Context, req api.PutRequest) (api.WriteResponse, error) {
+	done, err := c.beforeChange(ctx, req.Path)
+	if err != nil {
+		return api.WriteResponse{}, err
+	}
+	defer done()
 	res, err := c.propose(ctx, &fsm.Command{
 		Op: fsm.OpPut, WriteHeader: req.WriteHeader, Path: req.Path, Value: req.Value,
 		Version: req.Version, MakeParents: req.MakeParents,
@@ -698,8 +715,13 @@ func (c *Cell) Put(ctx context.Context, req api.PutRequest) (api.WriteResponse, 
 	return api.WriteResponse{Node: *res.Node, Index: res.Index}, nil
 }
 
-// Delete deletes a node.
+// Delete deletes a node, once no client can serve it from its cache.
 func (c *Cell) Delete(ctx context.Context, req api.DeleteRequest) (api.WriteResponse, error) {
+	done, err := c.beforeChange(ctx, req.Path)
+	if err != nil {
+		return api.WriteResponse{}, err
+	}
+	defer done()
 	res, err := c.propose(ctx, &fsm.Command{Op: fsm.OpDelete, WriteHeader: req.WriteHeader, Path: req.Path, Version: req.Version})
 	if err != nil {
 		return api.WriteResponse{}, err
@@ -707,13 +729,20 @@ func (c *Cell) Delete(ctx context.Context, req api.DeleteRequest) (api.WriteResp
 	return api.WriteResponse{Node: *res.Node, Index: res.Index}, nil
 }
 
-// Get is a linearizable read of a node, optionally arming a watch.
+// Get is a linearizable read of a node, optionally arming a watch or
+// recording the session as a cacher of it (before the read, so that a
+// change racing with it invalidates it).
 func (c *Cell) Get(ctx context.Context, req api.ReadRequest) (api.GetResponse, error) {
+	epoch := c.registerCacher(ctx, req)
 	v, err := c.read(ctx, getQuery{path: req.Path, session: req.Session, watch: req.Watch})
 	if err != nil {
 		return api.GetResponse{}, err
 	}
-	return v.(api.GetResponse), nil
+	resp := v.(api.GetResponse)
+	if epoch != 0 && resp.Exists && !resp.Node.Ephemeral {
+		resp.Cacheable, resp.Epoch = true, epoch
+	}
+	return resp, nil
 }
 
 // Children is a linearizable list of a node's children.

@@ -10,6 +10,7 @@ import (
 	sm "github.com/lni/dragonboat/v4/statemachine"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/server/cachers"
 	"github.com/lockservice/lockd/server/fsm"
 	"github.com/lockservice/lockd/server/session"
 	"github.com/lockservice/lockd/server/watch"
@@ -32,6 +33,7 @@ func newTestReplica(t *testing.T, replica uint64, now func() time.Time) *testRep
 		CheckEvery: time.Hour, TickEvery: time.Hour,
 	})
 	c.watches = watch.NewTable(c.sessions)
+	c.cachers = cachers.New()
 	c.confirms = newConfirmer(c.read, confirmWindow)
 	t.Cleanup(c.Close)
 	return &testReplica{t: t, c: c, m: &machine{cell: c, state: fsm.New()}}

@@ -45,6 +45,15 @@ func (c *Cell) PrefixOp(ctx context.Context, req api.PrefixOpRequest) (api.Prefi
 	default:
 		return api.PrefixOpResponse{}, api.Errorf(api.CodeBadRequest, "unknown prefix op %q", req.Op)
 	}
+	if req.Op == api.PrefixSeal {
+		// From the seal on the prefix is served by the new cell, whose
+		// leader knows none of this one's cachers.
+		done, err := c.beforeSeal(ctx, req.Prefix)
+		if err != nil {
+			return api.PrefixOpResponse{}, err
+		}
+		defer done()
+	}
 	res, err := c.propose(ctx, &cmd)
 	if err != nil {
 		return api.PrefixOpResponse{}, err

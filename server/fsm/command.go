@@ -39,6 +39,11 @@ const (
 	// A session's first KeepAlive under a leader is acknowledged only after
 	// its confirm commits. Epoch-guarded.
 	OpConfirm Op = "confirm"
+	// OpCacheSession records that session Target caches reads, at its
+	// first cacheable read: from then on a new leader waits for it to
+	// learn of the new leadership (and flush) before changing a node it
+	// may cache. Idempotent.
+	OpCacheSession Op = "cache_session"
 	// OpEnsurePrefix creates a prefix's root node (idempotent) and sets the
 	// directory epoch that goes into the high bits of its tokens.
 	OpEnsurePrefix Op = "ensure_prefix"

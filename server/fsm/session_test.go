@@ -219,3 +219,24 @@ func TestEndedSessionMemoryBounded(t *testing.T) {
 		t.Errorf("restored, second oldest: %v", e)
 	}
 }
+
+// cache_session marks a live session as caching, idempotently; the mark
+// survives a snapshot (a new leader reads it to know whom to wait for);
+// an unknown session is refused.
+func TestCacheSession(t *testing.T) {
+	h := newDemo(t)
+	id := h.open()
+	other := h.open()
+	h.ok(Command{Op: OpCacheSession, Target: id})
+	h.ok(Command{Op: OpCacheSession, Target: id})
+	h.fail(Command{Op: OpCacheSession, Target: 999_999}, api.CodeNoSession)
+	for _, s := range []*State{h.s, restore(t, h.snap())} {
+		got := map[uint64]bool{}
+		for _, si := range s.Sessions() {
+			got[si.ID] = si.Caches
+		}
+		if !got[id] || got[other] {
+			t.Fatalf("caches by session: %v; want only %d", got, id)
+		}
+	}
+}

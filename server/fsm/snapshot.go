@@ -47,6 +47,7 @@ type snapSession struct {
 	AckedBelow uint64          `json:"acked_below,omitempty"`
 	SilentMS   int64           `json:"silent_ms,omitempty"`
 	Confirmed  uint64          `json:"confirmed_epoch,omitempty"`
+	Caches     bool            `json:"caches,omitempty"`
 	Results    []snapReqResult `json:"results,omitempty"`
 }
 
@@ -112,7 +113,7 @@ func (s *State) Freeze() *Frozen {
 	}
 	f.sessions = make([]snapSession, 0, len(s.sessions))
 	for _, sess := range s.sessions {
-		ss := snapSession{ID: sess.id, LeaseMS: sess.leaseMS, AckedBelow: sess.ackedBelow, SilentMS: sess.silentMS, Confirmed: sess.confirmedEpoch}
+		ss := snapSession{ID: sess.id, LeaseMS: sess.leaseMS, AckedBelow: sess.ackedBelow, SilentMS: sess.silentMS, Confirmed: sess.confirmedEpoch, Caches: sess.caches}
 		for _, r := range sess.results {
 			ss.Results = append(ss.Results, snapReqResult{ID: r.id, Result: r.result})
 		}
@@ -246,7 +247,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		if _, dup := s.sessions[ss.ID]; dup {
 			return nil, fmt.Errorf("snapshot session %d appears twice", ss.ID)
 		}
-		sess := &session{id: ss.ID, leaseMS: ss.LeaseMS, ackedBelow: ss.AckedBelow, silentMS: ss.SilentMS, confirmedEpoch: ss.Confirmed, ephemerals: map[string]struct{}{}}
+		sess := &session{id: ss.ID, leaseMS: ss.LeaseMS, ackedBelow: ss.AckedBelow, silentMS: ss.SilentMS, confirmedEpoch: ss.Confirmed, caches: ss.Caches, ephemerals: map[string]struct{}{}}
 		for _, r := range ss.Results {
 			sess.results = append(sess.results, requestResult{id: r.ID, result: r.Result})
 		}

@@ -64,6 +64,7 @@ type session struct {
 	// acknowledged KeepAlive.
 	confirmedEpoch uint64
 	silentMS       int64
+	caches         bool // its client caches reads (cache_session)
 }
 
 // State is the cell's namespace and sessions.
@@ -220,6 +221,8 @@ func (s *State) apply(index uint64, c *Command) (Result, []Change) {
 		res = s.leaderTick(c)
 	case OpConfirm:
 		res = s.confirm(c)
+	case OpCacheSession:
+		res = s.cacheSession(c)
 	case OpEnsurePrefix:
 		res, changes = s.ensurePrefix(index, c)
 	case OpSealPrefix:
@@ -374,6 +377,16 @@ func (s *State) confirm(c *Command) Result {
 		}
 	}
 	return Result{}
+}
+
+// cacheSession marks a live session as caching reads.
+func (s *State) cacheSession(c *Command) Result {
+	sess, err := s.liveSession(c.Target)
+	if err != nil {
+		return Result{Err: err}
+	}
+	sess.caches = true
+	return Result{Session: sess.id}
 }
 
 // endSession deletes the session's ephemeral nodes, in path order, and
@@ -844,7 +857,7 @@ func (s *State) SessionExists(id uint64) *api.Error {
 func (s *State) Sessions() []SessionInfo {
 	out := make([]SessionInfo, 0, len(s.sessions))
 	for _, sess := range s.sessions {
-		out = append(out, SessionInfo{ID: sess.id, LeaseMS: sess.leaseMS, SilentMS: sess.silentMS, ConfirmedEpoch: sess.confirmedEpoch})
+		out = append(out, SessionInfo{ID: sess.id, LeaseMS: sess.leaseMS, SilentMS: sess.silentMS, ConfirmedEpoch: sess.confirmedEpoch, Caches: sess.caches})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
@@ -858,6 +871,8 @@ type SessionInfo struct {
 	SilentMS int64
 	// ConfirmedEpoch is the last leader epoch the session renewed under.
 	ConfirmedEpoch uint64
+	// Caches: its client caches reads.
+	Caches bool
 }
 
 // WatchCheck decides whether a watch armed at since must fire at once

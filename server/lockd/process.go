@@ -307,6 +307,14 @@ func registerCellMetrics(reg *prometheus.Registry, c *cell.Cell) []prometheus.Co
 	counter("lockd_session_expiries_total", "Sessions expired by this replica's session manager.", func(k cell.Counters) float64 { return float64(k.Expiries) })
 	counter("lockd_watch_events_total", "Watch events delivered to sessions.", func(k cell.Counters) float64 { return float64(k.WatchEvents) })
 	counter("lockd_dropped_events_total", "Events dropped by full session queues (replaced by a resync).", func(k cell.Counters) float64 { return float64(k.DroppedEvents) })
+	cache := func(name, help string, f func(cell.CacheCounters) float64) {
+		register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels}, func() float64 { return f(c.CacheCounters()) }))
+	}
+	cache("lockd_cache_paths", "Nodes some client caches, as the leader records them.", func(k cell.CacheCounters) float64 { return float64(k.CachedPaths) })
+	cache("lockd_cache_cachers", "(node, session) cache entries the leader records.", func(k cell.CacheCounters) float64 { return float64(k.Cachers) })
+	cache("lockd_cache_invalidation_oldest_seconds", "How long the oldest change still waiting for its cachers' acknowledgements has waited (0 if none).", func(k cell.CacheCounters) float64 { return k.OldestChange.Seconds() })
+	register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "lockd_cache_invalidations_sent_total", Help: "Cache invalidations sent to sessions before a change.", ConstLabels: labels}, func() float64 { return float64(c.CacheCounters().InvalidationsSent) }))
+	register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "lockd_cache_invalidations_acked_total", Help: "Cache invalidations acknowledged (or whose session's lease ran out).", ConstLabels: labels}, func() float64 { return float64(c.CacheCounters().InvalidationsAcked) }))
 	snap := func(name, help string, f func(cell.SnapshotCounters) float64) {
 		register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels}, func() float64 { return f(c.SnapshotCounters()) }))
 	}

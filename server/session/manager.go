@@ -39,8 +39,13 @@ type Config struct {
 	CheckEvery time.Duration
 	// MaxConcurrentExpiries bounds expiry proposals in flight.
 	MaxConcurrentExpiries int
-	Now                   func() time.Time
-	Logger                *slog.Logger
+	// CacheWindow is how long after its last confirmed KeepAlive a client
+	// may serve reads from its cache (api.CacheWindow by default): a new
+	// leader holds writes to cacheable nodes until every client has seen
+	// its epoch or this long has passed since it started.
+	CacheWindow time.Duration
+	Now         func() time.Time
+	Logger      *slog.Logger
 }
 
 // MaxSessionsPerConfirm bounds one confirm entry.
@@ -59,6 +64,15 @@ type lease struct {
 	// nothing: the next KeepAlive carries them again.
 	events []api.Event
 	wake   chan struct{} // closed to release the waiting KeepAlive
+	// acked is the highest event seq the client acknowledged under this
+	// leadership; ackWake is closed (and replaced) when it rises.
+	acked   uint64
+	ackWake chan struct{}
+	// caches: the client caches reads. sawEpoch: it acknowledged this
+	// leadership's epoch, so it has flushed what it cached under an
+	// earlier one (cache.go); true from the start if it does not cache.
+	caches   bool
+	sawEpoch bool
 }
 
 // Manager tracks the leases of every session while its replica leads.
@@ -71,6 +85,14 @@ type Manager struct {
 	since   time.Time // when this leadership's manager started
 	leases  map[uint64]*lease
 	stopped chan struct{} // closed when leadership ends
+	// unfenced counts the leases whose clients have not acknowledged this
+	// leadership's epoch; fenced is set once none is left or the cache
+	// window since the start has passed (cache.go). fenceWake is closed
+	// (and replaced) when either changes.
+	unfenced  int
+	fenced    bool
+	fenceBy   time.Time // the start plus the longest cache window of its sessions
+	fenceWake chan struct{}
 	// seq numbers events. It only grows for the manager's life, so seqs
 	// grow per session within a leadership (clients reset their ack when
 	// the epoch changes) and an ack never covers an event of a newer lease.
@@ -112,6 +134,9 @@ func New(cfg Config) *Manager {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.CacheWindow <= 0 {
+		cfg.CacheWindow = api.CacheWindow
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -147,13 +172,20 @@ func (m *Manager) Start(epoch uint64, sessions []fsm.SessionInfo) {
 		return
 	}
 	m.deactivateLocked()
-	m.active, m.epoch, m.since = true, epoch, now
+	m.active, m.epoch, m.since, m.fenceBy = true, epoch, now, now
 	m.stopped = make(chan struct{})
 	for _, s := range sessions {
 		d := time.Duration(s.LeaseMS) * time.Millisecond
 		silent := time.Duration(s.SilentMS) * time.Millisecond
-		m.leases[s.ID] = &lease{dur: d, expiry: now.Add(d - silent), confirmed: s.ConfirmedEpoch == epoch}
+		// A session that does not cache has nothing to flush.
+		m.leases[s.ID] = &lease{dur: d, expiry: now.Add(d - silent), confirmed: s.ConfirmedEpoch == epoch, caches: s.Caches, sawEpoch: !s.Caches}
+		if s.Caches {
+			m.unfenced++
+			m.fenceBy = later(m.fenceBy, now.Add(min(m.cfg.CacheWindow, api.CacheWindowFor(d))))
+		}
 	}
+	m.fenced = m.unfenced == 0
+	m.fenceWake = make(chan struct{})
 	m.cfg.Logger.Info("session manager started", "epoch", epoch, "sessions", len(sessions))
 }
 
@@ -172,7 +204,7 @@ func (m *Manager) deactivateLocked() {
 	if !m.active {
 		return
 	}
-	m.active = false
+	m.active, m.unfenced, m.fenced = false, 0, false
 	close(m.stopped)
 	m.leases = map[uint64]*lease{}
 }
@@ -191,7 +223,9 @@ func (m *Manager) Opened(id uint64, leaseMS int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.active {
-		m.leases[id] = &lease{dur: d, expiry: now.Add(d), confirmed: true}
+		// Its client learns this leadership's epoch from the open's reply
+		// and has cached nothing before it.
+		m.leases[id] = &lease{dur: d, expiry: now.Add(d), confirmed: true, sawEpoch: true}
 	}
 }
 
@@ -207,16 +241,22 @@ func (m *Manager) Ended(id uint64) {
 			close(l.wake)
 			l.wake = nil
 		}
+		m.ackedLocked(l, l.acked) // releases WaitAcked: nobody is left to ack
+		m.sawEpochLocked(l)
 	}
 }
 
 // Deliver queues an event for the session and releases its KeepAlive.
-func (m *Manager) Deliver(id uint64, ev api.Event) {
+func (m *Manager) Deliver(id uint64, ev api.Event) { m.queue(id, ev) }
+
+// queue is Deliver, returning the event's seq (false: the session has no
+// lease here).
+func (m *Manager) queue(id uint64, ev api.Event) (uint64, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l, ok := m.leases[id]
 	if !ok || !m.active {
-		return
+		return 0, false
 	}
 	m.seq++
 	if len(l.events) >= api.MaxPendingEvents {
@@ -234,6 +274,7 @@ func (m *Manager) Deliver(id uint64, ev api.Event) {
 		close(l.wake)
 		l.wake = nil
 	}
+	return m.seq, true
 }
 
 // Ack acknowledges a session's events up to Seq, under leader epoch Epoch.
@@ -282,6 +323,8 @@ func (m *Manager) Renew(ctx context.Context, id uint64, wait time.Duration, ack 
 	l.expiry = m.cfg.Now().Add(l.dur)
 	if ack.Epoch == epoch {
 		l.ackLocked(ack.Seq)
+		m.ackedLocked(l, ack.Seq)
+		m.sawEpochLocked(l)
 	}
 	// One waiter per session: an older one (its client has moved on)
 	// returns now, consuming nothing.

@@ -1,0 +1,102 @@
+package sdk
+
+// The client cache: values this client read on its session, served with
+// no RPC until the leader invalidates them. The leader records the session
+// as a cacher before the read and, before any change of the node commits,
+// sends an invalidation on the session's KeepAlive and waits for its
+// acknowledgement (or for the lease to run out). The cache serves only
+// while the lease is confirmed within the cache window (so never in
+// jeopardy), and is flushed on a fail-over (the new leader knows no
+// cachers, and an invalidation may have been lost) and on a resync.
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/lockservice/lockd/api"
+)
+
+// maxCacheEntries bounds a session's cache; past it, reads are not cached
+// until an invalidation or a flush makes room.
+const maxCacheEntries = 100_000
+
+// cacheState is a session's cache, guarded by the session's mutex.
+type cacheState struct {
+	entries map[string]api.GetResponse
+	// gen rises with every invalidation and flush: a read that started
+	// under another gen may have raced with one, and is not stored.
+	gen uint64
+}
+
+func (cs *cacheState) flush() {
+	cs.gen++
+	clear(cs.entries)
+}
+
+func (cs *cacheState) invalidate(path string) {
+	cs.gen++
+	delete(cs.entries, path)
+}
+
+// cacheUntil is when the cache stops serving (a pure decision on the lease
+// clock): the cache window after the last confirmed KeepAlive's send, less
+// the drift margin, and not at all in jeopardy.
+func (lc leaseClock) cacheUntil() time.Time {
+	if !lc.jeopardySince.IsZero() || lc.lastConfirmedSend.IsZero() {
+		return time.Time{}
+	}
+	w := api.CacheWindowFor(lc.lease)
+	return lc.lastConfirmedSend.Add(w - DriftMargin(w))
+}
+
+// cached returns path's cached read, if the cache may serve it now.
+func (s *Session) cached(path string) (api.GetResponse, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil || !time.Now().Before(s.clockLocked().cacheUntil()) {
+		return api.GetResponse{}, false
+	}
+	r, ok := s.cache.entries[path]
+	return r, ok
+}
+
+// cacheGen is the generation a read about to be sent must find unchanged
+// when its reply arrives, for the reply to be cached.
+func (s *Session) cacheGen() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cache.gen
+}
+
+// store caches a reply the leader made cacheable, unless an invalidation
+// or flush came between the read's send and now, or the reply is from
+// another leadership than the one the session knows.
+func (s *Session) store(path string, r api.GetResponse, gen uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil || s.cache.gen != gen || r.Epoch != s.epoch || len(s.cache.entries) >= maxCacheEntries {
+		return
+	}
+	s.cache.entries[path] = r
+}
+
+// CacheStats are a client's cache figures since it was created.
+type CacheStats struct {
+	Hits, Misses uint64
+}
+
+// HitRate is Hits / (Hits + Misses), 0 with no reads.
+func (s CacheStats) HitRate() float64 {
+	if s.Hits+s.Misses == 0 {
+		return 0
+	}
+	return float64(s.Hits) / float64(s.Hits+s.Misses)
+}
+
+type cacheCounters struct{ hits, misses atomic.Uint64 }
+
+// CacheStats reports the client's cache hits (reads served with no RPC)
+// and misses (reads sent to the cell).
+func (c *Client) CacheStats() CacheStats {
+	return CacheStats{Hits: c.cacheCount.hits.Load(), Misses: c.cacheCount.misses.Load()}
+}

@@ -1,0 +1,183 @@
+// Package cachers is the leader's list of which sessions cache which
+// nodes. It is leader-only soft state beside the state machine (a new
+// leader starts with none; its clients flush on the fail-over), and it
+// decides nothing about time: the cell invalidates the sessions Begin
+// returns and waits for them before it commits the change.
+package cachers
+
+import (
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Table maps a node's path to the sessions that may hold it in their cache.
+type Table struct {
+	mu        sync.Mutex
+	byPath    map[string]map[uint64]struct{}
+	bySession map[uint64]map[string]struct{}
+	// busy counts the changes in flight per path (and busyUnder per
+	// prefix, for a seal): a read of a busy path is served uncached, so
+	// nobody caches a value about to change.
+	busy      map[string]int
+	busyUnder map[string]int
+	// started records when each change in flight began (its id → time),
+	// for the oldest-invalidation metric.
+	started map[uint64]time.Time
+	nextID  uint64
+}
+
+// New returns an empty table.
+func New() *Table {
+	t := &Table{}
+	t.Reset()
+	return t
+}
+
+// Reset forgets every cacher (leadership lost). Changes in flight keep
+// their done funcs working.
+func (t *Table) Reset() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.byPath = map[string]map[uint64]struct{}{}
+	t.bySession = map[uint64]map[string]struct{}{}
+	if t.busy == nil {
+		t.busy, t.busyUnder, t.started = map[string]int{}, map[string]int{}, map[uint64]time.Time{}
+	}
+}
+
+// Register records session as a cacher of path, unless a change of path is
+// in flight: then it reports false and the read must be served uncached.
+func (t *Table) Register(path string, session uint64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.busy[path] > 0 {
+		return false
+	}
+	for p := path; p != "/" && p != ""; p = parent(p) {
+		if t.busyUnder[p] > 0 {
+			return false
+		}
+	}
+	if t.byPath[path] == nil {
+		t.byPath[path] = map[uint64]struct{}{}
+	}
+	t.byPath[path][session] = struct{}{}
+	if t.bySession[session] == nil {
+		t.bySession[session] = map[string]struct{}{}
+	}
+	t.bySession[session][path] = struct{}{}
+	return true
+}
+
+// Begin starts a change of path: from now until done, reads of it are
+// not cacheable. It returns the sessions caching path (forgotten here:
+// the caller invalidates each) in id order.
+func (t *Table) Begin(path string, now time.Time) (sessions []uint64, done func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.busy[path]++
+	sessions = t.takeLocked(path)
+	id := t.startLocked(now)
+	return sorted(sessions), func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.busy[path]--; t.busy[path] <= 0 {
+			delete(t.busy, path)
+		}
+		delete(t.started, id)
+	}
+}
+
+// BeginUnder is Begin for every node at or under prefix (a seal). It
+// returns the cachers with the paths each caches.
+func (t *Table) BeginUnder(prefix string, now time.Time) (cachers map[uint64][]string, done func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.busyUnder[prefix]++
+	cachers = map[uint64][]string{}
+	for path := range t.byPath {
+		if path == prefix || strings.HasPrefix(path, prefix+"/") {
+			for _, s := range t.takeLocked(path) {
+				cachers[s] = append(cachers[s], path)
+			}
+		}
+	}
+	id := t.startLocked(now)
+	return cachers, func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.busyUnder[prefix]--; t.busyUnder[prefix] <= 0 {
+			delete(t.busyUnder, prefix)
+		}
+		delete(t.started, id)
+	}
+}
+
+// Forget drops a session that ended.
+func (t *Table) Forget(session uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for path := range t.bySession[session] {
+		if m := t.byPath[path]; m != nil {
+			delete(m, session)
+			if len(m) == 0 {
+				delete(t.byPath, path)
+			}
+		}
+	}
+	delete(t.bySession, session)
+}
+
+// Stats reports the cached paths, the (path, session) entries and when the
+// oldest change still waiting for its cachers began (zero if none).
+func (t *Table) Stats() (paths, entries int, oldest time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, m := range t.byPath {
+		entries += len(m)
+	}
+	for _, at := range t.started {
+		if oldest.IsZero() || at.Before(oldest) {
+			oldest = at
+		}
+	}
+	return len(t.byPath), entries, oldest
+}
+
+func (t *Table) takeLocked(path string) []uint64 {
+	m := t.byPath[path]
+	delete(t.byPath, path)
+	out := make([]uint64, 0, len(m))
+	for s := range m {
+		out = append(out, s)
+		if ps := t.bySession[s]; ps != nil {
+			delete(ps, path)
+			if len(ps) == 0 {
+				delete(t.bySession, s)
+			}
+		}
+	}
+	return out
+}
+
+func (t *Table) startLocked(now time.Time) uint64 {
+	t.nextID++
+	t.started[t.nextID] = now
+	return t.nextID
+}
+
+func sorted(s []uint64) []uint64 {
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s
+}
+
+// parent of a clean absolute path ("/a/b" → "/a", "/a" → "/").
+func parent(p string) string {
+	i := strings.LastIndexByte(p, '/')
+	if i <= 0 {
+		return "/"
+	}
+	return p[:i]
+}

@@ -1,0 +1,58 @@
+package cachers
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// A change takes the path's cachers and makes reads of it uncacheable
+// until it is done; a seal does the same for a whole prefix.
+func TestBeginTakesCachersAndBlocksRegistration(t *testing.T) {
+	tb := New()
+	now := time.Unix(100, 0)
+	for _, s := range []uint64{7, 3} {
+		if !tb.Register("/demo/x", s) {
+			t.Fatal("registration refused with no change in flight")
+		}
+	}
+	tb.Register("/demo/y", 3)
+	got, done := tb.Begin("/demo/x", now)
+	if !slices.Equal(got, []uint64{3, 7}) {
+		t.Fatalf("cachers %v, want [3 7]", got)
+	}
+	if tb.Register("/demo/x", 9) {
+		t.Fatal("a read during the change was made cacheable")
+	}
+	if !tb.Register("/demo/y", 9) {
+		t.Fatal("another path was blocked")
+	}
+	if _, _, oldest := tb.Stats(); !oldest.Equal(now) {
+		t.Fatalf("oldest change %v, want %v", oldest, now)
+	}
+	done()
+	if again, done2 := tb.Begin("/demo/x", now); len(again) != 0 {
+		t.Fatalf("cachers invalidated once are returned again: %v", again)
+	} else {
+		done2()
+	}
+	if !tb.Register("/demo/x", 9) {
+		t.Fatal("registration refused after the change")
+	}
+
+	under, doneUnder := tb.BeginUnder("/demo", now)
+	if len(under) != 2 || !slices.Equal(under[3], []string{"/demo/y"}) || len(under[9]) != 2 {
+		t.Fatalf("cachers under /demo: %v", under)
+	}
+	if tb.Register("/demo/a/b", 1) || !tb.Register("/demox", 1) {
+		t.Fatal("a seal of /demo must block /demo/a/b and only it")
+	}
+	doneUnder()
+	if !tb.Register("/demo/a/b", 1) {
+		t.Fatal("still blocked after the seal")
+	}
+	tb.Forget(1)
+	if paths, entries, _ := tb.Stats(); paths != 0 || entries != 0 {
+		t.Fatalf("%d paths, %d entries left after forgetting every cacher", paths, entries)
+	}
+}

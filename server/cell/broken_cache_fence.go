@@ -1,0 +1,5 @@
+//go:build lockd_broken_cache_fence
+
+package cell
+
+const brokenFenceOnly = true

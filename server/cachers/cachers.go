@@ -6,6 +6,7 @@
 package cachers
 
 import (
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -22,6 +23,9 @@ type Table struct {
 	// nobody caches a value about to change.
 	busy      map[string]int
 	busyUnder map[string]int
+	// inflight are the sessions changes in flight are invalidating, per
+	// path (counted: two changes may claim one session).
+	inflight map[string]map[uint64]int
 	// started records when each change in flight began (its id → time),
 	// for the oldest-invalidation metric.
 	started map[uint64]time.Time
@@ -44,6 +48,7 @@ func (t *Table) Reset() {
 	t.bySession = map[uint64]map[string]struct{}{}
 	if t.busy == nil {
 		t.busy, t.busyUnder, t.started = map[string]int{}, map[string]int{}, map[uint64]time.Time{}
+		t.inflight = map[string]map[uint64]int{}
 	}
 }
 
@@ -60,6 +65,11 @@ func (t *Table) Register(path string, session uint64) bool {
 			return false
 		}
 	}
+	t.addLocked(path, session)
+	return true
+}
+
+func (t *Table) addLocked(path string, session uint64) {
 	if t.byPath[path] == nil {
 		t.byPath[path] = map[uint64]struct{}{}
 	}
@@ -68,50 +78,105 @@ func (t *Table) Register(path string, session uint64) bool {
 		t.bySession[session] = map[string]struct{}{}
 	}
 	t.bySession[session][path] = struct{}{}
-	return true
 }
 
 // Begin starts a change of path: from now until done, reads of it are
-// not cacheable. It returns the sessions caching path (forgotten here:
-// the caller invalidates each) in id order.
-func (t *Table) Begin(path string, now time.Time) (sessions []uint64, done func()) {
+// not cacheable. It returns the sessions the change must invalidate, in id
+// order: the path's cachers (forgotten here) and those another change of
+// the path is still invalidating (a second change must not commit before
+// the first one's cachers have acknowledged). done(acked) ends the
+// change; acked false (the change gave up waiting) records its sessions
+// as cachers again, so a later change invalidates them once more.
+func (t *Table) Begin(path string, now time.Time) (sessions []uint64, done func(acked bool)) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.busy[path]++
-	sessions = t.takeLocked(path)
+	sessions = t.claimLocked(path)
 	id := t.startLocked(now)
-	return sorted(sessions), func() {
+	return sorted(sessions), func(acked bool) {
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		if t.busy[path]--; t.busy[path] <= 0 {
 			delete(t.busy, path)
 		}
+		t.releaseLocked(path, sessions, acked)
 		delete(t.started, id)
 	}
 }
 
 // BeginUnder is Begin for every node at or under prefix (a seal). It
-// returns the cachers with the paths each caches.
-func (t *Table) BeginUnder(prefix string, now time.Time) (cachers map[uint64][]string, done func()) {
+// returns the sessions with the paths each must invalidate.
+func (t *Table) BeginUnder(prefix string, now time.Time) (cachers map[uint64][]string, done func(acked bool)) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.busyUnder[prefix]++
+	under := func(p string) bool { return p == prefix || strings.HasPrefix(p, prefix+"/") }
+	var paths []string
+	for p := range t.byPath {
+		if under(p) {
+			paths = append(paths, p)
+		}
+	}
+	for p := range t.inflight {
+		if under(p) && t.byPath[p] == nil {
+			paths = append(paths, p)
+		}
+	}
 	cachers = map[uint64][]string{}
-	for path := range t.byPath {
-		if path == prefix || strings.HasPrefix(path, prefix+"/") {
-			for _, s := range t.takeLocked(path) {
-				cachers[s] = append(cachers[s], path)
-			}
+	claimed := map[string][]uint64{}
+	for _, p := range paths {
+		claimed[p] = t.claimLocked(p)
+		for _, s := range claimed[p] {
+			cachers[s] = append(cachers[s], p)
 		}
 	}
 	id := t.startLocked(now)
-	return cachers, func() {
+	return cachers, func(acked bool) {
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		if t.busyUnder[prefix]--; t.busyUnder[prefix] <= 0 {
 			delete(t.busyUnder, prefix)
 		}
+		for p, ss := range claimed {
+			t.releaseLocked(p, ss, acked)
+		}
 		delete(t.started, id)
+	}
+}
+
+// claimLocked takes path's cachers and adds those other changes of it are
+// invalidating; all are in flight until released.
+func (t *Table) claimLocked(path string) []uint64 {
+	out := t.takeLocked(path)
+	for s := range t.inflight[path] {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	if len(out) > 0 && t.inflight[path] == nil {
+		t.inflight[path] = map[uint64]int{}
+	}
+	for _, s := range out {
+		t.inflight[path][s]++
+	}
+	return out
+}
+
+// releaseLocked ends a change's claim on sessions; not acked: they may
+// still hold the old value, so they are cachers of path again.
+func (t *Table) releaseLocked(path string, sessions []uint64, acked bool) {
+	for _, s := range sessions {
+		if m := t.inflight[path]; m != nil {
+			if m[s]--; m[s] <= 0 {
+				delete(m, s)
+			}
+			if len(m) == 0 {
+				delete(t.inflight, path)
+			}
+		}
+		if !acked {
+			t.addLocked(path, s)
+		}
 	}
 }
 

@@ -30,11 +30,11 @@ func TestBeginTakesCachersAndBlocksRegistration(t *testing.T) {
 	if _, _, oldest := tb.Stats(); !oldest.Equal(now) {
 		t.Fatalf("oldest change %v, want %v", oldest, now)
 	}
-	done()
+	done(true)
 	if again, done2 := tb.Begin("/demo/x", now); len(again) != 0 {
 		t.Fatalf("cachers invalidated once are returned again: %v", again)
 	} else {
-		done2()
+		done2(true)
 	}
 	if !tb.Register("/demo/x", 9) {
 		t.Fatal("registration refused after the change")
@@ -47,7 +47,7 @@ func TestBeginTakesCachersAndBlocksRegistration(t *testing.T) {
 	if tb.Register("/demo/a/b", 1) || !tb.Register("/demox", 1) {
 		t.Fatal("a seal of /demo must block /demo/a/b and only it")
 	}
-	doneUnder()
+	doneUnder(true)
 	if !tb.Register("/demo/a/b", 1) {
 		t.Fatal("still blocked after the seal")
 	}
@@ -55,4 +55,38 @@ func TestBeginTakesCachersAndBlocksRegistration(t *testing.T) {
 	if paths, entries, _ := tb.Stats(); paths != 0 || entries != 0 {
 		t.Fatalf("%d paths, %d entries left after forgetting every cacher", paths, entries)
 	}
+}
+
+// A second change of a path while the first is still invalidating must
+// wait for the first one's cachers too: the first took them from the
+// table, and they may still hold the old value (chaos found this: a CAS
+// committed while a concurrent failed CAS's invalidation was unacked, and
+// the cacher read its stale copy). A change that gave up puts its
+// sessions back, for the next change to invalidate.
+func TestOverlappingChangesShareCachers(t *testing.T) {
+	tb := New()
+	now := time.Unix(100, 0)
+	tb.Register("/demo/k", 5)
+	first, done1 := tb.Begin("/demo/k", now)
+	second, done2 := tb.Begin("/demo/k", now)
+	if !slices.Equal(first, []uint64{5}) || !slices.Equal(second, []uint64{5}) {
+		t.Fatalf("first change invalidates %v, the overlapping second %v; both must include 5", first, second)
+	}
+	done2(true)
+	done1(false) // gave up waiting: 5 may still cache the old value
+	third, done3 := tb.Begin("/demo/k", now)
+	if !slices.Equal(third, []uint64{5}) {
+		t.Fatalf("after a change gave up, the next invalidates %v; want [5]", third)
+	}
+	done3(true)
+	if fourth, done4 := tb.Begin("/demo/k", now); len(fourth) != 0 {
+		t.Fatalf("acknowledged cachers invalidated again: %v", fourth)
+	} else {
+		done4(true)
+	}
+	under, doneUnder := tb.BeginUnder("/demo", now)
+	if len(under) != 0 {
+		t.Fatalf("seal after everything was acknowledged: %v", under)
+	}
+	doneUnder(true)
 }

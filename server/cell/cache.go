@@ -27,12 +27,12 @@ func (c *Cell) beforeChange(ctx context.Context, path string) (done func(), err 
 			return nil, err
 		}
 	}
-	sessions, done := c.cachers.Begin(path, time.Now())
+	sessions, end := c.cachers.Begin(path, time.Now())
 	if err := c.invalidate(ctx, map[uint64][]string{}, sessions, path); err != nil {
-		done()
+		end(false)
 		return nil, err
 	}
-	return done, nil
+	return func() { end(true) }, nil
 }
 
 // beforeSeal is beforeChange for every node under prefix.
@@ -40,12 +40,12 @@ func (c *Cell) beforeSeal(ctx context.Context, prefix string) (done func(), err 
 	if err := c.sessions.WaitFenced(ctx); err != nil {
 		return nil, err
 	}
-	byPaths, done := c.cachers.BeginUnder(prefix, time.Now())
+	byPaths, end := c.cachers.BeginUnder(prefix, time.Now())
 	if err := c.invalidate(ctx, byPaths, nil, ""); err != nil {
-		done()
+		end(false)
 		return nil, err
 	}
-	return done, nil
+	return func() { end(true) }, nil
 }
 
 // invalidate sends each session its invalidations (the paths in byPaths,

@@ -90,11 +90,13 @@ func (c *Cell) TransferTo(replicaID uint64) error {
 }
 
 // Stop stops this replica for good (it was removed from the cell): the
-// shard stops on the NodeHost, and its data may be removed.
-func (c *Cell) Stop() error {
+// shard stops on the NodeHost, and its data may be removed. It reports
+// whether a running replica was stopped (dragonboat unloads it later).
+func (c *Cell) Stop() (bool, error) {
 	c.Close()
-	if err := c.nh.StopReplica(c.cfg.Info.ShardID, c.cfg.ReplicaID); err != nil && !errors.Is(err, dragonboat.ErrShardNotFound) {
-		return err
+	err := c.nh.StopReplica(c.cfg.Info.ShardID, c.cfg.ReplicaID)
+	if errors.Is(err, dragonboat.ErrShardNotFound) {
+		return false, nil
 	}
-	return nil
+	return err == nil, err
 }

@@ -142,12 +142,25 @@ func (p *Process) startCell(info api.CellInfo, replicaID uint64, members map[uin
 	return p.saveReplicas()
 }
 
-// stopCell stops a replica removed from its cell (cellsMu held).
+// stopCell stops a replica removed from its cell (cellsMu held), and
+// waits until dragonboat has unloaded it: the cell's next replica may be
+// started on this NodeHost right after (removed and added again).
 func (p *Process) stopCell(c *cell.Cell) {
 	name := c.Info().Name
-	if err := c.Stop(); err != nil {
+	shard, replica := c.Info().ShardID, c.ReplicaID()
+	unloaded := p.unloads.expect(shard, replica)
+	stopped, err := c.Stop()
+	if err != nil {
 		p.log.Warn("stopping a removed replica", "cell", name, "err", err)
 	}
+	if stopped && !brokenSkipsUnloadWait {
+		select {
+		case <-unloaded:
+		case <-time.After(unloadTimeout):
+			p.log.Warn("a stopped replica did not unload in time", "cell", name, "replica_id", replica, "timeout", unloadTimeout)
+		}
+	}
+	p.unloads.forget(shard, replica)
 	delete(p.cells, name)
 	p.listener.unregister(c.Info().ShardID)
 	for _, col := range p.cellMetrics[name] {

@@ -31,6 +31,7 @@ type Process struct {
 	log      *slog.Logger
 	nh       *dragonboat.NodeHost
 	listener *leaderEvents
+	unloads  *unloads
 	http     *fasthttp.Server
 	ln       net.Listener
 	served   chan error
@@ -119,8 +120,10 @@ func Start(cfg Config, log *slog.Logger) (*Process, error) {
 	p := &Process{cfg: cfg, log: log, cells: map[string]*cell.Cell{}, cellMetrics: map[string][]prometheus.Collector{}, served: make(chan error, 1), stop: make(chan struct{})}
 	p.peerAPI = &fasthttp.Client{Name: "lockd", ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second}
 	p.listener = &leaderEvents{cells: map[uint64]*cell.Cell{}, last: map[uint64]raftio.LeaderInfo{}}
+	p.unloads = newUnloads()
 	nhc := nodeHostConfig(cfg)
 	nhc.RaftEventListener = p.listener
+	nhc.SystemEventListener = p.unloads
 	nh, err := dragonboat.NewNodeHost(nhc)
 	if err != nil {
 		return nil, fmt.Errorf("nodehost: %w", err)

@@ -45,6 +45,7 @@ type options struct {
 	contenders  int
 	handoffs    int
 	sessions    int
+	cachers     int
 	cells       int
 	migrateN    int
 	migrateVal  int
@@ -65,7 +66,7 @@ func rootCommand() *cobra.Command {
 	return root
 }
 
-var scenarioNames = []string{"acquire", "writes", "herd", "sessions", "state", "migrate", "takeover", "failover", "disk"}
+var scenarioNames = []string{"acquire", "writes", "herd", "sessions", "cache", "state", "migrate", "takeover", "failover", "disk"}
 
 func runCommand() *cobra.Command {
 	var o options
@@ -119,6 +120,7 @@ func runCommand() *cobra.Command {
 	f.IntVar(&o.migrateN, "migrate-nodes", 10_000, "migrate: persistent nodes under the prefix moved")
 	f.IntVar(&o.migrateVal, "migrate-value-bytes", 256, "migrate: bytes per node value")
 	f.IntVar(&o.sessions, "sessions", 2000, "sessions: sessions held (the spec's region holds 50 000)")
+	f.IntVar(&o.cachers, "cachers", 2000, "cache: clients caching the one value (one session each)")
 	f.StringVarP(&o.output, "output", "o", "table", "table or json on stdout")
 	f.StringVar(&o.jsonFile, "json", "", "also write the results as JSON to this file")
 	f.StringVar(&o.htmlFile, "html", "", "also write a self-contained HTML report with charts to this file")
@@ -163,6 +165,8 @@ func run(ctx context.Context, o options, scenarios []string, stdout, stderr io.W
 			res, err = herd(ctx, e, o.contenders, o.handoffs)
 		case "sessions":
 			res, err = sessionsScenario(ctx, e, o.sessions, procs)
+		case "cache":
+			res, err = cacheScenario(ctx, e, o.cachers)
 		case "failover":
 			res, err = failover(ctx, e, procs, o.trials)
 		case "takeover":

@@ -64,6 +64,64 @@ func (e *env) clients(ctx context.Context, n int) ([]*sdk.Client, func(), error)
 	return cs, closeAll, nil
 }
 
+// sessionClients opens n clients, each with a session on cell, 32 at a
+// time (one by one, 50 000 opens would take minutes of commits before a
+// measurement starts). onOpen, if set, gets each open's latency.
+func (e *env) sessionClients(ctx context.Context, n int, cell string, onOpen func(time.Duration)) ([]*sdk.Client, func(), error) {
+	clients := make([]*sdk.Client, n)
+	closeAll := func() {
+		for _, c := range clients {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}
+	var (
+		next   atomic.Int64
+		opened atomic.Int64
+		first  atomic.Pointer[error]
+		wg     sync.WaitGroup
+	)
+	for w := 0; w < min(32, n); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				c, err := e.client(ctx)
+				if err == nil {
+					clients[i] = c
+					t0 := time.Now()
+					if _, err = c.Session(ctx, cell); err == nil && onOpen != nil {
+						onOpen(time.Since(t0))
+					}
+				}
+				if err != nil {
+					first.CompareAndSwap(nil, &err)
+					next.Store(int64(n)) // stop the others
+					return
+				}
+				if k := opened.Add(1); k%1000 == 0 {
+					e.progress("%d/%d sessions open", k, n)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if p := first.Load(); p != nil {
+		closeAll()
+		return nil, nil, *p
+	}
+	if err := ctx.Err(); err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	return clients, closeAll, nil
+}
+
 // loop runs workers until the duration ends, each calling op repeatedly;
 // op returns false to stop its worker.
 func (e *env) loop(ctx context.Context, name string, workers int, rec *stats.Recorder, op func(ctx context.Context, worker, i int) error) time.Duration {
@@ -340,64 +398,21 @@ func metricSum(ctx context.Context, endpoints []string, name, label string) (flo
 // processes), and false expiries, which must be 0.
 func sessionsScenario(ctx context.Context, e *env, n int, procs []int) ([]report.Result, error) {
 	rec := stats.NewRecorder(time.Now())
-	var clients []*sdk.Client
-	defer func() {
-		for _, c := range clients {
-			if c != nil {
-				c.Close()
-			}
-		}
-	}()
-	// Open them 32 at a time: one by one, 50 000 opens would take minutes
-	// of commits before the measurement starts.
-	clients = make([]*sdk.Client, n)
-	sessions := make([]*sdk.Session, n)
-	var (
-		next   atomic.Int64
-		opened atomic.Int64
-		mu     sync.Mutex
-		first  error
-	)
-	var wg sync.WaitGroup
-	for w := 0; w < min(32, n); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				c, err := e.client(ctx)
-				if err == nil {
-					clients[i] = c
-					t0 := time.Now()
-					var s *sdk.Session
-					if s, err = c.Session(ctx, "demo"); err == nil {
-						mu.Lock()
-						rec.Add(time.Since(t0), time.Now())
-						mu.Unlock()
-						sessions[i] = s
-					}
-				}
-				if err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-					next.Store(int64(n)) // stop the others
-					return
-				}
-				if k := opened.Add(1); k%1000 == 0 {
-					e.progress("%d/%d sessions open", k, n)
-				}
-			}
-		}()
+	var mu sync.Mutex
+	clients, closeAll, err := e.sessionClients(ctx, n, "demo", func(d time.Duration) {
+		mu.Lock()
+		rec.Add(d, time.Now())
+		mu.Unlock()
+	})
+	if err != nil {
+		return nil, err
 	}
-	wg.Wait()
-	if first != nil {
-		return nil, first
+	defer closeAll()
+	sessions := make([]*sdk.Session, n)
+	for i, c := range clients {
+		if sessions[i], err = c.Session(ctx, "demo"); err != nil {
+			return nil, err
+		}
 	}
 	kaBefore, err := metricSum(ctx, e.endpoints, "lockd_keepalives_total", `cell="demo"`)
 	if err != nil {

@@ -19,10 +19,36 @@ import (
 // after the change applied (or failed). An error means the change must
 // not be proposed: nothing was applied.
 func (c *Cell) beforeChange(ctx context.Context, path string) (done func(), err error) {
+	return c.beforeChangeOf(ctx, path, true)
+}
+
+// beforeDelete is beforeChange for a delete. Deleting an ephemeral node (a
+// lock released, a member leaving) skips the fence: no client can have
+// cached it under an earlier leader (ephemeral nodes are never
+// cacheable), and a persistent node that replaced it since this check was
+// created under this leader, so its cachers are in the table and are
+// invalidated as usual. The lock path stays as fast after a fail-over as
+// before caching existed.
+func (c *Cell) beforeDelete(ctx context.Context, path string) (done func(), err error) {
+	return c.beforeChangeOf(ctx, path, !c.ephemeralHere(path))
+}
+
+// ephemeralHere reports whether this replica's state has an ephemeral
+// node at path.
+func (c *Cell) ephemeralHere(path string) bool {
+	v, err := c.nh.StaleRead(c.cfg.Info.ShardID, getQuery{path: path})
+	if err != nil {
+		return false
+	}
+	r := v.(api.GetResponse)
+	return r.Exists && r.Node.Ephemeral
+}
+
+func (c *Cell) beforeChangeOf(ctx context.Context, path string, fence bool) (done func(), err error) {
 	if brokenSkipsInvalidation {
 		return func() {}, nil
 	}
-	if !brokenSkipsFence {
+	if fence && !brokenSkipsFence {
 		if err := c.sessions.WaitFenced(ctx); err != nil {
 			return nil, err
 		}

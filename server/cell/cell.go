@@ -717,7 +717,7 @@ func (c *Cell) Put(ctx context.Context, req api.PutRequest) (api.WriteResponse, 
 
 // Delete deletes a node, once no client can serve it from its cache.
 func (c *Cell) Delete(ctx context.Context, req api.DeleteRequest) (api.WriteResponse, error) {
-	done, err := c.beforeChange(ctx, req.Path)
+	done, err := c.beforeDelete(ctx, req.Path)
 	if err != nil {
 		return api.WriteResponse{}, err
 	}

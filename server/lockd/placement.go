@@ -125,6 +125,17 @@ func (p *Process) startCell(info api.CellInfo, replicaID uint64, members map[uin
 	if _, ok := p.cells[info.Name]; ok {
 		return nil
 	}
+	if unloaded, ok := p.unloading[info.ShardID]; ok {
+		// StopReplica returned before dragonboat's engine let go of the
+		// shard's last replica here; starting the next one before it has
+		// panics the engine ("from two incarnations found").
+		select {
+		case <-unloaded:
+		case <-time.After(unloadTimeout):
+			p.log.Warn("the shard's previous replica did not unload in time; starting anyway", "cell", info.Name, "timeout", unloadTimeout)
+		}
+		delete(p.unloading, info.ShardID)
+	}
 	c, err := cell.Start(p.nh, cell.Config{
 		Info: api.CellInfo{Name: info.Name, ShardID: info.ShardID}, ReplicaID: replicaID, Members: members, Join: join, Learner: learner, EpochFloors: floors,
 		ElectionRTT: p.cfg.ElectionRTT, HeartbeatRTT: p.cfg.HeartbeatRTT,
@@ -142,9 +153,9 @@ func (p *Process) startCell(info api.CellInfo, replicaID uint64, members map[uin
 	return p.saveReplicas()
 }
 
-// stopCell stops a replica removed from its cell (cellsMu held), and
-// waits until dragonboat has unloaded it: the cell's next replica may be
-// started on this NodeHost right after (removed and added again).
+// stopCell stops a replica removed from its cell (cellsMu held). The
+// shard's next replica on this NodeHost (removed and added again) waits in
+// startCell until dragonboat has unloaded this one.
 func (p *Process) stopCell(c *cell.Cell) {
 	name := c.Info().Name
 	shard, replica := c.Info().ShardID, c.ReplicaID()
@@ -154,13 +165,10 @@ func (p *Process) stopCell(c *cell.Cell) {
 		p.log.Warn("stopping a removed replica", "cell", name, "err", err)
 	}
 	if stopped && !brokenSkipsUnloadWait {
-		select {
-		case <-unloaded:
-		case <-time.After(unloadTimeout):
-			p.log.Warn("a stopped replica did not unload in time", "cell", name, "replica_id", replica, "timeout", unloadTimeout)
-		}
+		p.unloading[shard] = unloaded
+	} else {
+		p.unloads.forget(shard, replica)
 	}
-	p.unloads.forget(shard, replica)
 	delete(p.cells, name)
 	p.listener.unregister(c.Info().ShardID)
 	for _, col := range p.cellMetrics[name] {

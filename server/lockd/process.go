@@ -45,8 +45,11 @@ type Process struct {
 	// go as the directory places them (reconcile).
 	cellsMu sync.RWMutex
 	cells   map[string]*cell.Cell
-	metrics *prometheus.Registry
-	fanout  *prometheus.HistogramVec
+	// unloading are the shards whose replica here was stopped and may not
+	// have unloaded yet (cellsMu): startCell waits for it.
+	unloading map[uint64]<-chan struct{}
+	metrics   *prometheus.Registry
+	fanout    *prometheus.HistogramVec
 	// cellMetrics are each running replica's collectors (cellsMu).
 	cellMetrics map[string][]prometheus.Collector
 	peerAPI     *fasthttp.Client // directory reads and registration, on a lockd without a directory replica
@@ -117,7 +120,7 @@ func Start(cfg Config, log *slog.Logger) (*Process, error) {
 	self := cfg.Self()
 	log = log.With("replica", self.ID)
 
-	p := &Process{cfg: cfg, log: log, cells: map[string]*cell.Cell{}, cellMetrics: map[string][]prometheus.Collector{}, served: make(chan error, 1), stop: make(chan struct{})}
+	p := &Process{cfg: cfg, log: log, cells: map[string]*cell.Cell{}, unloading: map[uint64]<-chan struct{}{}, cellMetrics: map[string][]prometheus.Collector{}, served: make(chan error, 1), stop: make(chan struct{})}
 	p.peerAPI = &fasthttp.Client{Name: "lockd", ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second}
 	p.listener = &leaderEvents{cells: map[uint64]*cell.Cell{}, last: map[uint64]raftio.LeaderInfo{}}
 	p.unloads = newUnloads()

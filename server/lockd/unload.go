@@ -36,7 +36,7 @@ func (u *unloads) expect(shardID, replicaID uint64) <-chan struct{} {
 	return ch
 }
 
-// forget drops an expectation that timed out.
+// forget drops an expectation nobody will wait for.
 func (u *unloads) forget(shardID, replicaID uint64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()

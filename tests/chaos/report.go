@@ -79,6 +79,9 @@ type Report struct {
 	AckedWrites      int
 	StaleRefused     int
 	Jeopardies       int
+	// ConfigCacheHits and ConfigCacheMisses: config gets answered from the
+	// client cache, and sent to the cell.
+	ConfigCacheHits, ConfigCacheMisses uint64
 	// SessionsLostToOutages ended during an outage of at least a lease
 	// (the cell committed nothing): not fail-over losses.
 	SessionsLostToOutages int
@@ -192,6 +195,7 @@ func (r *Report) Summary() string {
 	fmt.Fprintf(&b, "majority back after kill-three → first commit: %s\n", r.RegainMS)
 	fmt.Fprintf(&b, "liveness phase after the heal: %.1f s until every waiter was granted (or the bound)\n", r.HealedS)
 	fmt.Fprintf(&b, "sessions lost to fail-overs: %d; jeopardy episodes: %d\n", r.SessionsLost, r.Jeopardies)
+	fmt.Fprintf(&b, "config gets answered from the client cache: %d of %d\n", r.ConfigCacheHits, r.ConfigCacheHits+r.ConfigCacheMisses)
 	if len(r.Outages) > 0 {
 		fmt.Fprintf(&b, "OUTAGES (no commit for a lease or more): %s; sessions ended during them: %d\n", strings.Join(r.Outages, ", "), r.SessionsLostToOutages)
 	}

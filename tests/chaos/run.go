@@ -392,6 +392,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep.ConfigOps, rep.AckedWrites = len(snap.Config)+len(finalOps), len(snap.Acked)
 	rep.StaleRefused, rep.Jeopardies = snap.StaleWrites, snap.Jeopardies
+	rep.ConfigCacheHits, rep.ConfigCacheMisses = e.configCache.hits.Load(), e.configCache.misses.Load()
 	rep.SessionsLost = len(sessionVs)
 	n.mu.Lock()
 	rep.Steps = n.steps

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockservice/lockd/api"
@@ -48,6 +49,11 @@ type env struct {
 	mu      sync.Mutex
 	clients []*sdk.Client
 	closed  bool // closeClients ran: no new clients
+
+	// configCache counts the config workers' gets served from their
+	// client cache (hits) and sent to the cell (misses): the
+	// linearizability checker covers cached reads under faults.
+	configCache struct{ hits, misses atomic.Uint64 }
 }
 
 // rng is a worker's own random stream, derived from the run's seed and the
@@ -450,6 +456,11 @@ func (e *env) configWorker(id int, name string, keys []string) {
 		e.logf("chaos: %v", err)
 		return
 	}
+	defer func() {
+		st := c.CacheStats()
+		e.configCache.hits.Add(st.Hits)
+		e.configCache.misses.Add(st.Misses)
+	}()
 	r := e.rng(name)
 	seen := map[string]uint64{}
 	for i := 0; i < maxIterations && e.ctx.Err() == nil; i++ {
@@ -462,13 +473,16 @@ func (e *env) configWorker(id int, name string, keys []string) {
 		key := keys[r.IntN(len(keys))]
 		op := check.ConfigOp{Client: id, Key: key, Call: e.h.Now()}
 		var (
-			n   api.Node
-			err error
+			n      api.Node
+			err    error
+			cached bool // answered from the client cache, with no call to the cell
 		)
 		switch p := r.IntN(10); {
 		case p < 4:
 			op.Kind = check.ConfigGet
+			hits := c.CacheStats().Hits
 			n, err = c.Get(ctx, key)
+			cached = c.CacheStats().Hits > hits
 		case p < 6:
 			op.Kind = check.ConfigPut
 			op.Value = fmt.Sprintf("%s-%d", name, i)
@@ -506,7 +520,7 @@ func (e *env) configWorker(id int, name string, keys []string) {
 			op.Outcome = check.OutcomeFail
 		}
 		e.h.AddConfig(op)
-		e.h.AddOp(check.Op{Worker: name, Kind: "config-" + string(op.Kind), Start: op.Call, End: op.Return, OK: err == nil})
+		e.h.AddOp(check.Op{Worker: name, Kind: "config-" + string(op.Kind), Start: op.Call, End: op.Return, OK: err == nil, Local: cached})
 		sleepCtx(e.ctx, jitter(r, e.cfg.Think/4, e.cfg.Think))
 	}
 }

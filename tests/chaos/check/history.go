@@ -88,7 +88,7 @@ type Op struct {
 	Start  time.Duration
 	End    time.Duration
 	OK     bool
-	Local  bool // not a call to the cell (the resource's fence)
+	Local  bool // not a call to the cell (the resource's fence, a read from the client cache)
 }
 
 // ConfigKind is a config operation.

@@ -281,15 +281,8 @@ func (s *State) createCell(r *api.CreateCellRequest) Result {
 		if len(r.On) != n {
 			return refuse(api.CodeBadRequest, "%d replicas asked for, %d lockds named", n, len(r.On))
 		}
-		seen := map[uint64]bool{}
-		for _, id := range r.On {
-			if _, ok := s.lockds[id]; !ok {
-				return refuse(api.CodeNotFound, "no lockd %d", id)
-			}
-			if seen[id] {
-				return refuse(api.CodeConflict, "two replicas of one cell on lockd %d: a process holds at most one replica of a cell", id)
-			}
-			seen[id] = true
+		if err := s.checkOn(r.On); err != nil {
+			return Result{Err: err}
 		}
 		on = slices.Clone(r.On)
 	} else {
@@ -310,6 +303,22 @@ func (s *State) createCell(r *api.CreateCellRequest) Result {
 	s.cells[r.Name] = cr
 	info := s.cellInfo(cr)
 	return Result{Cell: &info}
+}
+
+// checkOn checks lockds named for a cell's replicas: each known, none
+// twice.
+func (s *State) checkOn(on []uint64) *api.Error {
+	seen := map[uint64]bool{}
+	for _, id := range on {
+		if _, ok := s.lockds[id]; !ok {
+			return api.Errorf(api.CodeNotFound, "no lockd %d", id)
+		}
+		if seen[id] {
+			return api.Errorf(api.CodeConflict, "two replicas of one cell on lockd %d: a process holds at most one replica of a cell", id)
+		}
+		seen[id] = true
+	}
+	return nil
 }
 
 func (s *State) lockdList() []api.LockdInfo {
@@ -586,15 +595,8 @@ func (s *State) restore(r *api.RestoreCellRequest) Result {
 	}
 	on := slices.Clone(r.On)
 	if len(on) > 0 {
-		seen := map[uint64]bool{}
-		for _, id := range on {
-			if _, ok := s.lockds[id]; !ok {
-				return refuse(api.CodeNotFound, "no lockd %d", id)
-			}
-			if seen[id] {
-				return refuse(api.CodeConflict, "two replicas of one cell on lockd %d: a process holds at most one replica of a cell", id)
-			}
-			seen[id] = true
+		if err := s.checkOn(on); err != nil {
+			return Result{Err: err}
 		}
 	} else {
 		load := s.load()

@@ -54,7 +54,11 @@ func (c *Cell) beforeChangeOf(ctx context.Context, path string, fence bool) (don
 		}
 	}
 	sessions, end := c.cachers.Begin(path, time.Now())
-	if err := c.invalidate(ctx, map[uint64][]string{}, sessions, path); err != nil {
+	byPaths := make(map[uint64][]string, len(sessions))
+	for _, s := range sessions {
+		byPaths[s] = []string{path}
+	}
+	if err := c.invalidate(ctx, byPaths); err != nil {
 		end(false)
 		return nil, err
 	}
@@ -67,41 +71,36 @@ func (c *Cell) beforeSeal(ctx context.Context, prefix string) (done func(), err 
 		return nil, err
 	}
 	byPaths, end := c.cachers.BeginUnder(prefix, time.Now())
-	if err := c.invalidate(ctx, byPaths, nil, ""); err != nil {
+	if err := c.invalidate(ctx, byPaths); err != nil {
 		end(false)
 		return nil, err
 	}
 	return func() { end(true) }, nil
 }
 
-// invalidate sends each session its invalidations (the paths in byPaths,
-// or path for each of sessions) and waits for all of them.
-func (c *Cell) invalidate(ctx context.Context, byPaths map[uint64][]string, sessions []uint64, path string) error {
-	for _, s := range sessions {
-		byPaths[s] = append(byPaths[s], path)
-	}
-	type sent struct{ session, seq uint64 }
-	var waits []sent
+// invalidate sends each session an invalidation of each of its paths and
+// waits for all of them.
+func (c *Cell) invalidate(ctx context.Context, byPaths map[uint64][]string) error {
+	// Only a session's last invalidation needs waiting for: events are
+	// acknowledged in order (seqs rise, so the last queued is the
+	// highest), and waiting for each session in turn costs the slowest.
+	last := map[uint64]uint64{}
+	sent := 0
 	for s, paths := range byPaths {
 		for _, p := range paths {
 			if seq, ok := c.sessions.Invalidate(s, p); ok {
-				c.invalSent.Add(1)
-				waits = append(waits, sent{s, seq})
+				last[s] = seq
+				sent++
 			}
 		}
 	}
-	// One wait per session suffices for its last seq; they run down
-	// together, so waiting in turn costs the slowest one.
-	last := map[uint64]uint64{}
-	for _, w := range waits {
-		last[w.session] = max(last[w.session], w.seq)
-	}
+	c.invalSent.Add(uint64(sent))
 	for s, seq := range last {
 		if err := c.sessions.WaitAcked(ctx, s, seq); err != nil {
 			return err
 		}
 	}
-	c.invalAcked.Add(uint64(len(waits)))
+	c.invalAcked.Add(uint64(sent))
 	return nil
 }
 

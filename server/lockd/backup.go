@@ -2,7 +2,6 @@ package lockd
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -69,28 +68,19 @@ func (p *Process) Backup(ctx context.Context, cellName string) (api.BackupRespon
 	return api.BackupResponse{SnapshotResponse: snap, Location: loc}, nil
 }
 
-// backupLoop backs up every cell this lockd leads, every interval.
-func (p *Process) backupLoop(every time.Duration) {
-	defer p.wg.Done()
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-p.stop:
-			return
-		case <-t.C:
+// backupRound backs up every cell this lockd leads (every
+// --backup-every, run by p.every).
+func (p *Process) backupRound() {
+	for _, c := range p.allCells() {
+		name := c.Info().Name
+		if c.Ready() != nil {
+			continue // only the leader backs a cell up
 		}
-		for _, c := range p.allCells() {
-			name := c.Info().Name
-			if c.Ready() != nil {
-				continue // only the leader backs a cell up
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			if _, err := p.Backup(ctx, name); err != nil {
-				p.log.Warn("periodic backup failed", "cell", name, "err", err)
-			}
-			cancel()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		if _, err := p.Backup(ctx, name); err != nil {
+			p.log.Warn("periodic backup failed", "cell", name, "err", err)
 		}
+		cancel()
 	}
 }
 
@@ -173,23 +163,11 @@ func Restore(ctx context.Context, cfg Config, cellName string, store backup.Stor
 // fetchRestorePlan reads a cell's restore plan from the directory, through
 // the API of one of its replicas.
 func fetchRestorePlan(cfg Config, cellName string) (api.RestorePlan, error) {
-	client := &fasthttp.Client{Name: "lockd-restore", ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second}
+	client := &fasthttp.Client{Name: "lockd-restore", ReadTimeout: peerTimeout, WriteTimeout: peerTimeout}
 	var errs []error
 	for _, peer := range cfg.Peers {
-		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-		req.SetRequestURI("http://" + peer.APIAddr + api.RouteDirectory)
-		req.Header.SetMethod("GET")
-		err := client.DoTimeout(req, resp, 5*time.Second)
 		var dir api.DirectoryResponse
-		switch {
-		case err != nil:
-		case resp.StatusCode() != fasthttp.StatusOK:
-			err = fmt.Errorf("HTTP %d: %s", resp.StatusCode(), resp.Body())
-		default:
-			err = json.Unmarshal(resp.Body(), &dir)
-		}
-		fasthttp.ReleaseRequest(req)
-		fasthttp.ReleaseResponse(resp)
+		err := callPeer(client, peerTimeout, peer.APIAddr, "GET", api.RouteDirectory, nil, &dir)
 		if err == nil && dir.Index == 0 {
 			err = fmt.Errorf("its directory is not bootstrapped")
 		}

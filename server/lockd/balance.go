@@ -18,8 +18,48 @@ const balanceEvery = 5 * time.Second
 // leadership over (directory.BalanceLeaders decides; one transfer a round,
 // so the next round sees its effect).
 func (p *Process) balanceLeaders() {
+	p.every(balanceEvery, p.balanceRound)
+}
+
+// balanceRound hands one leadership over if the directory's balance asks
+// for it; only the directory's leader balances.
+func (p *Process) balanceRound() {
+	if lead, ok := p.dir.Leader(); !ok || lead != p.cfg.ReplicaID {
+		return
+	}
+	view := p.view.Load()
+	if view.Index() == 0 {
+		return
+	}
+	leaders := p.cellLeaders(view)
+	voters := map[string][]uint64{}
+	for _, c := range view.Cells() {
+		for _, r := range c.Replicas {
+			if !r.Learner && r.Pending == "" {
+				voters[c.Name] = append(voters[c.Name], r.Lockd)
+			}
+		}
+	}
+	tr, ok := directory.BalanceLeaders(leaders, voters)
+	if !ok {
+		return
+	}
+	from, known := view.Lockd(tr.From)
+	if !known {
+		return
+	}
+	var out struct{}
+	if err := p.peerCall(from.APIAddr, "POST", api.RouteAdminTransfer, api.TransferRequest{Cell: tr.Cell, To: tr.To}, &out); err != nil {
+		p.log.Warn("leader balancing: transfer refused", "cell", tr.Cell, "from", tr.From, "to", tr.To, "err", err)
+		return
+	}
+	p.log.Info("leader balancing: leadership handed over", "cell", tr.Cell, "from", tr.From, "to", tr.To)
+}
+
+// every runs f every d until the lockd stops (p.wg counted by the caller).
+func (p *Process) every(d time.Duration, f func()) {
 	defer p.wg.Done()
-	t := time.NewTicker(balanceEvery)
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
@@ -27,36 +67,7 @@ func (p *Process) balanceLeaders() {
 			return
 		case <-t.C:
 		}
-		if lead, ok := p.dir.Leader(); !ok || lead != p.cfg.ReplicaID {
-			continue
-		}
-		view := p.view.Load()
-		if view.Index() == 0 {
-			continue
-		}
-		leaders := p.cellLeaders(view)
-		voters := map[string][]uint64{}
-		for _, c := range view.Cells() {
-			for _, r := range c.Replicas {
-				if !r.Learner && r.Pending == "" {
-					voters[c.Name] = append(voters[c.Name], r.Lockd)
-				}
-			}
-		}
-		tr, ok := directory.BalanceLeaders(leaders, voters)
-		if !ok {
-			continue
-		}
-		from, known := view.Lockd(tr.From)
-		if !known {
-			continue
-		}
-		var out struct{}
-		if err := p.peerCall(from.APIAddr, "POST", api.RouteAdminTransfer, api.TransferRequest{Cell: tr.Cell, To: tr.To}, &out); err != nil {
-			p.log.Warn("leader balancing: transfer refused", "cell", tr.Cell, "from", tr.From, "to", tr.To, "err", err)
-			continue
-		}
-		p.log.Info("leader balancing: leadership handed over", "cell", tr.Cell, "from", tr.From, "to", tr.To)
+		f()
 	}
 }
 

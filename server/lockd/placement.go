@@ -362,6 +362,12 @@ func (p *Process) peerCall(addr, method, route string, body, out any) error {
 }
 
 func (p *Process) peerCallWithin(within time.Duration, addr, method, route string, body, out any) error {
+	return callPeer(p.peerAPI, within, addr, method, route, body, out)
+}
+
+// callPeer makes one API call to a lockd with client: its reply decoded
+// into out, its error as the API's (unavailable if it did not answer).
+func callPeer(client *fasthttp.Client, within time.Duration, addr, method, route string, body, out any) error {
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
@@ -372,7 +378,7 @@ func (p *Process) peerCallWithin(within time.Duration, addr, method, route strin
 		req.SetBody(b)
 		req.Header.SetContentType("application/json")
 	}
-	if err := p.peerAPI.DoTimeout(req, resp, within); err != nil {
+	if err := client.DoTimeout(req, resp, within); err != nil {
 		return api.Errorf(api.CodeUnavailable, "%s: %v", addr, err)
 	}
 	if resp.StatusCode() != fasthttp.StatusOK {

@@ -186,7 +186,7 @@ func Start(cfg Config, log *slog.Logger) (*Process, error) {
 		srv.EnableBackup(p.Backup)
 		if every := time.Duration(cfg.BackupEvery); every > 0 {
 			p.wg.Add(1)
-			go p.backupLoop(every)
+			go p.every(every, p.backupRound)
 		}
 	}
 	p.http = &fasthttp.Server{

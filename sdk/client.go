@@ -124,9 +124,16 @@ func (cs *cellState) answered(addr string) {
 	cs.mu.Unlock()
 }
 
+// setEndpoints installs the cell's replicas from a newer directory. A
+// leader no longer among them (the cell was restored or its replicas
+// replaced elsewhere) is forgotten: that lockd answers wrong_cell for the
+// cell now, and pick would return it forever.
 func (cs *cellState) setEndpoints(eps []string) {
 	cs.mu.Lock()
 	cs.endpoints = slices.Clone(eps)
+	if cs.leader != "" && !slices.Contains(eps, cs.leader) {
+		cs.leader = ""
+	}
 	cs.mu.Unlock()
 }
 

@@ -68,3 +68,19 @@ func TestUnknownCodeNotRetried(t *testing.T) {
 		t.Fatalf("%d attempts, want 1", n)
 	}
 }
+
+// A newer directory that no longer lists the cell's last known leader
+// (the cell was restored onto other lockds) makes the client forget it:
+// that lockd answers wrong_cell for the cell, and would be picked forever.
+func TestSetEndpointsForgetsALeaderNoLongerListed(t *testing.T) {
+	cs := newCellState("dr", []string{"a:1", "b:1", "c:1"})
+	cs.answered("b:1")
+	cs.setEndpoints([]string{"a:1", "b:1", "d:1"})
+	if got := cs.pick(); got != "b:1" {
+		t.Fatalf("a leader still listed was forgotten: pick %q", got)
+	}
+	cs.setEndpoints([]string{"x:1", "y:1", "z:1"})
+	if got := cs.pick(); got != "x:1" && got != "y:1" && got != "z:1" {
+		t.Fatalf("pick %q after the cell moved to x, y and z", got)
+	}
+}

@@ -19,7 +19,15 @@ import (
 // directory refuses (a second replica on one lockd, too few voters left,
 // another change in flight) changes nothing either.
 func (p *Process) ChangeMember(ctx context.Context, c *cell.Cell, req api.MemberRequest) (api.CellInfo, error) {
-	if _, err := c.Membership(ctx); err != nil {
+	// Each Raft step is bounded on its own: a replica that loses
+	// leadership during the call would otherwise hold it to the caller's
+	// whole deadline (dragonboat answers a deposed leader's requests only
+	// by their timeout), while the caller could have retried on the new
+	// leader.
+	mctx, cancel := context.WithTimeout(ctx, memberStepTimeout)
+	_, err := c.Membership(mctx)
+	cancel()
+	if err != nil {
 		return api.CellInfo{}, api.Errorf(api.CodeUnavailable, "cell %s cannot commit a membership change now (%v); nothing changed", req.Cell, err)
 	}
 	res, err := p.ProposeDirectory(ctx, &directory.Command{Op: directory.OpMember, Member: &req})
@@ -40,14 +48,16 @@ func (p *Process) ChangeMember(ctx context.Context, c *cell.Cell, req api.Member
 		return api.CellInfo{}, err
 	}
 	var change error
+	cctx, cancel := context.WithTimeout(ctx, memberStepTimeout)
 	switch req.Action {
 	case api.MemberAdd:
-		change = c.AddReplica(ctx, rep.ReplicaID, raftAddr, rep.Learner)
+		change = c.AddReplica(cctx, rep.ReplicaID, raftAddr, rep.Learner)
 	case api.MemberPromote:
-		change = c.AddReplica(ctx, rep.ReplicaID, raftAddr, false)
+		change = c.AddReplica(cctx, rep.ReplicaID, raftAddr, false)
 	case api.MemberRemove:
-		change = c.RemoveReplica(ctx, rep.ReplicaID)
+		change = c.RemoveReplica(cctx, rep.ReplicaID)
 	}
+	cancel()
 	verdict := api.MemberDone
 	if change != nil {
 		// Did the group make it anyway (a timeout after the commit)?
@@ -73,6 +83,10 @@ func (p *Process) ChangeMember(ctx context.Context, c *cell.Cell, req api.Member
 	p.log.Info("membership changed", "cell", req.Cell, "action", req.Action, "lockd", req.Lockd, "replica_id", rep.ReplicaID)
 	return *res.Cell, nil
 }
+
+// memberStepTimeout bounds each Raft step of a membership change: a
+// healthy cell takes milliseconds.
+const memberStepTimeout = 10 * time.Second
 
 // made reports whether the group's membership shows the change.
 func made(m cell.Members, action string, id uint64) bool {

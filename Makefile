@@ -15,6 +15,7 @@ LDFLAGS := -X github.com/lockservice/lockd/server/lockd.Version=$(VERSION)
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/lockd ./server/cmd/lockd
+	$(GO) build -ldflags "-X github.com/lockservice/lockd/proxy.Version=$(VERSION)" -o $(BIN)/lockproxy ./proxy/cmd/lockproxy
 	$(GO) build -o $(BIN)/lockctl ./ctl/cmd/lockctl
 	$(GO) build -o $(BIN)/lockbench ./bench/cmd/lockbench
 

@@ -123,3 +123,13 @@ var (
 	ErrTokenExhausted  = &Error{Code: CodeTokenExhausted}
 	ErrInternal        = &Error{Code: CodeInternal}
 )
+
+// AsError returns err as an *Error: itself if it is (or wraps) one, else
+// an internal error carrying its text.
+func AsError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &Error{Code: CodeInternal, Message: err.Error()}
+}

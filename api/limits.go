@@ -4,10 +4,12 @@ import "time"
 
 // Named limits. Every bound in the service is one of these.
 const (
-	MaxValueSize      = 64 << 10 // bytes in a node's value
-	MaxPathLen        = 1024     // bytes in a path
-	MaxPathDepth      = 32       // segments in a path
-	MaxRequestBody    = 256 << 10
+	MaxValueSize   = 64 << 10 // bytes in a node's value
+	MaxPathLen     = 1024     // bytes in a path
+	MaxPathDepth   = 32       // segments in a path
+	MaxRequestBody = 256 << 10
+	// MaxBatchBody bounds a KeepAlive batch's body (MaxBatchSessions ids and ages).
+	MaxBatchBody      = 8 << 20
 	MaxWatchesPerCall = 1024 // watch registrations in one /v1/watch call
 	MaxNonceLen       = 64   // bytes in a session open's nonce
 
@@ -29,6 +31,11 @@ const (
 	MaxLease         = 5 * time.Minute
 	DefaultGrace     = 45 * time.Second
 	MaxKeepAliveWait = 30 * time.Second
+	// MaxBatchWait bounds how long the leader holds a KeepAlive batch.
+	MaxBatchWait = 2 * time.Second
+	// MaxBatchSessions bounds the sessions of one KeepAlive batch (a
+	// lockproxy with more sends several).
+	MaxBatchSessions = 200_000
 	// MaxLeaderWait bounds how long a replica holds a request for a usable
 	// leader (HeaderWaitLeaderMS): an election timeout is 1 to 2 s.
 	MaxLeaderWait = 2500 * time.Millisecond

@@ -3,7 +3,9 @@ package ctl
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"text/tabwriter"
 
@@ -123,16 +125,19 @@ func rmCmd(g *globals) *cobra.Command {
 type statusRow struct {
 	Endpoint string              `json:"endpoint"`
 	Status   *api.StatusResponse `json:"status,omitempty"`
-	Error    *api.Error          `json:"error,omitempty"`
+	// Proxy is set on the rows of the lockproxies the directory lists.
+	Proxy *api.ProxyStatus `json:"proxy,omitempty"`
+	Error *api.Error       `json:"error,omitempty"`
 }
 
 func statusCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "status",
 		Short: "Show every endpoint's view of its cells",
-		Long: "Query /v1/status on every endpoint and print one row per cell replica.\n" +
-			"An endpoint that does not answer gets a row saying so; the command\n" +
-			"fails only if none answers.",
+		Long: "Query /v1/status on every endpoint and print one row per cell replica,\n" +
+			"then one row per lockproxy the directory lists (its clients and the\n" +
+			"sessions it renews). An endpoint that does not answer gets a row saying\n" +
+			"so; the command fails only if none answers.",
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
@@ -158,6 +163,8 @@ func statusCmd(g *globals) *cobra.Command {
 					answered++
 				}
 			}
+			prows := proxyRows(ctx, g, rows)
+			rows = append(dropProxies(rows, prows), prows...)
 			var err error
 			if g.output == "json" {
 				err = writeJSON(cmd.OutOrStdout(), rows)
@@ -175,10 +182,62 @@ func statusCmd(g *globals) *cobra.Command {
 	}
 }
 
+// proxyRows reads the directory from the first endpoint that answered
+// and the status of every lockproxy it lists.
+func proxyRows(ctx context.Context, g *globals, rows []statusRow) []statusRow {
+	var dir api.DirectoryResponse
+	found := false
+	for _, r := range rows {
+		if r.Error == nil {
+			if d, err := sdk.FetchDirectory(ctx, r.Endpoint, g.authToken); err == nil {
+				dir, found = d, true
+				break
+			}
+		}
+	}
+	if !found {
+		return nil
+	}
+	out := make([]statusRow, len(dir.Proxies))
+	var wg sync.WaitGroup
+	for i, p := range dir.Proxies {
+		wg.Go(func() {
+			out[i].Endpoint = p.APIAddr
+			st, err := sdk.FetchProxyStatus(ctx, p.APIAddr, g.authToken)
+			if err != nil {
+				out[i].Error = asAPIError(err)
+				out[i].Proxy = &api.ProxyStatus{Proxy: p}
+				return
+			}
+			out[i].Proxy = &st
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// dropProxies removes the rows of endpoints that are proxies (given in
+// --endpoints): their status is not a replica's, and they are listed with
+// the proxies.
+func dropProxies(rows, proxies []statusRow) []statusRow {
+	var out []statusRow
+	for _, r := range rows {
+		if !slices.ContainsFunc(proxies, func(p statusRow) bool { return p.Endpoint == r.Endpoint }) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 func writeStatusTable(cmd *cobra.Command, rows []statusRow) error {
 	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ENDPOINT\tCELL\tREPLICA\tROLE\tLEADER\tTERM\tAPPLIED\tEPOCH")
+	var proxies []statusRow
 	for _, r := range rows {
+		if r.Proxy != nil {
+			proxies = append(proxies, r)
+			continue
+		}
 		switch {
 		case r.Error != nil && r.Error.Code == api.CodeUnavailable:
 			fmt.Fprintf(tw, "%s\t-\t-\tunreachable\t-\t-\t-\t-\n", r.Endpoint)
@@ -198,6 +257,24 @@ func writeStatusTable(cmd *cobra.Command, rows []statusRow) error {
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\n", r.Endpoint, c.Cell, c.ReplicaID, c.Role, leader, c.Term, c.AppliedIndex, c.Epoch)
 			}
 		}
+	}
+	if err := tw.Flush(); err != nil || len(proxies) == 0 {
+		return err
+	}
+	fmt.Fprintln(cmd.OutOrStdout())
+	tw = tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PROXY\tENDPOINT\tZONE\tCLIENTS\tSESSIONS\tCELLS")
+	for _, r := range proxies {
+		p := r.Proxy
+		if r.Error != nil {
+			fmt.Fprintf(tw, "%s\t%s\t%s\tunreachable\t-\t-\n", p.Proxy.Name, r.Endpoint, p.Proxy.Zone)
+			continue
+		}
+		var cells []string
+		for _, c := range p.Cells {
+			cells = append(cells, fmt.Sprintf("%s:%d", c.Cell, c.Sessions))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", p.Proxy.Name, r.Endpoint, p.Proxy.Zone, p.Clients, p.Sessions, strings.Join(cells, ","))
 	}
 	return tw.Flush()
 }

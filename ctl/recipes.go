@@ -38,11 +38,7 @@ func (e *exitStatusError) Error() string { return fmt.Sprintf("command exited wi
 // global --timeout bounds connecting, not the command.
 func (g *globals) withLongClient(cmd *cobra.Command, fn func(ctx context.Context, c *sdk.Client) error) error {
 	cctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
-	c, err := sdk.New(cctx, sdk.Config{
-		Endpoints:      g.endpointList(),
-		AuthToken:      g.authToken,
-		RequestTimeout: min(g.timeout, sdk.DefaultRequestTimeout),
-	})
+	c, err := sdk.New(cctx, g.config())
 	cancel()
 	if err != nil {
 		return err

@@ -33,6 +33,17 @@ type globals struct {
 	authToken string
 	timeout   time.Duration
 	output    string
+	direct    bool
+}
+
+// config is the SDK configuration the flags ask for.
+func (g *globals) config() sdk.Config {
+	return sdk.Config{
+		Endpoints:      g.endpointList(),
+		AuthToken:      g.authToken,
+		RequestTimeout: min(g.timeout, sdk.DefaultRequestTimeout),
+		Direct:         g.direct,
+	}
 }
 
 func (g *globals) endpointList() []string {
@@ -89,6 +100,7 @@ func NewRootCommand() *cobra.Command {
 	pf.StringVar(&g.authToken, "auth-token", os.Getenv(EnvAuthToken), "auth token sent as a bearer token (env "+EnvAuthToken+")")
 	pf.DurationVar(&g.timeout, "timeout", 10*time.Second, "deadline for the whole command")
 	pf.StringVarP(&g.output, "output", "o", "text", "output format: text or json")
+	pf.BoolVar(&g.direct, "direct", false, "talk to the cells' replicas even when the directory lists lockproxies (by default calls go through the proxies)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usagef("%v", err) })
 
 	root.AddCommand(putCmd(g), getCmd(g), lsCmd(g), rmCmd(g), statusCmd(g), backupCmd(g), restoreCmd(g),
@@ -168,11 +180,7 @@ func exactArgs(names ...string) cobra.PositionalArgs {
 func (g *globals) withClient(cmd *cobra.Command, fn func(ctx context.Context, c *sdk.Client) error) error {
 	ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
 	defer cancel()
-	c, err := sdk.New(ctx, sdk.Config{
-		Endpoints:      g.endpointList(),
-		AuthToken:      g.authToken,
-		RequestTimeout: min(g.timeout, sdk.DefaultRequestTimeout),
-	})
+	c, err := sdk.New(ctx, g.config())
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,9 @@ const (
 	OpMigrate    = "migrate"
 	OpMember     = "member"
 	OpRestore    = "restore"
+	// OpRegisterProxy records a lockproxy (by name; a new address
+	// replaces the old).
+	OpRegisterProxy = "register_proxy"
 )
 
 // Command is one entry of the directory group's log.
@@ -35,6 +38,7 @@ type Command struct {
 	Migrate    *api.MigrateRequest      `json:"migrate,omitempty"`
 	Member     *api.MemberRequest       `json:"member,omitempty"`
 	Restore    *api.RestoreCellRequest  `json:"restore,omitempty"`
+	Proxy      *api.ProxyInfo           `json:"proxy,omitempty"`
 }
 
 // Bootstrap is the first state of a new cluster, from the static flags of
@@ -103,11 +107,12 @@ type State struct {
 	prefixes  map[string]*api.PrefixInfo
 	dirLockds []uint64
 	nextShard uint64
+	proxies   map[string]api.ProxyInfo // by name
 }
 
 // NewState returns an empty directory.
 func NewState() *State {
-	return &State{lockds: map[uint64]api.LockdInfo{}, cells: map[string]*cellRec{}, prefixes: map[string]*api.PrefixInfo{}, nextShard: 1}
+	return &State{lockds: map[uint64]api.LockdInfo{}, cells: map[string]*cellRec{}, prefixes: map[string]*api.PrefixInfo{}, nextShard: 1, proxies: map[string]api.ProxyInfo{}}
 }
 
 // Index is the last applied index.
@@ -154,6 +159,8 @@ func (s *State) apply(c *Command) Result {
 		return s.member(c.Member)
 	case c.Op == OpRestore && c.Restore != nil:
 		return s.restore(c.Restore)
+	case c.Op == OpRegisterProxy && c.Proxy != nil:
+		return s.registerProxy(*c.Proxy)
 	}
 	return Result{Err: api.Errorf(api.CodeBadRequest, "unknown or incomplete directory op %q", c.Op)}
 }
@@ -238,6 +245,32 @@ func (s *State) register(l api.LockdInfo) Result {
 	}
 	s.lockds[l.ID] = l
 	return Result{}
+}
+
+func (s *State) registerProxy(p api.ProxyInfo) Result {
+	if err := checkCellName(p.Name); err != nil {
+		return refuse(api.CodeBadRequest, "proxy name: %s", err.Message)
+	}
+	if p.APIAddr == "" {
+		return refuse(api.CodeBadRequest, "a proxy needs an API address")
+	}
+	for _, other := range s.proxies {
+		if other.Name != p.Name && other.APIAddr == p.APIAddr {
+			return refuse(api.CodeConflict, "proxy %s already uses the address %s", other.Name, p.APIAddr)
+		}
+	}
+	s.proxies[p.Name] = p
+	return Result{}
+}
+
+// proxyList is the proxies by name.
+func (s *State) proxyList() []api.ProxyInfo {
+	var out []api.ProxyInfo
+	for _, p := range s.proxies {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }
 
 func checkCellName(name string) *api.Error {
@@ -651,7 +684,7 @@ func (s *State) cellInfo(c *cellRec) api.CellInfo {
 
 // Response is the whole directory as the API serves it, sorted.
 func (s *State) Response() api.DirectoryResponse {
-	d := api.DirectoryResponse{Index: s.index, Lockds: s.lockdList()}
+	d := api.DirectoryResponse{Index: s.index, Lockds: s.lockdList(), Proxies: s.proxyList()}
 	names := make([]string, 0, len(s.cells))
 	for n := range s.cells {
 		names = append(names, n)
@@ -682,11 +715,12 @@ type snapshot struct {
 	Prefixes  []*api.PrefixInfo `json:"prefixes"`
 	DirLockds []uint64          `json:"dir_lockds"`
 	NextShard uint64            `json:"next_shard"`
+	Proxies   []api.ProxyInfo   `json:"proxies,omitempty"`
 }
 
 // Save writes the state.
 func (s *State) Save(w io.Writer) error {
-	snap := snapshot{Index: s.index, Lockds: s.lockdList(), DirLockds: s.dirLockds, NextShard: s.nextShard}
+	snap := snapshot{Index: s.index, Lockds: s.lockdList(), DirLockds: s.dirLockds, NextShard: s.nextShard, Proxies: s.proxyList()}
 	for _, c := range s.cells {
 		snap.Cells = append(snap.Cells, c)
 	}
@@ -708,6 +742,9 @@ func (s *State) Load(r io.Reader) error {
 	next.index, next.dirLockds, next.nextShard = snap.Index, snap.DirLockds, snap.NextShard
 	for _, l := range snap.Lockds {
 		next.lockds[l.ID] = l
+	}
+	for _, p := range snap.Proxies {
+		next.proxies[p.Name] = p
 	}
 	for _, c := range snap.Cells {
 		next.cells[c.Name] = c

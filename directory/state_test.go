@@ -202,11 +202,41 @@ func TestMigrationCommitAndAbortExclude(t *testing.T) {
 	}
 }
 
+func TestRegisterProxy(t *testing.T) {
+	a := bootstrapped(t, 5)
+	for _, c := range []struct {
+		p    api.ProxyInfo
+		code api.Code
+	}{
+		{api.ProxyInfo{Name: "p1", APIAddr: "127.0.0.1:7201"}, ""},
+		{api.ProxyInfo{Name: "p2", APIAddr: "127.0.0.1:7202", Zone: "b"}, ""},
+		{api.ProxyInfo{Name: "p1", APIAddr: "127.0.0.1:7203"}, ""}, // moved: the new address replaces the old
+		{api.ProxyInfo{Name: "p3", APIAddr: "127.0.0.1:7202"}, api.CodeConflict},
+		{api.ProxyInfo{Name: "Bad Name", APIAddr: "127.0.0.1:7204"}, api.CodeBadRequest},
+		{api.ProxyInfo{Name: "p4"}, api.CodeBadRequest},
+	} {
+		r := a.do(Command{Op: OpRegisterProxy, Proxy: &c.p})
+		if got := api.Code(""); r.Err != nil {
+			got = r.Err.Code
+			if got != c.code {
+				t.Errorf("register %+v: %v, want %q", c.p, r.Err, c.code)
+			}
+		} else if c.code != "" {
+			t.Errorf("register %+v accepted, want %q", c.p, c.code)
+		}
+	}
+	got := a.s.Response().Proxies
+	if len(got) != 2 || got[0].Name != "p1" || got[0].APIAddr != "127.0.0.1:7203" || got[1].Zone != "b" {
+		t.Fatalf("proxies %+v", got)
+	}
+}
+
 func TestSnapshotRoundTrip(t *testing.T) {
 	a := bootstrapped(t, 6, "a", "b")
 	a.do(Command{Op: OpCreateCell, CreateCell: &api.CreateCellRequest{Name: "b", Replicas: 3}})
 	a.do(Command{Op: OpAssign, Assign: &api.AssignPrefixRequest{Prefix: "/orders", Cell: "b"}})
 	a.do(Command{Op: OpMigrate, Migrate: &api.MigrateRequest{Prefix: "/demo", Action: api.MigrateBegin, To: "b"}})
+	a.do(Command{Op: OpRegisterProxy, Proxy: &api.ProxyInfo{Name: "p1", APIAddr: "127.0.0.1:7201", Zone: "a"}})
 	var one, two bytes.Buffer
 	if err := a.s.Save(&one); err != nil {
 		t.Fatal(err)

@@ -130,3 +130,11 @@ func (c *Client) ChangeMember(ctx context.Context, req api.MemberRequest) (api.C
 	}
 	return resp, err
 }
+
+// RegisterProxy records a lockproxy in the directory (by name; a new
+// address replaces the old). Clients read the proxies from the directory
+// and send through them by default (Config.Direct).
+func (c *Client) RegisterProxy(ctx context.Context, p api.ProxyInfo) error {
+	_, err := c.directoryCall(ctx, api.RouteAdminProxyRegister, p)
+	return err
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -42,6 +43,8 @@ type Client struct {
 	slots map[string]*sessionSlot // by cell name
 
 	cacheCount cacheCounters
+	// proxyStart is where in the directory's proxy list this client starts.
+	proxyStart int
 
 	// moves remembers, per prefix, a moved refusal while the directory
 	// still names the refusing cell (the move is being committed): calls
@@ -153,13 +156,14 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	cfg.Endpoints = seeds
 	c := &Client{
-		cfg:     cfg,
-		log:     cfg.logger(),
-		timeout: cfg.requestTimeout(),
-		bulk:    newTransport("bulk", cfg.AuthToken, bulkMaxConns),
-		ka:      newTransport("keepalive", cfg.AuthToken, keepAliveMaxConns),
-		seeds:   newCellState("", seeds),
-		slots:   make(map[string]*sessionSlot),
+		cfg:        cfg,
+		log:        cfg.logger(),
+		timeout:    cfg.requestTimeout(),
+		bulk:       newTransport("bulk", cfg.AuthToken, bulkMaxConns),
+		ka:         newTransport("keepalive", cfg.AuthToken, keepAliveMaxConns),
+		seeds:      newCellState("", seeds),
+		slots:      make(map[string]*sessionSlot),
+		proxyStart: rand.IntN(1 << 16),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if err := c.RefreshDirectory(ctx); err != nil {
@@ -199,15 +203,20 @@ func (c *Client) RefreshDirectory(ctx context.Context) error {
 	}
 	old := c.dir.Load()
 	d := &routes{raw: resp, dir: dir, cells: make(map[string]*cellState)}
+	proxies := c.proxyEndpoints(resp.Proxies)
 	for _, cell := range resp.Cells {
+		eps := cell.Endpoints
+		if len(proxies) > 0 {
+			eps = proxies
+		}
 		var cs *cellState
 		if old != nil {
 			cs = old.cells[cell.Name]
 		}
 		if cs == nil {
-			cs = newCellState(cell.Name, cell.Endpoints)
+			cs = newCellState(cell.Name, eps)
 		} else {
-			cs.setEndpoints(cell.Endpoints)
+			cs.setEndpoints(eps)
 		}
 		d.cells[cell.Name] = cs
 	}
@@ -226,6 +235,26 @@ func (c *Client) RefreshDirectory(ctx context.Context) error {
 		return true
 	})
 	return nil
+}
+
+// proxyEndpoints is the order in which this client tries the proxies
+// (none with Config.Direct): the list rotated by the client's own random
+// start, so clients spread over the proxies and one client's cells share
+// one.
+func (c *Client) proxyEndpoints(proxies []api.ProxyInfo) []string {
+	if c.cfg.Direct || len(proxies) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(proxies))
+	for i := range proxies {
+		out = append(out, proxies[(i+c.proxyStart)%len(proxies)].APIAddr)
+	}
+	return out
+}
+
+// ViaProxies reports whether the client sends its calls through proxies.
+func (c *Client) ViaProxies() bool {
+	return len(c.proxyEndpoints(c.dir.Load().raw.Proxies)) > 0
 }
 
 // Directory returns the directory the client routes by.

@@ -35,6 +35,14 @@ type Config struct {
 	// cell where the client has a session is cached until the leader
 	// invalidates it (see Client.Get).
 	NoCache bool
+	// Direct sends every call to the cells' replicas even when the
+	// directory lists lockproxies. By default a client whose directory
+	// lists proxies sends everything through them (each client starts at
+	// a random one and moves to the next when it fails): a proxy renews
+	// its clients' sessions in one batch per cell and second, so the
+	// cells see one KeepAlive per proxy instead of one per client. Set it
+	// for tools that must reach a cell with every proxy down.
+	Direct bool
 }
 
 func (cfg Config) grace() time.Duration {

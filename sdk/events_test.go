@@ -3,6 +3,7 @@ package sdk
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/lockservice/lockd/api"
 )
@@ -132,5 +133,37 @@ func TestWaiterRelistsAfterLeaseOfSilence(t *testing.T) {
 	}
 	if n := lockStateReads(t, fc, api.Join(lockDir, names[1])); n <= reads {
 		t.Fatal("granted without a re-list")
+	}
+}
+
+// TestLeaseAgeFromAProxy: a proxy answers KeepAlives from its last
+// confirmed batch and says how old that renewal is (lease_age_ms). A
+// client whose proxy keeps answering with a renewal as old as the lease
+// must fall into jeopardy: its lease clock counts from its send time less
+// that age, never from the send alone.
+func TestLeaseAgeFromAProxy(t *testing.T) {
+	fc := newFakeCell(t, 1)
+	c := newTestClient(t, fc, func(cfg *Config) { cfg.Lease = time.Second })
+	s, err := c.Session(testCtx(t), "demo-cell")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc.setHook(func(rep int, route string, body []byte, next func() (int, any)) (int, any) {
+		if route != api.RouteSessionKeepAlive {
+			return next()
+		}
+		time.Sleep(20 * time.Millisecond)
+		return 200, api.SessionResponse{Session: s.ID(), LeaseMS: 1000, Epoch: s.Epoch(), LeaseAgeMS: 1000}
+	})
+	deadline := time.After(testWait)
+	for {
+		select {
+		case ev := <-s.Events():
+			if ev.Type == SessionJeopardy {
+				return
+			}
+		case <-deadline:
+			t.Fatal("no jeopardy although every confirmation was a lease old")
+		}
 	}
 }

@@ -80,6 +80,9 @@ func (s *Session) confirmed(sent time.Time, resp *api.SessionResponse) bool {
 	if s.err != nil {
 		return false
 	}
+	// A proxy renews in batches: the lease it confirms began LeaseAgeMS
+	// before the request reached it, so before this send less that.
+	sent = sent.Add(-time.Duration(resp.LeaseAgeMS) * time.Millisecond)
 	if sent.After(s.lastConfirmedSend) {
 		s.lastConfirmedSend = sent
 	}

@@ -680,6 +680,96 @@ func (c *Cell) KeepAlive(ctx context.Context, req api.KeepAliveRequest) (api.Ses
 	return api.SessionResponse{Session: req.Session, LeaseMS: r.Lease.Milliseconds(), Epoch: r.Epoch, Index: index, Events: r.Events}, nil
 }
 
+// KeepAliveBatch renews a lockproxy's sessions on this cell in one call
+// and long-polls for their events (session.Manager.RenewBatch). As with
+// KeepAlive, it answers only after one ReadIndex round, started after
+// the leases were extended, confirms this replica still leads under the
+// same epoch and that each session is live.
+func (c *Cell) KeepAliveBatch(ctx context.Context, req api.KeepAliveBatchRequest) (api.KeepAliveBatchResponse, error) {
+	entries, err := batchEntries(req)
+	if err != nil {
+		return api.KeepAliveBatchResponse{}, err
+	}
+	wait := min(time.Duration(req.WaitMS)*time.Millisecond, api.MaxBatchWait)
+	r, err := c.sessions.RenewBatch(ctx, req.Proxy, req.Epoch, entries, wait)
+	if err != nil {
+		return api.KeepAliveBatchResponse{}, err
+	}
+	// Renewed sessions are confirmed, and the state is asked about those
+	// without a lease (ended, or not yet known to this leader), in one
+	// round; a batch that renewed nothing (a poll for events) needs none.
+	if len(r.Renewed)+len(r.Unknown) == 0 {
+		return api.KeepAliveBatchResponse{Epoch: r.Epoch, Index: c.appliedIndex(), Sessions: r.Reports}, nil
+	}
+	checks := make([]sessionCheck, 0, len(r.Renewed)+len(r.Unknown))
+	for _, id := range r.Renewed {
+		checks = append(checks, sessionCheck{id, r.Epoch})
+	}
+	for _, id := range r.Unknown {
+		checks = append(checks, sessionCheck{id, r.Epoch})
+	}
+	urgent := wait <= 0
+	for _, rep := range r.Reports {
+		urgent = urgent || len(rep.Events) > 0
+	}
+	cr := c.confirms.confirmAll(context.Background(), checks, urgent)
+	if cr.err != nil {
+		return api.KeepAliveBatchResponse{}, cr.err
+	}
+	resp := api.KeepAliveBatchResponse{Epoch: r.Epoch, Index: cr.index}
+	failed := map[uint64]*api.Error{}
+	for i, chk := range checks {
+		switch err := cr.errs[i]; {
+		case errors.Is(err, errNotLeading):
+			return api.KeepAliveBatchResponse{}, api.Errorf(api.CodeNotLeader, "leadership changed during the keepalive batch")
+		case err != nil:
+			failed[chk.session] = api.AsError(err)
+		case i >= len(r.Renewed):
+			failed[chk.session] = api.Errorf(api.CodeUnavailable, "session %d not yet known to the leader", chk.session)
+		}
+	}
+	for _, rep := range r.Reports {
+		if _, ok := failed[rep.Session]; !ok {
+			resp.Sessions = append(resp.Sessions, rep)
+		}
+	}
+	for id, err := range failed {
+		resp.Sessions = append(resp.Sessions, api.BatchSession{Session: id, Error: err})
+	}
+	return resp, nil
+}
+
+// batchEntries checks a batch request and turns it into the manager's entries.
+func batchEntries(req api.KeepAliveBatchRequest) ([]session.BatchEntry, error) {
+	if req.Proxy == "" {
+		return nil, api.Errorf(api.CodeBadRequest, "keepalive batch: no proxy name")
+	}
+	if len(req.Sessions) != len(req.AgeMS) {
+		return nil, api.Errorf(api.CodeBadRequest, "keepalive batch: %d sessions but %d ages", len(req.Sessions), len(req.AgeMS))
+	}
+	if len(req.Sessions) > api.MaxBatchSessions {
+		return nil, api.Errorf(api.CodeBadRequest, "keepalive batch: %d sessions, at most %d", len(req.Sessions), api.MaxBatchSessions)
+	}
+	entries := make([]session.BatchEntry, len(req.Sessions))
+	at := make(map[uint64]int, len(req.Acks))
+	for i, id := range req.Sessions {
+		if id == 0 || req.AgeMS[i] < 0 {
+			return nil, api.Errorf(api.CodeBadRequest, "keepalive batch: session %d with age %d ms", id, req.AgeMS[i])
+		}
+		entries[i] = session.BatchEntry{Session: id, Age: time.Duration(req.AgeMS[i]) * time.Millisecond}
+		at[id] = i
+	}
+	for _, a := range req.Acks {
+		i, ok := at[a.Session]
+		if !ok {
+			return nil, api.Errorf(api.CodeBadRequest, "keepalive batch: an ack for session %d, which it does not renew", a.Session)
+		}
+		e := &entries[i]
+		e.Ack, e.Seen, e.New = session.Ack{Epoch: a.AckEpoch, Seq: a.AckSeq}, a.Seen, a.New
+	}
+	return entries, nil
+}
+
 // CloseSession ends a session.
 func (c *Cell) CloseSession(ctx context.Context, req api.CloseSessionRequest) error {
 	_, err := c.propose(ctx, &fsm.Command{Op: fsm.OpCloseSession, WriteHeader: api.WriteHeader{Session: req.Session}})
@@ -813,6 +903,9 @@ type Counters struct {
 	// KeepAliveRounds counts the ReadIndex rounds that confirmed KeepAlives
 	// (one per batch: KeepAlives / rounds is the batching factor).
 	KeepAliveRounds uint64
+	// KeepAliveBatches counts proxies' batches, BatchedSessions the
+	// sessions they renewed.
+	KeepAliveBatches, BatchedSessions uint64
 }
 
 // Counters reads the cell's counters.
@@ -821,5 +914,6 @@ func (c *Cell) Counters() Counters {
 	k.Leases, k.KeepAlives, k.Expiries, k.DroppedEvents = c.sessions.Stats()
 	k.ArmedWatches, k.WatchEvents = c.watches.Stats()
 	k.KeepAliveRounds = c.confirms.Rounds()
+	k.KeepAliveBatches, k.BatchedSessions = c.sessions.BatchStats()
 	return k
 }

@@ -37,12 +37,15 @@ type sessionsResult struct {
 
 type confirmReply struct {
 	index uint64
-	err   error
+	err   error   // the round failed
+	errs  []error // per check, when it did not
 }
 
+// confirmWait is one KeepAlive (one check) or one batch (many) waiting
+// for a round.
 type confirmWait struct {
-	check sessionCheck
-	reply chan confirmReply // buffered: the round never blocks on a caller gone
+	checks []sessionCheck
+	reply  chan confirmReply // buffered: the round never blocks on a caller gone
 }
 
 // confirmer batches KeepAlive confirmations into ReadIndex rounds.
@@ -75,7 +78,17 @@ func (b *confirmer) close() {
 // confirm waits for a round started after the call to confirm session under
 // epoch, and returns the index the round read at.
 func (b *confirmer) confirm(ctx context.Context, session, epoch uint64, urgent bool) (uint64, error) {
-	w := confirmWait{check: sessionCheck{session, epoch}, reply: make(chan confirmReply, 1)}
+	r := b.confirmAll(ctx, []sessionCheck{{session, epoch}}, urgent)
+	if r.err != nil {
+		return 0, r.err
+	}
+	return r.index, r.errs[0]
+}
+
+// confirmAll is confirm for many sessions: the reply's err is set when
+// the round failed, else errs has one entry per check.
+func (b *confirmer) confirmAll(ctx context.Context, checks []sessionCheck, urgent bool) confirmReply {
+	w := confirmWait{checks: checks, reply: make(chan confirmReply, 1)}
 	b.mu.Lock()
 	b.pending = append(b.pending, w)
 	first := len(b.pending) == 1
@@ -89,11 +102,11 @@ func (b *confirmer) confirm(ctx context.Context, session, epoch uint64, urgent b
 	}
 	select {
 	case r := <-w.reply:
-		return r.index, r.err
+		return r
 	case <-ctx.Done():
-		return 0, api.Errorf(api.CodeUnavailable, "keepalive confirmation: %v", ctx.Err())
+		return confirmReply{err: api.Errorf(api.CodeUnavailable, "keepalive confirmation: %v", ctx.Err())}
 	case <-b.done:
-		return 0, api.Errorf(api.CodeUnavailable, "cell shutting down")
+		return confirmReply{err: api.Errorf(api.CodeUnavailable, "cell shutting down")}
 	}
 }
 
@@ -143,19 +156,21 @@ func (b *confirmer) run() {
 
 // round runs one ReadIndex for batch and answers each waiter.
 func (b *confirmer) round(batch []confirmWait) {
-	q := make(sessionsQuery, len(batch))
-	for i, w := range batch {
-		q[i] = w.check
+	var q sessionsQuery
+	for _, w := range batch {
+		q = append(q, w.checks...)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	v, err := b.read(ctx, q)
 	cancel()
-	for i, w := range batch {
+	at := 0
+	for _, w := range batch {
 		r := confirmReply{err: err}
 		if err == nil {
 			res := v.(sessionsResult)
-			r = confirmReply{index: res.index, err: res.errs[i]}
+			r = confirmReply{index: res.index, errs: res.errs[at : at+len(w.checks)]}
 		}
+		at += len(w.checks)
 		w.reply <- r
 	}
 }

@@ -122,6 +122,11 @@ func (s *Server) route(ctx *fasthttp.RequestCtx, route string) string {
 	if !ctx.IsPost() {
 		return s.reply(ctx, nil, api.Errorf(api.CodeBadRequest, "%s takes POST", route))
 	}
+	// The server takes bodies up to MaxBatchBody for a proxy's KeepAlive
+	// batch; every other request is held to MaxRequestBody.
+	if route != api.RouteKeepAliveBatch && len(ctx.PostBody()) > api.MaxRequestBody {
+		return s.reply(ctx, nil, api.Errorf(api.CodeValueTooLarge, "request body over %d bytes", api.MaxRequestBody))
+	}
 	v, err := h(s, ctx)
 	return s.reply(ctx, v, err)
 }
@@ -132,26 +137,28 @@ var postRoutes map[string]handler
 
 func init() {
 	postRoutes = map[string]handler{
-		api.RouteSessionOpen:       (*Server).openSession,
-		api.RouteSessionKeepAlive:  (*Server).keepAlive,
-		api.RouteSessionClose:      (*Server).closeSession,
-		api.RouteCreate:            (*Server).create,
-		api.RoutePut:               (*Server).put,
-		api.RouteDelete:            (*Server).delete,
-		api.RouteGet:               (*Server).get,
-		api.RouteChildren:          (*Server).children,
-		api.RouteLockState:         (*Server).lockState,
-		api.RouteWatch:             (*Server).watch,
-		api.RouteAdminSnapshot:     (*Server).snapshot,
-		api.RouteAdminBackup:       (*Server).backup,
-		api.RouteAdminCellCreate:   (*Server).createCell,
-		api.RouteAdminPrefixAssign: (*Server).assignPrefix,
-		api.RouteAdminRegister:     (*Server).registerLockd,
-		api.RouteAdminMigrate:      (*Server).migrate,
-		api.RouteAdminPrefixOp:     (*Server).prefixOp,
-		api.RouteAdminMember:       (*Server).member,
-		api.RouteAdminRestore:      (*Server).restoreCell,
-		api.RouteAdminTransfer:     (*Server).transfer,
+		api.RouteSessionOpen:        (*Server).openSession,
+		api.RouteSessionKeepAlive:   (*Server).keepAlive,
+		api.RouteSessionClose:       (*Server).closeSession,
+		api.RouteKeepAliveBatch:     (*Server).keepAliveBatch,
+		api.RouteAdminProxyRegister: (*Server).registerProxy,
+		api.RouteCreate:             (*Server).create,
+		api.RoutePut:                (*Server).put,
+		api.RouteDelete:             (*Server).delete,
+		api.RouteGet:                (*Server).get,
+		api.RouteChildren:           (*Server).children,
+		api.RouteLockState:          (*Server).lockState,
+		api.RouteWatch:              (*Server).watch,
+		api.RouteAdminSnapshot:      (*Server).snapshot,
+		api.RouteAdminBackup:        (*Server).backup,
+		api.RouteAdminCellCreate:    (*Server).createCell,
+		api.RouteAdminPrefixAssign:  (*Server).assignPrefix,
+		api.RouteAdminRegister:      (*Server).registerLockd,
+		api.RouteAdminMigrate:       (*Server).migrate,
+		api.RouteAdminPrefixOp:      (*Server).prefixOp,
+		api.RouteAdminMember:        (*Server).member,
+		api.RouteAdminRestore:       (*Server).restoreCell,
+		api.RouteAdminTransfer:      (*Server).transfer,
 	}
 }
 
@@ -398,6 +405,15 @@ func (s *Server) keepAlive(ctx *fasthttp.RequestCtx) (any, error) {
 		func(cctx context.Context, c *cell.Cell) (any, error) { return c.KeepAlive(cctx, req) })
 }
 
+func (s *Server) keepAliveBatch(ctx *fasthttp.RequestCtx) (any, error) {
+	var req api.KeepAliveBatchRequest
+	return s.onCell(ctx, &req, func() string { return req.Cell }, nil,
+		func() time.Duration {
+			return min(time.Duration(req.WaitMS)*time.Millisecond, api.MaxBatchWait) + RequestTimeout
+		},
+		func(cctx context.Context, c *cell.Cell) (any, error) { return c.KeepAliveBatch(cctx, req) })
+}
+
 func (s *Server) closeSession(ctx *fasthttp.RequestCtx) (any, error) {
 	var req api.CloseSessionRequest
 	return s.onCell(ctx, &req, func() string { return req.Cell },
@@ -537,6 +553,13 @@ func (s *Server) registerLockd(ctx *fasthttp.RequestCtx) (any, error) {
 	var req api.RegisterLockdRequest
 	return s.proposeDirectory(ctx, &req, func() *directory.Command {
 		return &directory.Command{Op: directory.OpRegister, Lockd: &req.LockdInfo}
+	})
+}
+
+func (s *Server) registerProxy(ctx *fasthttp.RequestCtx) (any, error) {
+	var req api.ProxyInfo
+	return s.proposeDirectory(ctx, &req, func() *directory.Command {
+		return &directory.Command{Op: directory.OpRegisterProxy, Proxy: &req}
 	})
 }
 

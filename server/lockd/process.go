@@ -193,7 +193,7 @@ func Start(cfg Config, log *slog.Logger) (*Process, error) {
 		Handler:            srv.Handler,
 		ErrorHandler:       httpapi.ErrorHandler,
 		Name:               "lockd",
-		MaxRequestBodySize: api.MaxRequestBody,
+		MaxRequestBodySize: api.MaxBatchBody, // MaxRequestBody for all but a KeepAlive batch (httpapi)
 		ReadTimeout:        api.MaxKeepAliveWait + 2*httpapi.RequestTimeout,
 		WriteTimeout:       api.MaxKeepAliveWait + 2*httpapi.RequestTimeout,
 		IdleTimeout:        2 * time.Minute,
@@ -308,7 +308,9 @@ func registerCellMetrics(reg *prometheus.Registry, c *cell.Cell) []prometheus.Co
 	}
 	gauge("lockd_session_leases", "Sessions with a lease on this replica (non-zero only on the leader).", func(k cell.Counters) float64 { return float64(k.Leases) })
 	gauge("lockd_watches_armed", "One-shot watches armed on this replica.", func(k cell.Counters) float64 { return float64(k.ArmedWatches) })
-	counter("lockd_keepalives_total", "KeepAlives received.", func(k cell.Counters) float64 { return float64(k.KeepAlives) })
+	counter("lockd_keepalives_total", "KeepAlive RPCs received from clients (a proxy's batch counts in lockd_keepalive_batches_total).", func(k cell.Counters) float64 { return float64(k.KeepAlives) })
+	counter("lockd_keepalive_batches_total", "KeepAlive batches received from lockproxies (one RPC renewing many sessions).", func(k cell.Counters) float64 { return float64(k.KeepAliveBatches) })
+	counter("lockd_keepalive_batched_sessions_total", "Session renewals carried by KeepAlive batches.", func(k cell.Counters) float64 { return float64(k.BatchedSessions) })
 	counter("lockd_keepalive_rounds_total", "ReadIndex rounds that confirmed KeepAlives (one round confirms every KeepAlive that joined before it).", func(k cell.Counters) float64 { return float64(k.KeepAliveRounds) })
 	counter("lockd_session_expiries_total", "Sessions expired by this replica's session manager.", func(k cell.Counters) float64 { return float64(k.Expiries) })
 	counter("lockd_watch_events_total", "Watch events delivered to sessions.", func(k cell.Counters) float64 { return float64(k.WatchEvents) })

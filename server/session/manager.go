@@ -73,17 +73,22 @@ type lease struct {
 	// earlier one (cache.go); true from the start if it does not cache.
 	caches   bool
 	sawEpoch bool
+	// sub is the proxy that renewed the session last (batch.go): an event
+	// for it is noted there and ends that proxy's waiting batch.
+	sub *subscriber
 }
 
 // Manager tracks the leases of every session while its replica leads.
 type Manager struct {
 	cfg Config
 
-	mu      sync.Mutex
-	active  bool
-	epoch   uint64
-	since   time.Time // when this leadership's manager started
-	leases  map[uint64]*lease
+	mu     sync.Mutex
+	active bool
+	epoch  uint64
+	since  time.Time // when this leadership's manager started
+	leases map[uint64]*lease
+	// subs are the proxies renewing sessions here, by name (batch.go).
+	subs    map[string]*subscriber
 	stopped chan struct{} // closed when leadership ends
 	// unfenced counts the leases whose clients have not acknowledged this
 	// leadership's epoch; fenced is set once none is left or the cache
@@ -108,9 +113,11 @@ type Manager struct {
 	confirmErr  *error
 	confirmKick chan struct{}
 
-	keepAlives atomic.Uint64
-	expiries   atomic.Uint64
-	dropped    atomic.Uint64
+	keepAlives    atomic.Uint64
+	batches       atomic.Uint64
+	batchSessions atomic.Uint64
+	expiries      atomic.Uint64
+	dropped       atomic.Uint64
 }
 
 // ErrUnknown means the manager has no lease for the session: the caller must
@@ -140,7 +147,7 @@ func New(cfg Config) *Manager {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	m := &Manager{cfg: cfg, leases: map[uint64]*lease{}, stopped: make(chan struct{}), done: make(chan struct{}), confirmKick: make(chan struct{}, 1)}
+	m := &Manager{cfg: cfg, leases: map[uint64]*lease{}, subs: map[string]*subscriber{}, stopped: make(chan struct{}), done: make(chan struct{}), confirmKick: make(chan struct{}, 1)}
 	close(m.stopped)
 	m.wg.Add(2)
 	go m.loop()
@@ -207,6 +214,7 @@ func (m *Manager) deactivateLocked() {
 	m.active, m.unfenced, m.fenced = false, 0, false
 	close(m.stopped)
 	m.leases = map[uint64]*lease{}
+	m.subs = map[string]*subscriber{} // their waiting batches end on stopped
 }
 
 // Active reports whether the manager runs, and under which epoch.
@@ -273,6 +281,9 @@ func (m *Manager) queue(id uint64, ev api.Event) (uint64, bool) {
 	if l.wake != nil {
 		close(l.wake)
 		l.wake = nil
+	}
+	if l.sub != nil {
+		l.sub.note(id)
 	}
 	return m.seq, true
 }
@@ -360,14 +371,7 @@ func (m *Manager) Renew(ctx context.Context, id uint64, wait time.Duration, ack 
 	stopped := m.stopped
 	m.mu.Unlock()
 
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case <-wake:
-	case <-timer.C:
-	case <-ctx.Done():
-	case <-stopped:
-	}
+	waitWake(ctx, wake, stopped, wait)
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -378,6 +382,19 @@ func (m *Manager) Renew(ctx context.Context, id uint64, wait time.Duration, ack 
 		l.wake = nil
 	}
 	return Renewal{Events: slices.Clone(l.events), Lease: l.dur, Epoch: epoch}, nil
+}
+
+// waitWake waits until wake closes, d passes, ctx ends or stopped
+// closes (leadership ended).
+func waitWake(ctx context.Context, wake, stopped <-chan struct{}, d time.Duration) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-wake:
+	case <-timer.C:
+	case <-ctx.Done():
+	case <-stopped:
+	}
 }
 
 // changedLocked reports why lease l of session id, renewed under epoch, is
@@ -466,27 +483,7 @@ func (m *Manager) tick() {
 // batch to commit (group commit: one entry for every first KeepAlive that
 // arrives together after a fail-over).
 func (m *Manager) confirm(ctx context.Context, id uint64) error {
-	if m.cfg.Confirm == nil {
-		return nil
-	}
-	m.confirmMu.Lock()
-	if m.confirmDone == nil {
-		m.confirmDone = make(chan struct{})
-		m.confirmErr = new(error)
-	}
-	m.confirmIDs = append(m.confirmIDs, id)
-	done, errp := m.confirmDone, m.confirmErr
-	m.confirmMu.Unlock()
-	select {
-	case m.confirmKick <- struct{}{}:
-	default:
-	}
-	select {
-	case <-done:
-		return *errp
-	case <-ctx.Done():
-		return api.Errorf(api.CodeUnavailable, "confirm: %v", ctx.Err())
-	}
+	return m.confirmAll(ctx, []uint64{id})
 }
 
 func (m *Manager) confirmLoop() {

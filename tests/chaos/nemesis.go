@@ -38,6 +38,7 @@ type nemesis struct {
 	logf   func(string, ...any)
 
 	holderBin, resourceURL, logDir string
+	proxies                        []*cluster.Proxy
 	holder                         *holderProc
 	holders                        int
 
@@ -363,6 +364,19 @@ func (n *nemesis) exec(ctx context.Context, st Step) error {
 
 	case MovePrefix:
 		return n.movePrefix(ctx)
+
+	case KillProxy:
+		if len(n.proxies) == 0 {
+			return errors.New("no proxies: kill-proxy skipped")
+		}
+		p := n.proxies[st.Pick%uint64(len(n.proxies))]
+		if err := p.Kill(); err != nil {
+			return err
+		}
+		n.count(st.Label())
+		n.logf("chaos: killed %s", p.Name)
+		sleepCtx(ctx, st.Hold)
+		return p.Restart()
 	}
 	return fmt.Errorf("unknown fault %q", st.Kind)
 }

@@ -64,6 +64,7 @@ type Report struct {
 	SessionsLost int
 
 	Network          string
+	Proxies          int // lockproxies half the workers send through
 	Steps            int
 	Schedule         []Step
 	Faults           map[string]int // by step label
@@ -153,6 +154,9 @@ func (r *Report) Summary() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos: seed %d, fault phase %.1f s, %d steps\n", r.Seed, r.DurationS, r.Steps)
 	fmt.Fprintf(&b, "network: %s\n", r.Network)
+	if r.Proxies > 0 {
+		fmt.Fprintf(&b, "proxies: %d lockproxies; half the workers (and the holder process) send through them\n", r.Proxies)
+	}
 	fmt.Fprintf(&b, "faults injected:\n")
 	for _, k := range slices.Sorted(maps.Keys(r.Faults)) {
 		fmt.Fprintf(&b, "  %-32s %4d\n", k, r.Faults[k])

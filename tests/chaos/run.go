@@ -35,6 +35,9 @@ type Config struct {
 	// root, no `ip netns`) fails the run, unless the environment says
 	// CHAOS_NO_PARTITIONS=1.
 	NoPartitions bool
+	// NoProxies runs no lockproxy: every worker talks to the replicas and
+	// the kill-proxy nemesis is skipped.
+	NoProxies bool
 
 	RTTMillisecond int
 	Lease          time.Duration
@@ -208,6 +211,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	var proxies []*cluster.Proxy
+	if !cfg.NoProxies {
+		for i := 1; i <= 2; i++ {
+			p, err := c.StartProxy(fmt.Sprintf("proxy-%d", i))
+			if err != nil {
+				return nil, fmt.Errorf("proxy: %w", err)
+			}
+			proxies = append(proxies, p)
+		}
+		rep.Proxies = len(proxies)
+	}
 	res := NewResource(h)
 	resURL, stopRes, err := res.Serve()
 	if err != nil {
@@ -217,7 +231,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
-	e := &env{h: h, res: res, cfg: cfg, endpoints: c.Endpoints(), ctx: wctx, logf: logf}
+	e := &env{h: h, res: res, cfg: cfg, endpoints: c.Endpoints(), ctx: wctx, logf: logf, proxies: len(proxies) > 0}
 	defer e.closeClients()
 	admin, err := e.newClient("admin", false, 0)
 	if err != nil {
@@ -289,7 +303,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	e.goWorker(func() { e.runTakeoverWaiter(tw) })
 
 	n := &nemesis{e: e, c: c, nn: nn, prober: pr, tw: tw, admin: admin, logf: logf,
-		holderBin: holderBin, resourceURL: resURL, logDir: dir, counts: map[string]int{},
+		holderBin: holderBin, resourceURL: resURL, logDir: dir, counts: map[string]int{}, proxies: proxies,
 		down: map[int]bool{}, crashed: map[int]string{}}
 	rounds := cfg.Rounds
 	if rounds <= 0 {

@@ -26,6 +26,10 @@ const (
 	// MovePrefix moves the side prefix (/side) to the other cell while
 	// the workload runs on /demo.
 	MovePrefix FaultKind = "move-prefix"
+	// KillProxy kill -9s one of the two lockproxies (half the workers send
+	// through them) and restarts it later: its clients go on through the
+	// other with the same sessions.
+	KillProxy FaultKind = "kill-proxy"
 )
 
 // partitionKinds need network namespaces.
@@ -38,7 +42,7 @@ var roundBag = []FaultKind{
 	KillLeader, KillLeader, PauseLeader, PauseLeader, IsolateLeader,
 	KillFollower, KillTwo, KillThree, SplitCell,
 	KillHolder, KillHolder, PauseHolder,
-	ReplaceReplica, MovePrefix,
+	ReplaceReplica, MovePrefix, KillProxy,
 }
 
 // Step is one fault of the schedule: what, for how long, which targets
@@ -98,7 +102,7 @@ func Schedule(seed int64, t Timing, partitions bool, rounds int) []Step {
 		for _, k := range bag {
 			st := Step{Kind: k, Pick: r.Uint64(), Gap: u(E/2, E)}
 			switch k {
-			case KillLeader, KillFollower, KillTwo:
+			case KillLeader, KillFollower, KillTwo, KillProxy:
 				st.Hold = u(E, 3*E)
 			case KillThree:
 				st.Hold = u(L/4, L/3)

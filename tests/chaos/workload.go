@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,6 +43,7 @@ type env struct {
 	cfg       Config
 	endpoints []string
 	epoch     uint64 // directory epoch of /demo: the high bits of its tokens
+	proxies   bool   // lockproxies run: half the workers send through them
 	ctx       context.Context
 	logf      func(string, ...any)
 
@@ -64,6 +66,18 @@ func (e *env) rng(name string) *rand.Rand {
 	return rand.New(rand.NewPCG(uint64(e.cfg.Seed), f.Sum64()))
 }
 
+// viaProxy says whether worker name sends through the proxies: half the
+// workers do (by a hash of the name), the others and the executor's own
+// clients (admin, observer, probes) go to the replicas.
+func (e *env) viaProxy(name string) bool {
+	if !e.proxies || name == "admin" || name == "observer" || strings.HasPrefix(name, "probe") {
+		return false
+	}
+	f := fnv.New32a()
+	f.Write([]byte(name))
+	return f.Sum32()%2 == 0
+}
+
 // newClient connects a client; with monitor, a goroutine follows its
 // sessions' events (jeopardy counted, an expiry recorded as a loss).
 func (e *env) newClient(name string, monitor bool, requestTimeout time.Duration) (*sdk.Client, error) {
@@ -73,6 +87,7 @@ func (e *env) newClient(name string, monitor bool, requestTimeout time.Duration)
 		Endpoints:      e.endpoints,
 		RequestTimeout: requestTimeout,
 		Logger:         slog.New(slog.DiscardHandler),
+		Direct:         !e.viaProxy(name),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: connect: %w", name, err)

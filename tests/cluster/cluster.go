@@ -153,6 +153,9 @@ type Cluster struct {
 	procs        []*proc // index id-1
 	http         *http.Client
 
+	proxyMu sync.Mutex
+	proxies []*Proxy
+
 	closeOnce sync.Once
 }
 
@@ -560,6 +563,13 @@ func (c *Cluster) each(f func(id int) error) error {
 // (unless it was given or TESTCLUSTER_KEEP=1). It is safe to call twice.
 func (c *Cluster) Close() {
 	c.closeOnce.Do(func() {
+		c.proxyMu.Lock()
+		for _, p := range c.proxies {
+			if p.PID() != 0 {
+				_ = p.Kill()
+			}
+		}
+		c.proxyMu.Unlock()
 		_ = c.KillAll()
 		c.http.CloseIdleConnections()
 		if c.removeDir {

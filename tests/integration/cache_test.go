@@ -108,7 +108,10 @@ func TestCachedReadsInvalidatedBeforeAWrite(t *testing.T) {
 // one clock, and porcupine checks the history is linearizable, one
 // register per key (the fault suite's checker).
 func TestCachedReadsLinearizable(t *testing.T) {
-	c := cluster.Start(t, cluster.Options{})
+	cachedReadsLinearizable(t, cluster.Start(t, cluster.Options{}))
+}
+
+func cachedReadsLinearizable(t *testing.T, c *cluster.Cluster) {
 	op := noCacheClient(t, c)
 	ctx, cancel := ctxFor(3 * time.Minute)
 	defer cancel()
@@ -241,7 +244,10 @@ func TestDeadCacherDelaysAWriteByItsLease(t *testing.T) {
 // (the readers flushed on the fail-over, and the new leader waited for
 // them to learn of it before the write committed).
 func TestCacheFlushedOnFailover(t *testing.T) {
-	c := cluster.Start(t, cluster.Options{})
+	cacheFlushedOnFailover(t, cluster.Start(t, cluster.Options{}))
+}
+
+func cacheFlushedOnFailover(t *testing.T, c *cluster.Cluster) {
 	op := noCacheClient(t, c)
 	ctx, cancel := ctxFor(2 * time.Minute)
 	defer cancel()

@@ -55,8 +55,8 @@ func TestLockdVersion(t *testing.T) {
 }
 
 // TestDevReplicasDieWithSupervisor kill -9s `lockd dev` (and, as `make
-// run` is, the process that started it) and checks that every replica it
-// started exits, by PID, within a bounded wait.
+// run` is, the process that started it) and checks that every replica and
+// proxy it started exits, by PID, within a bounded wait.
 func TestDevReplicasDieWithSupervisor(t *testing.T) {
 	bin := cluster.Build(t, cluster.LockdPkg, versionFlags...)
 	for _, tc := range []struct {
@@ -113,6 +113,7 @@ func TestDevReplicasDieWithSupervisor(t *testing.T) {
 			}
 			serves := waitChildProcs(t, dev.pid, replicas, "serve")
 			tree = append(tree, serves...)
+			tree = append(tree, waitChildProcs(t, dev.pid, 1, "--name")...) // the proxy
 			for i := 0; i < replicas; i++ {
 				addr := fmt.Sprintf("127.0.0.1:%d", apiBase+i)
 				st := waitStatus(t, addr, 60*time.Second)
@@ -201,10 +202,14 @@ func TestPortInUse(t *testing.T) {
 	}
 }
 
+// devArgs are `lockd dev` flags for a small cluster on free ports, with
+// one lockproxy.
 func devArgs(t *testing.T, replicas, apiBase, raftBase int) []string {
+	proxy := cluster.Build(t, cluster.ProxyPkg)
 	return []string{"dev", "--data-dir", t.TempDir(), "--replicas", fmt.Sprint(replicas),
 		"--api-port", fmt.Sprint(apiBase), "--raft-port", fmt.Sprint(raftBase),
-		"--rtt-ms", "20", "--lease", "3s"}
+		"--rtt-ms", "20", "--lease", "3s",
+		"--proxies", "1", "--proxy-bin", proxy, "--proxy-port", fmt.Sprint(freePortRun(t, 1))}
 }
 
 // runBounded runs bin with args and returns its combined output.

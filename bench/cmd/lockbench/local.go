@@ -27,10 +27,16 @@ type localCluster struct {
 
 // startLocal runs `lockd dev` with five replicas on free loopback ports and
 // waits until every replica answers /v1/status.
-func startLocal(ctx context.Context, lockd string, lease time.Duration, cells int, logdb string) (*localCluster, error) {
+func startLocal(ctx context.Context, lockd string, lease time.Duration, cells int, logdb string, proxies int) (*localCluster, error) {
 	lockd, err := binary(lockd, "lockd")
 	if err != nil {
 		return nil, err
+	}
+	var proxyBin string
+	if proxies > 0 {
+		if proxyBin, err = binary("", "lockproxy"); err != nil {
+			return nil, err
+		}
 	}
 	dir, err := os.MkdirTemp("", "lockbench-")
 	if err != nil {
@@ -45,8 +51,17 @@ func startLocal(ctx context.Context, lockd string, lease time.Duration, cells in
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(lockd, "dev", "--data-dir", dir, "--replicas", fmt.Sprint(replicas), "--lockds", fmt.Sprint(replicas),
-		"--api-port", fmt.Sprint(apiBase), "--raft-port", fmt.Sprint(raftBase), "--lease", lease.String(), "--pprof", "--cells", fmt.Sprint(cells), "--logdb", logdb)
+	args := []string{"dev", "--data-dir", dir, "--replicas", fmt.Sprint(replicas), "--lockds", fmt.Sprint(replicas),
+		"--api-port", fmt.Sprint(apiBase), "--raft-port", fmt.Sprint(raftBase), "--lease", lease.String(), "--pprof", "--cells", fmt.Sprint(cells), "--logdb", logdb,
+		"--proxies", fmt.Sprint(proxies)}
+	if proxies > 0 {
+		proxyBase, err := freePorts(proxies)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, "--proxy-bin", proxyBin, "--proxy-port", fmt.Sprint(proxyBase))
+	}
+	cmd := exec.Command(lockd, args...)
 	logf, err := os.Create(filepath.Join(dir, "lockd-dev.log"))
 	if err != nil {
 		return nil, err
@@ -69,6 +84,10 @@ func startLocal(ctx context.Context, lockd string, lease time.Duration, cells in
 		}
 	}
 	if err := waitCells(wctx, lc.endpoints, localPrefixes(cells)); err != nil {
+		lc.stop()
+		return nil, fmt.Errorf("local cluster (log in %s): %w", filepath.Join(dir, "lockd-dev.log"), err)
+	}
+	if err := waitProxies(wctx, lc.endpoints[0], proxies); err != nil {
 		lc.stop()
 		return nil, fmt.Errorf("local cluster (log in %s): %w", filepath.Join(dir, "lockd-dev.log"), err)
 	}
@@ -143,6 +162,21 @@ func binary(path, name string) (string, error) {
 		return "", fmt.Errorf("%s binary: %w (build it with make build, or pass --%s)", name, err, name)
 	}
 	return path, nil
+}
+
+// waitProxies waits until the directory lists n proxies.
+func waitProxies(ctx context.Context, ep string, n int) error {
+	for n > 0 {
+		if d, err := sdk.FetchDirectory(ctx, ep, ""); err == nil && len(d.Proxies) >= n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the directory does not list %d proxies: %w", n, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
 // waitCells waits until every prefix is in the directory and served (the

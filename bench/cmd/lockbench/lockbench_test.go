@@ -22,7 +22,7 @@ func TestRunAgainstLocalCluster(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	for _, pkg := range []string{"../../../server/cmd/lockd", "."} {
+	for _, pkg := range []string{"../../../server/cmd/lockd", "../../../proxy/cmd/lockproxy", "."} {
 		name := filepath.Base(pkg)
 		if pkg == "." {
 			name = "lockbench"

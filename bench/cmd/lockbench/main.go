@@ -53,6 +53,11 @@ type options struct {
 	jsonFile    string
 	htmlFile    string
 	profileDir  string
+	// proxies: lockproxy processes with --start; viaProxies: scenarios
+	// send through them; proxySessions: the proxy scenario's cases.
+	proxies       int
+	viaProxies    bool
+	proxySessions []int
 }
 
 func rootCommand() *cobra.Command {
@@ -66,7 +71,7 @@ func rootCommand() *cobra.Command {
 	return root
 }
 
-var scenarioNames = []string{"acquire", "writes", "herd", "sessions", "cache", "state", "migrate", "takeover", "failover", "disk"}
+var scenarioNames = []string{"acquire", "writes", "herd", "sessions", "cache", "state", "migrate", "takeover", "failover", "disk", "proxy"}
 
 func runCommand() *cobra.Command {
 	var o options
@@ -121,6 +126,9 @@ func runCommand() *cobra.Command {
 	f.IntVar(&o.migrateVal, "migrate-value-bytes", 256, "migrate: bytes per node value")
 	f.IntVar(&o.sessions, "sessions", 2000, "sessions: sessions held (the spec's region holds 50 000)")
 	f.IntVar(&o.cachers, "cachers", 2000, "cache: clients caching the one value (one session each)")
+	f.IntVar(&o.proxies, "proxies", 2, "with --start: lockproxy processes (lockproxy beside lockbench); the proxy scenario needs them")
+	f.BoolVar(&o.viaProxies, "via-proxies", false, "send every scenario's calls through the proxies the directory lists (default: straight to the replicas)")
+	f.IntSliceVar(&o.proxySessions, "proxy-sessions", []int{10_000, 100_000}, "proxy: sessions renewed through the proxies, per case")
 	f.StringVarP(&o.output, "output", "o", "table", "table or json on stdout")
 	f.StringVar(&o.jsonFile, "json", "", "also write the results as JSON to this file")
 	f.StringVar(&o.htmlFile, "html", "", "also write a self-contained HTML report with charts to this file")
@@ -129,12 +137,12 @@ func runCommand() *cobra.Command {
 }
 
 func run(ctx context.Context, o options, scenarios []string, stdout, stderr io.Writer) error {
-	e := &env{endpoints: o.endpoints, lease: o.lease, duration: o.duration,
+	e := &env{endpoints: o.endpoints, lease: o.lease, duration: o.duration, viaProxies: o.viaProxies,
 		run: fmt.Sprintf("%d", time.Now().UnixNano()), progress: progressLine(stderr), profileDir: o.profileDir}
 	var procs []int // the replicas' PIDs, when lockbench started them
 	if o.start {
 		fmt.Fprintln(stderr, "starting a local five-replica cluster (lockd dev)…")
-		lc, err := startLocal(ctx, o.lockd, o.lease, o.cells, o.logdb)
+		lc, err := startLocal(ctx, o.lockd, o.lease, o.cells, o.logdb, o.proxies)
 		if err != nil {
 			return err
 		}
@@ -177,6 +185,8 @@ func run(ctx context.Context, o options, scenarios []string, stdout, stderr io.W
 			res, err = migrateScenario(ctx, e, o.migrateN, o.migrateVal)
 		case "disk":
 			res, err = disk(ctx, e, o.diskDir)
+		case "proxy":
+			res, err = proxyScenario(ctx, e, o.proxySessions, procs)
 		}
 		r.Results = append(r.Results, res...)
 		if err != nil {

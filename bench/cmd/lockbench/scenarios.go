@@ -28,13 +28,15 @@ type env struct {
 	// profileDir, when set, receives a CPU profile of the demo leader per case.
 	profileDir string
 	exitFns    []func() // run when lockbench ends (a replica it restarted)
+	// viaProxies sends the scenarios' SDK calls through the proxies.
+	viaProxies bool
 }
 
 // atExit runs f when the run ends.
 func (e *env) atExit(f func()) { e.exitFns = append(e.exitFns, f) }
 
 func (e *env) client(ctx context.Context) (*sdk.Client, error) {
-	return sdk.New(ctx, sdk.Config{Endpoints: e.endpoints, Lease: e.lease})
+	return sdk.New(ctx, sdk.Config{Endpoints: e.endpoints, Lease: e.lease, Direct: !e.viaProxies})
 }
 
 // clients opens n clients (each with its own sessions and connections).

@@ -38,6 +38,10 @@ type devCluster struct {
 	pprof    bool
 	logdb    string
 	cells    int
+	// proxies lockproxy processes on proxyBase, proxyBase+1, ...
+	proxies   int
+	proxyBase int
+	proxyBin  string
 }
 
 func devCommand() *cobra.Command {
@@ -60,6 +64,9 @@ func devCommand() *cobra.Command {
 	f.IntVar(&d.rttMS, "rtt-ms", 100, "Raft tick in ms")
 	f.IntVar(&d.cells, "cells", 3, "cells to run: demo (/demo) and payments (/payments) from the bootstrap flags, then cell3 (/cell3) and on, each created through the directory and placed over the lockds")
 	f.BoolVar(&d.pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on every replica's API port")
+	f.IntVar(&d.proxies, "proxies", 2, "lockproxy processes to run (clients send through them by default); 0 for none")
+	f.IntVar(&d.proxyBase, "proxy-port", 7201, "API port of proxy 1; proxy i listens on proxy-port+i-1")
+	f.StringVar(&d.proxyBin, "proxy-bin", "", "the lockproxy binary (default: lockproxy beside this lockd)")
 	f.StringVar(&d.logdb, "logdb", "tiny", "LogDB memory preset of every replica (tiny keeps five replicas small; small is lockd serve's default)")
 	return cmd
 }
@@ -114,7 +121,23 @@ func (d devCluster) ports() []portUse {
 			portUse{addr: fmt.Sprintf("127.0.0.1:%d", d.apiBase+i-1), kind: "api", replica: uint64(i)},
 			portUse{addr: fmt.Sprintf("127.0.0.1:%d", d.raftBase+i-1), kind: "raft", replica: uint64(i)})
 	}
+	for i := 1; i <= d.proxies; i++ {
+		out = append(out, portUse{addr: d.proxyAddr(i), kind: "proxy", replica: uint64(i)})
+	}
 	return out
+}
+
+func (d devCluster) proxyAddr(i int) string { return fmt.Sprintf("127.0.0.1:%d", d.proxyBase+i-1) }
+
+// proxyArgs are proxy i's flags: it learns the directory from the
+// bootstrap lockds, and is in zone i like the lockds.
+func (d devCluster) proxyArgs(i int) []string {
+	args := []string{"--name", fmt.Sprintf("proxy-%d", i), "--listen", d.proxyAddr(i),
+		"--lockd", strings.Join(d.endpoints()[:d.replicas], ",")}
+	if d.zones > 0 {
+		args = append(args, "--zone", fmt.Sprintf("z%d", (i-1)%d.zones+1))
+	}
+	return args
 }
 
 func (d devCluster) endpoints() []string {
@@ -145,6 +168,15 @@ func (d devCluster) run() error {
 	if err := checkPorts(d.ports()); err != nil {
 		return err
 	}
+	proxyBin := d.proxyBin
+	if d.proxies > 0 && proxyBin == "" {
+		proxyBin = filepath.Join(filepath.Dir(self), "lockproxy")
+	}
+	if d.proxies > 0 {
+		if _, err := os.Stat(proxyBin); err != nil {
+			return fmt.Errorf("--proxies %d needs the lockproxy binary: %w (make build puts it beside lockd; or --proxies 0)", d.proxies, err)
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	superviseFromMainThread()
@@ -152,10 +184,10 @@ func (d devCluster) run() error {
 	var (
 		wg    sync.WaitGroup
 		procs []*exec.Cmd
-		exits = make(chan int, d.lockds)
+		exits = make(chan string, d.lockds+d.proxies)
 	)
-	for id := 1; id <= d.lockds; id++ {
-		cmd := exec.Command(self, d.args(id)...)
+	start := func(name, bin string, args []string) error {
+		cmd := exec.Command(bin, args...)
 		cmd.SysProcAttr = replicaAttr()
 		out, _ := cmd.StdoutPipe()
 		cmd.Stderr = cmd.Stdout
@@ -163,25 +195,43 @@ func (d devCluster) run() error {
 			for _, p := range procs {
 				_ = p.Process.Signal(syscall.SIGTERM)
 			}
-			return fmt.Errorf("start replica %d: %w", id, err)
+			return fmt.Errorf("start %s: %w", name, err)
 		}
 		procs = append(procs, cmd)
 		wg.Add(1)
-		go func(id int, r io.Reader) {
+		go func() {
 			defer wg.Done()
-			prefix(os.Stderr, fmt.Sprintf("[replica-%d] ", id), r)
-		}(id, out)
-		go func(id int, cmd *exec.Cmd) {
+			prefix(os.Stderr, "["+name+"] ", out)
+		}()
+		go func() {
 			_ = cmd.Wait()
-			exits <- id
-		}(id, cmd)
+			exits <- name
+		}()
+		return nil
+	}
+	for id := 1; id <= d.lockds; id++ {
+		if err := start(fmt.Sprintf("replica-%d", id), self, d.args(id)); err != nil {
+			return err
+		}
+	}
+	for i := 1; i <= d.proxies; i++ {
+		if err := start(fmt.Sprintf("proxy-%d", i), proxyBin, d.proxyArgs(i)); err != nil {
+			return err
+		}
 	}
 	fmt.Printf("lockd dev cluster: %d lockds in %d zones, bootstrap cells (name,shard,prefix) %s on lockds 1-%d, data in %s\n", d.lockds, d.zones, strings.Join(d.cellSpecs(), " "), d.replicas, d.dataDir)
 	fmt.Printf("endpoints: %s\n", strings.Join(d.endpoints(), ","))
+	if d.proxies > 0 {
+		var addrs []string
+		for i := 1; i <= d.proxies; i++ {
+			addrs = append(addrs, d.proxyAddr(i))
+		}
+		fmt.Printf("proxies: %s (clients send through them; lockctl --direct to bypass)\n", strings.Join(addrs, ","))
+	}
 	created := make(chan error, 1)
 	go func() { created <- d.createCells(ctx) }()
 
-	alive := d.lockds
+	alive := d.lockds + d.proxies
 	for alive > 0 {
 		select {
 		case <-ctx.Done():
@@ -202,9 +252,9 @@ func (d devCluster) run() error {
 					return fmt.Errorf("replicas did not stop in 15s; killed")
 				}
 			}
-		case id := <-exits:
+		case name := <-exits:
 			alive--
-			fmt.Fprintf(os.Stderr, "lockd %d exited; %d still running\n", id, alive)
+			fmt.Fprintf(os.Stderr, "%s exited; %d still running\n", name, alive)
 		case err := <-created:
 			created = nil
 			if err != nil {

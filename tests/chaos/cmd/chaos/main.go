@@ -28,6 +28,7 @@ func main() {
 		short    = flag.Bool("short", false, "test timing (20 ms ticks, 5 s lease) and fewer clients")
 		rounds   = flag.Int("rounds", 0, "stop after this many schedule rounds (0: run for -duration)")
 		noPart   = flag.Bool("no-partitions", false, "run without network namespaces")
+		noProxy  = flag.Bool("no-proxies", false, "run no lockproxy (half the workers send through two by default)")
 		dir      = flag.String("dir", "", "keep data and logs here")
 		quiet    = flag.Bool("quiet", false, "no progress lines on stderr")
 		snapN    = flag.Int("snapshot-entries", 0, "lockd --snapshot-entries (0: lockd's default)")
@@ -46,7 +47,7 @@ func main() {
 	fmt.Printf("chaos: seed %d (SEED=%d reproduces the schedule), duration %v\n", *seed, *seed, *duration)
 	rep, err := chaos.Run(ctx, chaos.Config{
 		Seed: *seed, Duration: *duration, Rounds: *rounds, Short: *short,
-		NoPartitions: *noPart, Dir: *dir, Logf: logf, SnapshotEntries: *snapN,
+		NoPartitions: *noPart, NoProxies: *noProxy, Dir: *dir, Logf: logf, SnapshotEntries: *snapN,
 	})
 	cluster.Cleanup()
 	if err != nil {

@@ -1,0 +1,219 @@
+package proxy
+
+// The pure part of KeepAlive batching: which sessions a batch carries and
+// what a reply does to them. No clock (times are passed in), no I/O.
+
+import (
+	"slices"
+	"time"
+
+	"github.com/lockservice/lockd/api"
+)
+
+// proxySession is one client session this proxy renews on its cell.
+type proxySession struct {
+	id uint64
+	// lease is the session's lease length; 0 until the leader said.
+	lease time.Duration
+	// lastKA is when the client's latest KeepAlive (or its open) reached
+	// the proxy: a batch extends the lease from then.
+	lastKA time.Time
+	// base is the lastKA of the latest batch the leader confirmed: the
+	// cell's lease runs at least until base + lease. Zero: never confirmed
+	// through this proxy.
+	base time.Time
+	// ack is the client's acknowledgement as it last sent it; sentAck the
+	// one a confirmed batch carried.
+	ack, sentAck ack
+	// events are the leader's events for the session that its client has
+	// not acknowledged, under the proxy's epoch, in seq order.
+	events []api.Event
+	// err ends the session (session_expired, no_session): every later
+	// KeepAlive of it gets it.
+	err *api.Error
+	// urgent: the next urgent batch carries it (new to this proxy, or
+	// an acknowledgement a write is waiting for).
+	urgent bool
+	// waiter is the client's KeepAlive held until something changes.
+	waiter *kaWait
+}
+
+type ack struct{ epoch, seq uint64 }
+
+// leaseOrDefault is the lease to judge the session by before the leader
+// has named it.
+func (ps *proxySession) leaseOrDefault() time.Duration {
+	if ps.lease > 0 {
+		return ps.lease
+	}
+	return api.DefaultLease
+}
+
+// seen is the highest seq the proxy holds for the session.
+func (ps *proxySession) seen() uint64 {
+	if n := len(ps.events); n > 0 {
+		return ps.events[n-1].Seq
+	}
+	return 0
+}
+
+// pending are the events the client has not acknowledged.
+func (ps *proxySession) pending(epoch uint64) []api.Event {
+	if ps.ack.epoch != epoch {
+		return ps.events
+	}
+	i := 0
+	for i < len(ps.events) && ps.events[i].Seq <= ps.ack.seq {
+		i++
+	}
+	return ps.events[i:]
+}
+
+// clientAck records a client's acknowledgement and reports whether it is
+// urgent: it covers an invalidation (a write waits for it), or it is the
+// first under a new leader's epoch (after a fail-over the leader holds
+// changes of cached nodes until caching clients acknowledge its epoch).
+// Urgent acknowledgements go out at once.
+func (ps *proxySession) clientAck(a ack, epoch uint64) (urgent bool) {
+	if a == ps.ack {
+		return false
+	}
+	urgent = a.epoch != ps.ack.epoch && a.epoch != 0
+	if a.epoch == epoch {
+		for _, ev := range ps.pending(epoch) {
+			if ev.Seq <= a.seq && ev.Type == api.EventInvalidate {
+				urgent = true
+			}
+		}
+	}
+	ps.ack = a
+	return urgent
+}
+
+// batchItem is a session as a batch carried it.
+type batchItem struct {
+	ps     *proxySession
+	lastKA time.Time
+	ack    ack
+}
+
+// batchKind is which sessions a batch carries.
+type batchKind int
+
+const (
+	// fullBatch: every session, once a period (the renewal).
+	fullBatch batchKind = iota
+	// pollBatch: between full ones, the sessions with an acknowledgement
+	// to pass on or new here (often none: it waits for the leader's
+	// events of this proxy's sessions).
+	pollBatch
+	// urgentBatch: the sessions marked urgent, answered without a wait.
+	urgentBatch
+)
+
+// saysSomething: the session's entry in a batch carries an ack entry.
+func (ps *proxySession) saysSomething() bool {
+	return ps.base.IsZero() || ps.lease == 0 || ps.ack != ps.sentAck
+}
+
+// buildBatch is the batch of kind for sessions at now: each session
+// whose client was heard from within its lease, with its age and, where
+// there is something to say, its acknowledgement, the events held and
+// whether it is new here.
+func buildBatch(cell, proxy string, epoch uint64, sessions map[uint64]*proxySession, now time.Time, kind batchKind, wait time.Duration) (api.KeepAliveBatchRequest, []batchItem) {
+	req := api.KeepAliveBatchRequest{Cell: cell, Proxy: proxy, Epoch: epoch, WaitMS: wait.Milliseconds()}
+	var items []batchItem
+	for _, ps := range sessions {
+		switch {
+		case ps.err != nil:
+			continue
+		case kind == urgentBatch && !ps.urgent:
+			continue
+		case kind == pollBatch && !ps.saysSomething():
+			continue
+		}
+		age := now.Sub(ps.lastKA)
+		if brokenKeepDead {
+			age = 0
+		}
+		if age >= ps.leaseOrDefault() {
+			continue // its client is gone (or elsewhere): let the lease run out
+		}
+		req.Sessions = append(req.Sessions, ps.id)
+		req.AgeMS = append(req.AgeMS, max(age, 0).Milliseconds())
+		isNew := ps.base.IsZero() || ps.lease == 0
+		if ps.saysSomething() || len(ps.events) > 0 {
+			req.Acks = append(req.Acks, api.BatchAck{Session: ps.id, AckEpoch: ps.ack.epoch, AckSeq: ps.ack.seq, Seen: ps.seen(), New: isNew})
+		}
+		items = append(items, batchItem{ps: ps, lastKA: ps.lastKA, ack: ps.ack})
+		if kind == urgentBatch {
+			ps.urgent = false
+		}
+	}
+	return req, items
+}
+
+// applyReply applies a confirmed batch reply to its sessions and returns
+// those whose held KeepAlive should answer now. *epoch is the proxy's
+// epoch of the cell: a newer one drops the events held, which belonged to
+// the old leadership (the client re-arms its watches on the new epoch).
+func applyReply(epoch *uint64, all map[uint64]*proxySession, items []batchItem, resp api.KeepAliveBatchResponse) (wake []*proxySession) {
+	if resp.Epoch > *epoch {
+		*epoch = resp.Epoch
+		for _, ps := range all {
+			ps.events = nil
+		}
+	}
+	byID := make(map[uint64]*proxySession, len(items))
+	for _, it := range items {
+		ps := it.ps
+		byID[ps.id] = ps
+		first := ps.base.IsZero()
+		if it.lastKA.After(ps.base) {
+			ps.base = it.lastKA
+		}
+		if resp.Epoch == *epoch {
+			ps.sentAck = it.ack
+		}
+		if first {
+			wake = append(wake, ps)
+		}
+	}
+	for _, r := range resp.Sessions {
+		ps := byID[r.Session]
+		if ps == nil {
+			// One of this proxy's sessions the batch did not carry, with
+			// events since the last batch.
+			if ps = all[r.Session]; ps == nil || r.Error != nil {
+				continue
+			}
+		}
+		if r.Error != nil {
+			switch r.Error.Code {
+			case api.CodeSessionExpired, api.CodeNoSession:
+				ps.err = r.Error
+				wake = append(wake, ps)
+			}
+			continue // unavailable: the next batch tries again
+		}
+		if r.LeaseMS > 0 {
+			ps.lease = time.Duration(r.LeaseMS) * time.Millisecond
+		}
+		if resp.Epoch != *epoch {
+			continue // events of an older leadership
+		}
+		seen := ps.seen()
+		for _, ev := range r.Events {
+			if ev.Seq > seen {
+				ps.events = append(ps.events, ev)
+				seen = ev.Seq
+			}
+		}
+		// Drop what the client has acknowledged.
+		ps.events = slices.Clone(ps.pending(*epoch))
+		if len(ps.events) > 0 {
+			wake = append(wake, ps)
+		}
+	}
+	return wake
+}

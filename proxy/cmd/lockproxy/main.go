@@ -1,0 +1,76 @@
+// Command lockproxy runs one proxy of the lock service: clients connect to
+// it instead of the cells' replicas, and it renews all their sessions on a
+// cell with one batched KeepAlive per second.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lockservice/lockd/proxy"
+)
+
+func main() {
+	if err := rootCommand().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "lockproxy:", err)
+		os.Exit(1)
+	}
+}
+
+func rootCommand() *cobra.Command {
+	var (
+		cfg      proxy.Config
+		lockds   string
+		logLevel string
+	)
+	cmd := &cobra.Command{
+		Use:   "lockproxy",
+		Short: "Run a lock service proxy: terminates client connections, batches their KeepAlives per cell",
+		Example: `  lockproxy --name p1 --listen 127.0.0.1:7201 --lockd 127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003
+  lockctl --endpoints 127.0.0.1:7201 get /demo/x`,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return fmt.Errorf("--log-level: %w", err)
+			}
+			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			for _, e := range strings.Split(lockds, ",") {
+				if e = strings.TrimSpace(e); e != "" {
+					cfg.Lockds = append(cfg.Lockds, e)
+				}
+			}
+			if cfg.Name == "" || cfg.Listen == "" || len(cfg.Lockds) == 0 {
+				return fmt.Errorf("--name, --listen and --lockd are required")
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			start, cancel := context.WithTimeout(ctx, time.Minute)
+			p, err := proxy.Start(start, cfg)
+			cancel()
+			if err != nil {
+				return err
+			}
+			cfg.Logger.Info("lockproxy serving", "name", cfg.Name, "addr", p.Addr(), "version", proxy.Version)
+			<-ctx.Done()
+			cfg.Logger.Info("lockproxy stopping")
+			return p.Close()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Name, "name", "", "the proxy's name in the directory (a-z, 0-9, -, _)")
+	f.StringVar(&cfg.Listen, "listen", "", "client API address (host:port)")
+	f.StringVar(&cfg.Advertise, "advertise", "", "address registered in the directory (default --listen)")
+	f.StringVar(&cfg.Zone, "zone", "", "the proxy's zone")
+	f.StringVar(&lockds, "lockd", "", "API addresses of lockd processes, comma-separated (the directory is learned from them)")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	return cmd
+}

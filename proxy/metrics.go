@@ -1,0 +1,37 @@
+package proxy
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics are the proxy's Prometheus series (documented in ARCHITECTURE.md).
+type metrics struct {
+	requests      *prometheus.CounterVec
+	keepAlives    prometheus.Counter
+	batches       *prometheus.CounterVec
+	batchErrors   *prometheus.CounterVec
+	batchSessions *prometheus.GaugeVec
+}
+
+func newMetrics(reg *prometheus.Registry, p *Proxy) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lockproxy_requests_total",
+			Help: "Client requests by route."}, []string{"route"}),
+		keepAlives: prometheus.NewCounter(prometheus.CounterOpts{Name: "lockproxy_client_keepalives_total",
+			Help: "KeepAlives received from clients (each ends here; the cells see batches)."}),
+		batches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lockproxy_keepalive_batches_total",
+			Help: "KeepAlive batches sent to cells' leaders."}, []string{"cell"}),
+		batchErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lockproxy_keepalive_batch_errors_total",
+			Help: "KeepAlive batches that failed (the next one renews again)."}, []string{"cell"}),
+		batchSessions: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lockproxy_keepalive_batch_sessions",
+			Help: "Sessions in the latest KeepAlive batch sent to the cell."}, []string{"cell"}),
+	}
+	reg.MustRegister(m.requests, m.keepAlives, m.batches, m.batchErrors, m.batchSessions,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lockproxy_clients", Help: "Open client connections."},
+			func() float64 { return float64(p.clients.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lockproxy_sessions", Help: "Client sessions this proxy renews."},
+			func() float64 { return float64(p.Status().Sessions) }),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}

@@ -1,0 +1,5 @@
+//go:build !lockproxy_broken_keep_dead
+
+package proxy
+
+const brokenKeepDead = false

@@ -1,0 +1,359 @@
+// Package proxy is lockproxy: it terminates client connections (thousands
+// per proxy), forwards each request to the leader of the right cell, and
+// renews all its clients' sessions on a cell with one batched KeepAlive
+// per second. Sessions belong to the cell, not the proxy: a client whose
+// proxy dies goes on through another with the same session.
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
+
+	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/sdk"
+)
+
+// Version is the build's version, set by the linker.
+var Version = "dev"
+
+// Config configures a proxy.
+type Config struct {
+	// Name is the proxy's name in the directory (a-z, 0-9, -, _).
+	Name string
+	// Listen is the client API address; Advertise the address registered
+	// in the directory (Listen when empty).
+	Listen, Advertise string
+	Zone              string
+	// Lockds are API addresses of lockd processes to learn the directory from.
+	Lockds []string
+	Logger *slog.Logger
+}
+
+// Proxy is one running lockproxy.
+type Proxy struct {
+	cfg Config
+	log *slog.Logger
+	up  *sdk.Client
+	m   *metrics
+	reg *prometheus.Registry
+
+	mu    sync.Mutex
+	cells map[string]*cellTable
+
+	clients atomic.Int64
+	srv     *fasthttp.Server
+	ln      net.Listener
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// Start connects to the lockds, starts serving clients and registers the
+// proxy in the directory.
+func Start(ctx context.Context, cfg Config) (*Proxy, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Advertise == "" {
+		cfg.Advertise = cfg.Listen
+	}
+	up, err := sdk.New(ctx, sdk.Config{Endpoints: cfg.Lockds, Direct: true, NoCache: true, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("reach the lockds: %w", err)
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		_ = up.Close()
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	p := &Proxy{cfg: cfg, log: cfg.Logger, up: up, cells: map[string]*cellTable{}, ln: ln, reg: prometheus.NewRegistry()}
+	p.m = newMetrics(p.reg, p)
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.srv = &fasthttp.Server{
+		Handler:            p.handle,
+		Name:               "lockproxy",
+		MaxRequestBodySize: api.MaxRequestBody,
+		ReadTimeout:        api.MaxKeepAliveWait + 10*time.Second,
+		WriteTimeout:       api.MaxKeepAliveWait + 10*time.Second,
+		IdleTimeout:        2 * time.Minute,
+		CloseOnShutdown:    true,
+		Concurrency:        1 << 20,
+		ConnState: func(_ net.Conn, st fasthttp.ConnState) {
+			switch st {
+			case fasthttp.StateNew:
+				p.clients.Add(1)
+			case fasthttp.StateClosed, fasthttp.StateHijacked:
+				p.clients.Add(-1)
+			}
+		},
+	}
+	p.wg.Add(2)
+	go func() {
+		defer p.wg.Done()
+		if err := p.srv.Serve(ln); err != nil {
+			p.log.Error("serve", "err", err)
+		}
+	}()
+	go func() {
+		defer p.wg.Done()
+		p.register()
+	}()
+	return p, nil
+}
+
+// Addr is the address the proxy listens on.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Close stops serving; the sessions live on in their cells and their
+// clients go on through another proxy.
+func (p *Proxy) Close() error {
+	p.cancel()
+	err := p.srv.Shutdown()
+	p.wg.Wait()
+	return errors.Join(err, p.up.Close())
+}
+
+// register records the proxy in the directory, retrying until it is.
+func (p *Proxy) register() {
+	info := api.ProxyInfo{Name: p.cfg.Name, APIAddr: p.cfg.Advertise, Zone: p.cfg.Zone}
+	for p.ctx.Err() == nil {
+		ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
+		err := p.up.RegisterProxy(ctx, info)
+		cancel()
+		if err == nil {
+			p.log.Info("registered in the directory", "name", info.Name, "addr", info.APIAddr)
+			return
+		}
+		p.log.Warn("proxy registration failed; retrying", "err", err)
+		sleep(p.ctx, time.Second)
+	}
+}
+
+// table returns the cell's session table, starting its batch loops.
+func (p *Proxy) table(cell string) (*cellTable, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if t := p.cells[cell]; t != nil {
+		return t, nil
+	}
+	if !p.knowsCell(cell) {
+		return nil, api.Errorf(api.CodeWrongCell, "no cell named %q in the directory", cell)
+	}
+	t := newCellTable(cell, p.cfg.Name, p.up, p.m)
+	p.cells[cell] = t
+	p.wg.Add(2)
+	go func() { defer p.wg.Done(); t.run(p.ctx) }()
+	go func() { defer p.wg.Done(); t.runUrgent(p.ctx) }()
+	return t, nil
+}
+
+func (p *Proxy) knowsCell(cell string) bool {
+	has := func() bool {
+		for _, c := range p.up.Directory().Cells {
+			if c.Name == cell {
+				return true
+			}
+		}
+		return false
+	}
+	if has() {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
+	defer cancel()
+	_ = p.up.RefreshDirectory(ctx) // a cell created since
+	return has()
+}
+
+func (p *Proxy) tables() []*cellTable {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*cellTable, 0, len(p.cells))
+	for _, t := range p.cells {
+		out = append(out, t)
+	}
+	return out
+}
+
+// Status is the proxy's status.
+func (p *Proxy) Status() api.ProxyStatus {
+	st := api.ProxyStatus{Proxy: api.ProxyInfo{Name: p.cfg.Name, APIAddr: p.cfg.Advertise, Zone: p.cfg.Zone}, Version: Version, Clients: int(p.clients.Load())}
+	now := time.Now()
+	for _, t := range p.tables() {
+		cs := t.status(now)
+		st.Sessions += cs.Sessions
+		st.Cells = append(st.Cells, cs)
+	}
+	return st
+}
+
+func (p *Proxy) handle(ctx *fasthttp.RequestCtx) {
+	route := string(ctx.Path())
+	switch route {
+	case api.RouteHealth:
+		ctx.SetBodyString("ok\n")
+		return
+	case api.RouteMetrics:
+		fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{}))(ctx)
+		return
+	case api.RouteStatus:
+		reply(ctx, p.Status(), nil)
+		return
+	case api.RouteDirectory:
+		cctx, cancel := p.requestContext(ctx)
+		defer cancel()
+		body, err := p.up.Forward(cctx, "", api.RouteDirectory, nil, sdk.ForwardOptions{Method: "GET", RetryUnsure: true})
+		replyRaw(ctx, body, err)
+		return
+	}
+	if !ctx.IsPost() {
+		reply(ctx, nil, api.Errorf(api.CodeBadRequest, "%s takes POST", route))
+		return
+	}
+	arrived := time.Now()
+	p.m.requests.WithLabelValues(route).Inc()
+	switch route {
+	case api.RouteSessionKeepAlive:
+		var req api.KeepAliveRequest
+		if err := decode(ctx, &req); err != nil {
+			reply(ctx, nil, err)
+			return
+		}
+		if req.Session == 0 {
+			reply(ctx, nil, api.Errorf(api.CodeNoSession, "keepalive names no session"))
+			return
+		}
+		t, err := p.table(req.Cell)
+		if err != nil {
+			reply(ctx, nil, err)
+			return
+		}
+		resp, err := t.keepAlive(p.ctx, req, arrived)
+		reply(ctx, resp, err)
+		return
+	case api.RouteKeepAliveBatch:
+		reply(ctx, nil, api.Errorf(api.CodeBadRequest, "a proxy takes its clients' KeepAlives, not batches"))
+		return
+	}
+	cell, err := p.cellOf(ctx)
+	if err != nil {
+		reply(ctx, nil, err)
+		return
+	}
+	cctx, cancel := p.requestContext(ctx)
+	defer cancel()
+	body, err := p.up.Forward(cctx, cell, route, ctx.PostBody(), sdk.ForwardOptions{})
+	if err == nil {
+		p.afterForward(route, cell, body, arrived)
+	}
+	replyRaw(ctx, body, err)
+}
+
+// afterForward notes the sessions opened and closed through the proxy.
+func (p *Proxy) afterForward(route, cell string, body []byte, arrived time.Time) {
+	switch route {
+	case api.RouteSessionOpen:
+		var resp api.SessionResponse
+		if json.Unmarshal(body, &resp) == nil && resp.Session != 0 {
+			if t, err := p.table(cell); err == nil {
+				t.opened(resp.Session, time.Duration(resp.LeaseMS)*time.Millisecond, arrived)
+			}
+		}
+	case api.RouteSessionClose:
+		// The request named it; the reply is empty.
+	}
+}
+
+// cellOf is the cell a request goes to: the client's Lockd-Cell header
+// (the SDK always sends it), else the request's cell field, else its
+// path's prefix by the directory; "" for directory administration.
+func (p *Proxy) cellOf(ctx *fasthttp.RequestCtx) (string, error) {
+	if c := string(ctx.Request.Header.Peek(api.HeaderCell)); c != "" {
+		p.noteClose(ctx, c)
+		return c, nil
+	}
+	var probe struct {
+		Cell string `json:"cell"`
+		Path string `json:"path"`
+	}
+	if err := decode(ctx, &probe); err != nil {
+		return "", err
+	}
+	switch {
+	case probe.Cell != "":
+		p.noteClose(ctx, probe.Cell)
+		return probe.Cell, nil
+	case probe.Path != "":
+		return p.up.CellFor(probe.Path)
+	}
+	return "", nil
+}
+
+// noteClose forgets a session its client is closing (before the close is
+// forwarded: a batch must not renew it meanwhile).
+func (p *Proxy) noteClose(ctx *fasthttp.RequestCtx, cell string) {
+	if string(ctx.Path()) != api.RouteSessionClose {
+		return
+	}
+	var req api.CloseSessionRequest
+	if decode(ctx, &req) == nil && req.Session != 0 {
+		p.mu.Lock()
+		t := p.cells[cell]
+		p.mu.Unlock()
+		if t != nil {
+			t.closed(req.Session)
+		}
+	}
+}
+
+// requestContext bounds a forwarded request by what its client waits:
+// the SDK's Lockd-Wait-Leader-Ms is half its attempt budget.
+func (p *Proxy) requestContext(ctx *fasthttp.RequestCtx) (context.Context, context.CancelFunc) {
+	budget := sdk.DefaultRequestTimeout
+	if n, err := strconv.ParseInt(string(ctx.Request.Header.Peek(api.HeaderWaitLeaderMS)), 10, 64); err == nil && n > 0 {
+		budget = 2 * time.Duration(n) * time.Millisecond
+	}
+	return context.WithTimeout(p.ctx, budget)
+}
+
+func decode(ctx *fasthttp.RequestCtx, v any) error {
+	if err := json.Unmarshal(ctx.PostBody(), v); err != nil {
+		return api.Errorf(api.CodeBadRequest, "malformed JSON body: %v", err)
+	}
+	return nil
+}
+
+func reply(ctx *fasthttp.RequestCtx, v any, err error) {
+	if err != nil {
+		replyRaw(ctx, nil, err)
+		return
+	}
+	b, merr := json.Marshal(v)
+	replyRaw(ctx, b, merr)
+}
+
+func replyRaw(ctx *fasthttp.RequestCtx, body []byte, err error) {
+	ctx.SetContentType("application/json")
+	if err != nil {
+		e := sdk.ErrorOf(err)
+		ctx.SetStatusCode(e.Code.HTTPStatus())
+		b, _ := json.Marshal(api.ErrorResponse{Error: e})
+		ctx.SetBody(b)
+		return
+	}
+	ctx.SetStatusCode(fasthttp.StatusOK)
+	ctx.SetBody(body)
+}

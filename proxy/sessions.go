@@ -1,0 +1,337 @@
+package proxy
+
+// A cell's sessions as this proxy renews them: its clients' KeepAlives end
+// here, and the proxy renews them all with one batch per second to the
+// cell's leader (a long poll that also brings their events), plus an
+// urgent batch when a session is new here or acknowledges an
+// invalidation a write is waiting for.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/sdk"
+)
+
+const (
+	// batchWait is how long the leader holds the main batch (it answers
+	// at once when a session has an event): one batch per cell and second
+	// with the default 12 s lease. A cell whose sessions have shorter
+	// leases gets lease/12 (at least minBatchWait), so a client's lease is
+	// confirmed within a sixth of it.
+	batchWait    = time.Second
+	minBatchWait = 100 * time.Millisecond
+	// minBatchGap spaces main batches when events end them early.
+	minBatchGap = 10 * time.Millisecond
+	// urgentGather lets urgent sessions arriving together share a batch.
+	urgentGather = 2 * time.Millisecond
+	// forgetAfter drops a session whose client has been silent this long
+	// past its lease (it moved to another proxy, or is gone).
+	forgetAfter = 30 * time.Second
+)
+
+// errNothing: no session to renew.
+var errNothing = errors.New("no sessions")
+
+// kaWait is a client's KeepAlive held by the proxy.
+type kaWait struct {
+	ch         chan struct{} // closed when the session changed
+	superseded bool          // a newer KeepAlive of the session took over
+}
+
+// cellTable is one cell's sessions on this proxy.
+type cellTable struct {
+	name  string
+	proxy string // this proxy's name: the leader tells it of its sessions' events
+	up    *sdk.Client
+	m     *metrics
+
+	mu       sync.Mutex
+	sessions map[uint64]*proxySession
+	epoch    uint64
+	index    uint64
+	lastOK   time.Time // when the last confirmed batch was built
+	batches  uint64
+
+	kick chan struct{} // an urgent batch is wanted
+}
+
+func newCellTable(name, proxy string, up *sdk.Client, m *metrics) *cellTable {
+	return &cellTable{name: name, proxy: proxy, up: up, m: m, sessions: map[uint64]*proxySession{}, kick: make(chan struct{}, 1)}
+}
+
+func (t *cellTable) kickUrgent() {
+	select {
+	case t.kick <- struct{}{}:
+	default:
+	}
+}
+
+// wakeLocked answers the session's held KeepAlive.
+func (t *cellTable) wakeLocked(ps *proxySession) {
+	if w := ps.waiter; w != nil {
+		close(w.ch)
+		ps.waiter = nil
+	}
+}
+
+// run sends the main batches until ctx ends: a full one (every session)
+// once a period, each held by the leader until one of this proxy's
+// sessions has an event or the period ends; after an event, polls with
+// only what there is to acknowledge until the next full one is due.
+func (t *cellTable) run(ctx context.Context) {
+	period := batchWait
+	var lastFull time.Time
+	for ctx.Err() == nil {
+		start := time.Now()
+		kind, wait := fullBatch, period
+		if due := lastFull.Add(period); start.Before(due) {
+			kind, wait = pollBatch, due.Sub(start)
+		}
+		built, err := t.send(ctx, kind, wait)
+		if kind == fullBatch && err == nil {
+			lastFull = built
+		}
+		period = batchWaitFor(t.prune(time.Now()))
+		pause := minBatchGap - time.Since(start)
+		switch {
+		case errors.Is(err, errNothing):
+			pause = period
+		case err != nil:
+			pause = 200 * time.Millisecond
+		}
+		if pause > 0 {
+			sleep(ctx, pause)
+		}
+	}
+}
+
+// runUrgent sends urgent batches (no wait at the leader) when kicked.
+func (t *cellTable) runUrgent(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.kick:
+		}
+		sleep(ctx, urgentGather)
+		if _, err := t.send(ctx, urgentBatch, 0); err != nil && !errors.Is(err, errNothing) {
+			sleep(ctx, 50*time.Millisecond)
+		}
+	}
+}
+
+// send builds one batch of kind, sends it and applies the reply; it
+// returns when the batch was built (its renewals count from then).
+func (t *cellTable) send(ctx context.Context, kind batchKind, wait time.Duration) (time.Time, error) {
+	t.mu.Lock()
+	built := time.Now()
+	req, items := buildBatch(t.name, t.proxy, t.epoch, t.sessions, built, kind, wait)
+	none := len(t.sessions) == 0
+	t.mu.Unlock()
+	if none || (len(items) == 0 && kind != pollBatch) {
+		return built, errNothing
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return built, err
+	}
+	t.m.batches.WithLabelValues(t.name).Inc()
+	t.m.batchSessions.WithLabelValues(t.name).Set(float64(len(items)))
+	raw, err := t.up.Forward(ctx, t.name, api.RouteKeepAliveBatch, body, sdk.ForwardOptions{
+		KeepAlive: true, RetryUnsure: true, Timeout: wait + 3*time.Second})
+	if err == nil {
+		var resp api.KeepAliveBatchResponse
+		if err = json.Unmarshal(raw, &resp); err == nil {
+			t.mu.Lock()
+			for _, ps := range applyReply(&t.epoch, t.sessions, items, resp) {
+				t.wakeLocked(ps)
+			}
+			t.index = max(t.index, resp.Index)
+			if len(items) > 0 && built.After(t.lastOK) {
+				t.lastOK = built
+			}
+			t.batches++
+			t.mu.Unlock()
+			return built, nil
+		}
+	}
+	t.m.batchErrors.WithLabelValues(t.name).Inc()
+	if kind == urgentBatch {
+		t.mu.Lock()
+		for _, it := range items {
+			it.ps.urgent = true
+		}
+		t.mu.Unlock()
+	}
+	return built, err
+}
+
+// batchWait is the main batch's wait for sessions whose shortest lease is
+// minLease.
+func batchWaitFor(minLease time.Duration) time.Duration {
+	return max(min(batchWait, minLease/12), minBatchWait)
+}
+
+// prune forgets sessions whose clients are long gone, and returns the
+// shortest lease of the rest.
+func (t *cellTable) prune(now time.Time) (minLease time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	minLease = api.DefaultLease
+	for id, ps := range t.sessions {
+		if ps.waiter == nil && now.Sub(ps.lastKA) > ps.leaseOrDefault()+forgetAfter {
+			delete(t.sessions, id)
+			continue
+		}
+		minLease = min(minLease, ps.leaseOrDefault())
+	}
+	return minLease
+}
+
+// opened records a session its client opened through this proxy: the
+// leader's lease began after the open reached the proxy.
+func (t *cellTable) opened(id uint64, lease time.Duration, arrived time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ps := t.sessions[id]
+	if ps == nil {
+		ps = &proxySession{id: id}
+		t.sessions[id] = ps
+	}
+	ps.lease, ps.lastKA, ps.base, ps.err = lease, arrived, arrived, nil
+}
+
+// closed forgets a session its client closed.
+func (t *cellTable) closed(id uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if ps := t.sessions[id]; ps != nil {
+		ps.err = api.Errorf(api.CodeSessionExpired, "session %d closed", id)
+		t.wakeLocked(ps)
+		delete(t.sessions, id)
+	}
+}
+
+// keepAlive answers a client's KeepAlive: it records the client's
+// acknowledgement and that the client is alive (the next batch renews
+// the lease from now), then answers once the session has events the
+// client has not acknowledged or its wait ends. The reply's LeaseAgeMS
+// tells the client how long before its request the lease it confirms
+// began.
+func (t *cellTable) keepAlive(ctx context.Context, req api.KeepAliveRequest, arrived time.Time) (api.SessionResponse, error) {
+	t.m.keepAlives.Inc()
+	t.mu.Lock()
+	ps := t.sessions[req.Session]
+	if ps == nil {
+		ps = &proxySession{id: req.Session}
+		t.sessions[req.Session] = ps
+	}
+	if ps.err != nil {
+		err := ps.err
+		t.mu.Unlock()
+		return api.SessionResponse{}, err
+	}
+	if arrived.After(ps.lastKA) {
+		ps.lastKA = arrived
+	}
+	if ps.clientAck(ack{req.AckEpoch, req.AckSeq}, t.epoch) || ps.base.IsZero() {
+		ps.urgent = true
+		t.kickUrgent()
+	}
+	if old := ps.waiter; old != nil {
+		old.superseded = true
+		close(old.ch)
+	}
+	w := &kaWait{ch: make(chan struct{})}
+	ps.waiter = w
+	wait := min(time.Duration(req.WaitMS)*time.Millisecond, api.MaxKeepAliveWait, ps.leaseOrDefault()/2)
+	deadline := arrived.Add(wait)
+	// A session new here waits for its first batch past its wait, up to
+	// what its client allows an attempt (the wait plus a margin).
+	confirmBy := deadline.Add(max(ps.leaseOrDefault()/6, 500*time.Millisecond) - 100*time.Millisecond)
+	stale := ps.leaseOrDefault() / 3
+	for {
+		now := time.Now()
+		switch {
+		case ps.err != nil:
+			err := ps.err
+			t.mu.Unlock()
+			return api.SessionResponse{}, err
+		case ps.base.IsZero():
+			if !now.Before(confirmBy) || w.superseded {
+				t.mu.Unlock()
+				return api.SessionResponse{}, api.Errorf(api.CodeUnavailable, "proxy: session %d not yet confirmed by cell %s", req.Session, t.name)
+			}
+		case now.Sub(later(t.lastOK, ps.base)) > stale && !now.Before(deadline):
+			// This proxy cannot reach the cell's leader (no batch
+			// confirmed, nor the session's open, for a third of its
+			// lease): the client tries another proxy.
+			t.mu.Unlock()
+			return api.SessionResponse{}, api.Errorf(api.CodeUnavailable, "proxy: no confirmation from cell %s for %v", t.name, now.Sub(later(t.lastOK, ps.base)).Round(time.Millisecond))
+		case len(ps.pending(t.epoch)) > 0 || !now.Before(deadline) || w.superseded:
+			resp := api.SessionResponse{Session: ps.id, LeaseMS: ps.leaseOrDefault().Milliseconds(), Epoch: t.epoch, Index: t.index,
+				Events: slices.Clone(ps.pending(t.epoch)), LeaseAgeMS: max(arrived.Sub(ps.base), 0).Milliseconds()}
+			if brokenLeaseAge {
+				resp.LeaseAgeMS = 0
+			}
+			if ps.waiter == w {
+				ps.waiter = nil
+			}
+			t.mu.Unlock()
+			return resp, nil
+		}
+		if ps.waiter == nil {
+			w = &kaWait{ch: make(chan struct{})}
+			ps.waiter = w
+		}
+		ch := w.ch
+		until := deadline
+		if ps.base.IsZero() {
+			until = confirmBy
+		}
+		t.mu.Unlock()
+		timer := time.NewTimer(max(time.Until(until), time.Millisecond))
+		select {
+		case <-ch:
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return api.SessionResponse{}, api.Errorf(api.CodeUnavailable, "proxy shutting down")
+		}
+		timer.Stop()
+		t.mu.Lock()
+	}
+}
+
+// status is the table's part of the proxy's status.
+func (t *cellTable) status(now time.Time) api.ProxyCellStatus {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := api.ProxyCellStatus{Cell: t.name, Epoch: t.epoch, Sessions: len(t.sessions), Batches: t.batches, LastBatchAgeMS: -1}
+	if !t.lastOK.IsZero() {
+		st.LastBatchAgeMS = now.Sub(t.lastOK).Milliseconds()
+	}
+	return st
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

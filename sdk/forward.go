@@ -1,0 +1,57 @@
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/lockservice/lockd/api"
+)
+
+// Forward is for lockproxy: it sends an already encoded request to cell's
+// leader (following not_leader hints and holding through an election, as
+// every SDK call does) and returns the reply's body. An *api.Error comes
+// back for a refusal, to be passed on to the proxy's client as is. With
+// RetryUnsure false the request is sent again only when it cannot have
+// reached a replica (a connection refused, a not_leader answer): the
+// proxy's client decides whether an unsure outcome may be resent. cell ""
+// sends to any replica (the directory).
+func (c *Client) Forward(ctx context.Context, cell, route string, body []byte, o ForwardOptions) ([]byte, error) {
+	cs := c.seeds
+	if cell != "" {
+		var err error
+		if cs, err = c.cellByName(cell); err != nil {
+			return nil, err
+		}
+	}
+	var resp json.RawMessage
+	cl := &call{route: route, req: json.RawMessage(body), resp: &resp, keepAlive: o.KeepAlive, timeout: o.Timeout,
+		retryUnsure: o.RetryUnsure, anyReplica: cell == ""}
+	if o.Method != "" {
+		cl.method, cl.req = o.Method, nil
+	}
+	if err := c.do(ctx, cs, cl); err != nil {
+		return nil, err
+	}
+	if len(resp) == 0 {
+		resp = json.RawMessage("{}")
+	}
+	return resp, nil
+}
+
+// ForwardOptions tune Forward.
+type ForwardOptions struct {
+	Method      string        // "GET" sends no body; POST by default
+	KeepAlive   bool          // the KeepAlive connection pool
+	RetryUnsure bool          // resend after an unsure failure (the request is idempotent)
+	Timeout     time.Duration // one attempt; 0: Config.RequestTimeout
+}
+
+// ErrorOf returns err as the *api.Error a proxy answers with.
+func ErrorOf(err error) *api.Error {
+	if errors.Is(err, ErrClosed) {
+		return api.Errorf(api.CodeUnavailable, "proxy shutting down")
+	}
+	return api.AsError(err)
+}

@@ -69,6 +69,12 @@ func (ps *proxySession) pending(epoch uint64) []api.Event {
 	return ps.events[i:]
 }
 
+// behind reports whether the client has yet to hear of leader epoch
+// epoch (it acknowledged under an older one).
+func (ps *proxySession) behind(epoch uint64) bool {
+	return ps.ack.epoch != 0 && ps.ack.epoch < epoch
+}
+
 // clientAck records a client's acknowledgement and reports whether it is
 // urgent: it covers an invalidation (a write waits for it), or it is the
 // first under a new leader's epoch (after a fail-over the leader holds
@@ -159,9 +165,14 @@ func buildBatch(cell, proxy string, epoch uint64, sessions map[uint64]*proxySess
 // the old leadership (the client re-arms its watches on the new epoch).
 func applyReply(epoch *uint64, all map[uint64]*proxySession, items []batchItem, resp api.KeepAliveBatchResponse) (wake []*proxySession) {
 	if resp.Epoch > *epoch {
+		// A new leader: every held KeepAlive answers now, so its client
+		// learns of the fail-over (it flushes its cache and re-arms its
+		// watches) and acknowledges the epoch, which the new leader's
+		// cache fence waits for.
 		*epoch = resp.Epoch
 		for _, ps := range all {
 			ps.events = nil
+			wake = append(wake, ps)
 		}
 	}
 	byID := make(map[uint64]*proxySession, len(items))

@@ -96,9 +96,12 @@ func TestApplyReply(t *testing.T) {
 		t.Fatalf("poll reply: events %+v, woke %d, base %v", d.events, len(wake), d.base)
 	}
 	// A new leader: the old leadership's events go.
-	applyReply(&epoch, all, items[:1], api.KeepAliveBatchResponse{Epoch: 4})
+	wake = applyReply(&epoch, all, items[:1], api.KeepAliveBatchResponse{Epoch: 4})
 	if epoch != 4 || len(a.events) != 0 {
 		t.Fatalf("epoch %d events %+v", epoch, a.events)
+	}
+	if len(wake) < len(all) {
+		t.Fatalf("woke %d of %d sessions on a new epoch: every held KeepAlive must answer", len(wake), len(all))
 	}
 }
 
@@ -199,5 +202,30 @@ func TestBatchWaitScalesWithTheLease(t *testing.T) {
 		if got := batchWaitFor(c.lease); got != c.want {
 			t.Errorf("lease %v: wait %v, want %v", c.lease, got, c.want)
 		}
+	}
+}
+
+// TestKeepAliveAnswersANewEpochAtOnce: a client that acknowledged under
+// an older leader is answered at once, not at the end of its long poll.
+func TestKeepAliveAnswersANewEpochAtOnce(t *testing.T) {
+	tb := testTable()
+	now := time.Now()
+	tb.lastOK, tb.epoch = now, 5
+	tb.sessions[1] = &proxySession{id: 1, lease: 12 * time.Second, lastKA: now, base: now}
+	done := make(chan api.SessionResponse, 1)
+	go func() {
+		resp, err := tb.keepAlive(context.Background(), api.KeepAliveRequest{Cell: "demo", Session: 1, WaitMS: 30_000, AckEpoch: 4, AckSeq: 2}, time.Now())
+		if err != nil {
+			t.Error(err)
+		}
+		done <- resp
+	}()
+	select {
+	case resp := <-done:
+		if resp.Epoch != 5 {
+			t.Fatalf("reply %+v", resp)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a client behind the leader's epoch was held")
 	}
 }

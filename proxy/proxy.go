@@ -255,7 +255,7 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx) {
 	}
 	cctx, cancel := p.requestContext(ctx)
 	defer cancel()
-	body, err := p.up.Forward(cctx, cell, route, ctx.PostBody(), sdk.ForwardOptions{})
+	body, err := p.up.Forward(cctx, cell, route, ctx.PostBody(), sdk.ForwardOptions{Authorization: string(ctx.Request.Header.Peek(api.HeaderAuth))})
 	if err == nil {
 		p.afterForward(route, cell, body, arrived)
 	}

@@ -274,7 +274,7 @@ func (t *cellTable) keepAlive(ctx context.Context, req api.KeepAliveRequest, arr
 			// lease): the client tries another proxy.
 			t.mu.Unlock()
 			return api.SessionResponse{}, api.Errorf(api.CodeUnavailable, "proxy: no confirmation from cell %s for %v", t.name, now.Sub(later(t.lastOK, ps.base)).Round(time.Millisecond))
-		case len(ps.pending(t.epoch)) > 0 || !now.Before(deadline) || w.superseded:
+		case len(ps.pending(t.epoch)) > 0 || !now.Before(deadline) || w.superseded || ps.behind(t.epoch):
 			resp := api.SessionResponse{Session: ps.id, LeaseMS: ps.leaseOrDefault().Milliseconds(), Epoch: t.epoch, Index: t.index,
 				Events: slices.Clone(ps.pending(t.epoch)), LeaseAgeMS: max(arrived.Sub(ps.base), 0).Milliseconds()}
 			if brokenLeaseAge {

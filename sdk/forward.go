@@ -27,7 +27,7 @@ func (c *Client) Forward(ctx context.Context, cell, route string, body []byte, o
 	}
 	var resp json.RawMessage
 	cl := &call{route: route, req: json.RawMessage(body), resp: &resp, keepAlive: o.KeepAlive, timeout: o.Timeout,
-		retryUnsure: o.RetryUnsure, anyReplica: cell == ""}
+		retryUnsure: o.RetryUnsure, anyReplica: cell == "", auth: o.Authorization}
 	if o.Method != "" {
 		cl.method, cl.req = o.Method, nil
 	}
@@ -46,6 +46,9 @@ type ForwardOptions struct {
 	KeepAlive   bool          // the KeepAlive connection pool
 	RetryUnsure bool          // resend after an unsure failure (the request is idempotent)
 	Timeout     time.Duration // one attempt; 0: Config.RequestTimeout
+	// Authorization is the proxy's client's Authorization header, passed
+	// on as it came ("" sends the client's configured token, if any).
+	Authorization string
 }
 
 // ErrorOf returns err as the *api.Error a proxy answers with.

@@ -49,6 +49,9 @@ type call struct {
 	// cell is the cell the call is routed to (api.HeaderCell); "" for
 	// directory calls.
 	cell string
+	// auth, if set, is sent as the Authorization header instead of the
+	// client's own (a proxy passes on its client's).
+	auth string
 
 	// Set by do.
 	sent time.Time // when the successful attempt was sent
@@ -192,7 +195,7 @@ func (c *Client) attempt(ctx context.Context, cl *call, method, addr string, tim
 	}
 	cl.attempts++
 	status, body, sent, err = tr.roundTrip(ctx, exchange{method: method, addr: addr, path: cl.route, body: reqBody, timeout: timeout,
-		waitLeader: true, unreachable: cl.unreachable, cell: cl.cell})
+		waitLeader: true, unreachable: cl.unreachable, cell: cl.cell, auth: cl.auth})
 	return status, body, sent, err, nil
 }
 

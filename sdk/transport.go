@@ -151,6 +151,7 @@ type exchange struct {
 	waitLeader  bool
 	unreachable []string // the addresses the call failed to reach
 	cell        string   // api.HeaderCell, if set
+	auth        string   // Authorization header for this exchange, instead of the transport's
 }
 
 // roundTrip performs one exchange. It returns the status, a copy of the
@@ -171,7 +172,9 @@ func (t *transport) roundTrip(ctx context.Context, x exchange) (status int, body
 	resp := fasthttp.AcquireResponse()
 	req.Header.SetMethod(x.method)
 	req.SetRequestURI("http://" + x.addr + x.path)
-	if t.auth != "" {
+	if x.auth != "" {
+		req.Header.Set("Authorization", x.auth)
+	} else if t.auth != "" {
 		req.Header.Set("Authorization", t.auth)
 	}
 	if x.body != nil {

@@ -1,0 +1,56 @@
+package proxy
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/tests/fake"
+)
+
+// TestForwardPassesTheClientsAuthorization: a request through the proxy
+// reaches the cell with its client's Authorization header, not the
+// proxy's, and the cell's answer comes back as it was.
+func TestForwardPassesTheClientsAuthorization(t *testing.T) {
+	fc, err := fake.New(fake.Options{Name: "demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := Start(ctx, Config{Name: "p1", Listen: "127.0.0.1:0", Lockds: fc.Endpoints()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+
+	for _, auth := range []string{"Bearer tenant-a", ""} {
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		req.SetRequestURI("http://" + p.Addr() + api.RoutePut)
+		req.Header.SetMethod(fasthttp.MethodPost)
+		req.Header.Set(api.HeaderCell, "demo")
+		if auth != "" {
+			req.Header.Set(api.HeaderAuth, auth)
+		}
+		req.SetBodyString(`{"path":"/demo/x","value":"djE="}`)
+		if err := fasthttp.DoTimeout(req, resp, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode() != 200 {
+			t.Fatalf("put through the proxy: %d %s", resp.StatusCode(), resp.Body())
+		}
+		fasthttp.ReleaseRequest(req)
+		fasthttp.ReleaseResponse(resp)
+		puts := fc.Requests(api.RoutePut)
+		if got := puts[len(puts)-1].Auth; got != auth {
+			t.Fatalf("the cell got Authorization %q, want the client's %q", got, auth)
+		}
+	}
+	if n, ok := fc.Node("/demo/x"); !ok || string(n.Value) != "v1" {
+		t.Fatalf("node %+v %v", n, ok)
+	}
+}

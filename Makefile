@@ -43,7 +43,7 @@ test: vet
 BENCH_OUT ?= bench/out/$(shell date +%Y%m%d-%H%M%S)
 bench: build
 	mkdir -p $(BENCH_OUT)
-	./$(BIN)/lockbench run disk acquire writes herd sessions cache state takeover failover --start --duration 10s \
+	./$(BIN)/lockbench run disk acquire writes herd sessions cache state takeover failover proxy --start --duration 10s --proxy-sessions 10000 \
 		--profile-dir $(BENCH_OUT)/profiles \
 		--json $(BENCH_OUT)/lockbench.json --html $(BENCH_OUT)/lockbench.html | tee $(BENCH_OUT)/lockbench.txt
 	$(GO) test -run=NONE -bench=. -benchtime=2000x ./tests/integration/ | tee $(BENCH_OUT)/go-bench.txt

@@ -131,7 +131,7 @@ func testTable() *cellTable {
 func TestKeepAliveReportsTheLeaseAge(t *testing.T) {
 	tb := testTable()
 	now := time.Now()
-	tb.lastOK = now
+	tb.lastOK, tb.lastReply = now, now
 	tb.epoch = 3
 	tb.sessions[1] = &proxySession{id: 1, lease: 12 * time.Second, lastKA: now.Add(-3 * time.Second), base: now.Add(-1500 * time.Millisecond)}
 	resp, err := tb.keepAlive(context.Background(), api.KeepAliveRequest{Cell: "demo", Session: 1}, now)
@@ -149,7 +149,7 @@ func TestKeepAliveReportsTheLeaseAge(t *testing.T) {
 func TestKeepAliveHeldUntilEvents(t *testing.T) {
 	tb := testTable()
 	now := time.Now()
-	tb.lastOK, tb.epoch = now, 3
+	tb.lastOK, tb.lastReply, tb.epoch = now, now, 3
 	ps := &proxySession{id: 1, lease: 12 * time.Second, lastKA: now, base: now}
 	tb.sessions[1] = ps
 	got := make(chan api.SessionResponse, 1)
@@ -210,7 +210,7 @@ func TestBatchWaitScalesWithTheLease(t *testing.T) {
 func TestKeepAliveAnswersANewEpochAtOnce(t *testing.T) {
 	tb := testTable()
 	now := time.Now()
-	tb.lastOK, tb.epoch = now, 5
+	tb.lastOK, tb.lastReply, tb.epoch = now, now, 5
 	tb.sessions[1] = &proxySession{id: 1, lease: 12 * time.Second, lastKA: now, base: now}
 	done := make(chan api.SessionResponse, 1)
 	go func() {

@@ -242,6 +242,9 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx) {
 			return
 		}
 		resp, err := t.keepAlive(p.ctx, req, arrived)
+		if err != nil {
+			p.log.Debug("client keepalive refused", "cell", req.Cell, "session", req.Session, "err", err)
+		}
 		reply(ctx, resp, err)
 		return
 	case api.RouteKeepAliveBatch:
@@ -258,6 +261,8 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx) {
 	body, err := p.up.Forward(cctx, cell, route, ctx.PostBody(), sdk.ForwardOptions{Authorization: string(ctx.Request.Header.Peek(api.HeaderAuth))})
 	if err == nil {
 		p.afterForward(route, cell, body, arrived)
+	} else if c := api.CodeOf(err); c == api.CodeUnavailable || c == api.CodeInternal || c == "" {
+		p.log.Debug("forward failed", "route", route, "cell", cell, "err", err)
 	}
 	replyRaw(ctx, body, err)
 }

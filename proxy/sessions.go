@@ -56,7 +56,10 @@ type cellTable struct {
 	epoch    uint64
 	index    uint64
 	lastOK   time.Time // when the last confirmed batch was built
-	batches  uint64
+	// lastReply is when the leader last answered a batch: the proxy
+	// reaches the cell (a long poll is answered within its wait).
+	lastReply time.Time
+	batches   uint64
 
 	kick chan struct{} // an urgent batch is wanted
 }
@@ -85,7 +88,7 @@ func (t *cellTable) wakeLocked(ps *proxySession) {
 // sessions has an event or the period ends; after an event, polls with
 // only what there is to acknowledge until the next full one is due.
 func (t *cellTable) run(ctx context.Context) {
-	period := batchWait
+	period := batchWaitFor(t.prune(time.Now()))
 	var lastFull time.Time
 	for ctx.Err() == nil {
 		start := time.Now()
@@ -156,6 +159,7 @@ func (t *cellTable) send(ctx context.Context, kind batchKind, wait time.Duration
 			if len(items) > 0 && built.After(t.lastOK) {
 				t.lastOK = built
 			}
+			t.lastReply = time.Now()
 			t.batches++
 			t.mu.Unlock()
 			return built, nil
@@ -268,12 +272,13 @@ func (t *cellTable) keepAlive(ctx context.Context, req api.KeepAliveRequest, arr
 				t.mu.Unlock()
 				return api.SessionResponse{}, api.Errorf(api.CodeUnavailable, "proxy: session %d not yet confirmed by cell %s", req.Session, t.name)
 			}
-		case now.Sub(later(t.lastOK, ps.base)) > stale && !now.Before(deadline):
+		case now.Sub(later(t.lastReply, ps.base)) > stale && !now.Before(deadline):
 			// This proxy cannot reach the cell's leader (no batch
-			// confirmed, nor the session's open, for a third of its
-			// lease): the client tries another proxy.
+			// answered, nor the session's open, for a third of its
+			// lease; a long poll is answered within lease/12): the
+			// client tries another proxy.
 			t.mu.Unlock()
-			return api.SessionResponse{}, api.Errorf(api.CodeUnavailable, "proxy: no confirmation from cell %s for %v", t.name, now.Sub(later(t.lastOK, ps.base)).Round(time.Millisecond))
+			return api.SessionResponse{}, api.Errorf(api.CodeUnavailable, "proxy: no answer from cell %s's leader for %v", t.name, now.Sub(later(t.lastReply, ps.base)).Round(time.Millisecond))
 		case len(ps.pending(t.epoch)) > 0 || !now.Before(deadline) || w.superseded || ps.behind(t.epoch):
 			resp := api.SessionResponse{Session: ps.id, LeaseMS: ps.leaseOrDefault().Milliseconds(), Epoch: t.epoch, Index: t.index,
 				Events: slices.Clone(ps.pending(t.epoch)), LeaseAgeMS: max(arrived.Sub(ps.base), 0).Milliseconds()}

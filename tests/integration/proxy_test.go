@@ -85,7 +85,7 @@ func proxyStatus(t testing.TB, p *cluster.Proxy) api.ProxyStatus {
 // from client to client through them (the hand-off event rides a batch).
 func TestProxyBatchesKeepAlives(t *testing.T) {
 	const lease = 3 * time.Second
-	c := cluster.Start(t, cluster.Options{Lease: lease})
+	c := cluster.Start(t, cluster.Options{Lease: lease, LogLevel: "debug"}) // the proxies log every refusal
 	proxies := startProxies(t, c, 2)
 	leader, err := c.LeaderOf("demo")
 	must(t, err)

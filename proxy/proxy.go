@@ -54,11 +54,14 @@ type Proxy struct {
 	cells map[string]*cellTable
 
 	clients atomic.Int64
-	srv     *fasthttp.Server
-	ln      net.Listener
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	// lastRefresh is when a request for an unknown cell last made the
+	// proxy read the directory (unix ns).
+	lastRefresh atomic.Int64
+	srv         *fasthttp.Server
+	ln          net.Listener
+	ctx         context.Context
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
 }
 
 // Start connects to the lockds, starts serving clients and registers the
@@ -145,14 +148,21 @@ func (p *Proxy) register() {
 // table returns the cell's session table, starting its batch loops.
 func (p *Proxy) table(cell string) (*cellTable, error) {
 	p.mu.Lock()
+	t := p.cells[cell]
+	p.mu.Unlock()
+	if t != nil {
+		return t, nil
+	}
+	// Outside the lock: it may read the directory again.
+	if !p.knowsCell(cell) {
+		return nil, api.Errorf(api.CodeWrongCell, "no cell named %q in the directory", cell)
+	}
+	p.mu.Lock()
 	defer p.mu.Unlock()
 	if t := p.cells[cell]; t != nil {
 		return t, nil
 	}
-	if !p.knowsCell(cell) {
-		return nil, api.Errorf(api.CodeWrongCell, "no cell named %q in the directory", cell)
-	}
-	t := newCellTable(cell, p.cfg.Name, p.up, p.m)
+	t = newCellTable(cell, p.cfg.Name, p.up, p.m)
 	p.cells[cell] = t
 	p.wg.Add(2)
 	go func() { defer p.wg.Done(); t.run(p.ctx) }()
@@ -172,9 +182,15 @@ func (p *Proxy) knowsCell(cell string) bool {
 	if has() {
 		return true
 	}
+	// A cell created since? Read the directory again, at most once a
+	// second whatever names clients send.
+	now := time.Now().UnixNano()
+	if last := p.lastRefresh.Load(); now-last < int64(time.Second) || !p.lastRefresh.CompareAndSwap(last, now) {
+		return false
+	}
 	ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
 	defer cancel()
-	_ = p.up.RefreshDirectory(ctx) // a cell created since
+	_ = p.up.RefreshDirectory(ctx)
 	return has()
 }
 

@@ -53,4 +53,24 @@ func TestForwardPassesTheClientsAuthorization(t *testing.T) {
 	if n, ok := fc.Node("/demo/x"); !ok || string(n.Value) != "v1" {
 		t.Fatalf("node %+v %v", n, ok)
 	}
+
+	// A KeepAlive for a cell the directory does not have is refused, and
+	// a burst of them reads the directory at most once a second.
+	for i := 0; i < 20; i++ {
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		req.SetRequestURI("http://" + p.Addr() + api.RouteSessionKeepAlive)
+		req.Header.SetMethod(fasthttp.MethodPost)
+		req.SetBodyString(`{"cell":"nope","session":7}`)
+		if err := fasthttp.DoTimeout(req, resp, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode() != api.CodeWrongCell.HTTPStatus() {
+			t.Fatalf("keepalive on an unknown cell: %d %s", resp.StatusCode(), resp.Body())
+		}
+		fasthttp.ReleaseRequest(req)
+		fasthttp.ReleaseResponse(resp)
+	}
+	if n := len(fc.Requests(api.RouteDirectory)); n > 3 {
+		t.Fatalf("%d directory reads for 20 requests naming an unknown cell", n)
+	}
 }

@@ -175,10 +175,8 @@ func applyReply(epoch *uint64, all map[uint64]*proxySession, items []batchItem, 
 			wake = append(wake, ps)
 		}
 	}
-	byID := make(map[uint64]*proxySession, len(items))
 	for _, it := range items {
 		ps := it.ps
-		byID[ps.id] = ps
 		first := ps.base.IsZero()
 		if it.lastKA.After(ps.base) {
 			ps.base = it.lastKA
@@ -191,13 +189,12 @@ func applyReply(epoch *uint64, all map[uint64]*proxySession, items []batchItem, 
 		}
 	}
 	for _, r := range resp.Sessions {
-		ps := byID[r.Session]
+		// A session of the batch, or one of this proxy's sessions the
+		// batch did not carry that got events since the last batch; one
+		// forgotten meanwhile (closed) is skipped.
+		ps := all[r.Session]
 		if ps == nil {
-			// One of this proxy's sessions the batch did not carry, with
-			// events since the last batch.
-			if ps = all[r.Session]; ps == nil || r.Error != nil {
-				continue
-			}
+			continue
 		}
 		if r.Error != nil {
 			switch r.Error.Code {

@@ -49,6 +49,8 @@ type Proxy struct {
 	up  *sdk.Client
 	m   *metrics
 	reg *prometheus.Registry
+	// metrics serves reg on /metrics.
+	metrics fasthttp.RequestHandler
 
 	mu    sync.Mutex
 	cells map[string]*cellTable
@@ -84,6 +86,7 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 	}
 	p := &Proxy{cfg: cfg, log: cfg.Logger, up: up, cells: map[string]*cellTable{}, ln: ln, reg: prometheus.NewRegistry()}
 	p.m = newMetrics(p.reg, p)
+	p.metrics = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{}))
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.srv = &fasthttp.Server{
 		Handler:            p.handle,
@@ -223,7 +226,7 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx) {
 		ctx.SetBodyString("ok\n")
 		return
 	case api.RouteMetrics:
-		fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{}))(ctx)
+		p.metrics(ctx)
 		return
 	case api.RouteStatus:
 		reply(ctx, p.Status(), nil)
@@ -272,29 +275,28 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx) {
 		reply(ctx, nil, err)
 		return
 	}
+	if route == api.RouteSessionClose {
+		p.noteClose(ctx, cell)
+	}
 	cctx, cancel := p.requestContext(ctx)
 	defer cancel()
 	body, err := p.up.Forward(cctx, cell, route, ctx.PostBody(), sdk.ForwardOptions{Authorization: string(ctx.Request.Header.Peek(api.HeaderAuth))})
-	if err == nil {
-		p.afterForward(route, cell, body, arrived)
-	} else if c := api.CodeOf(err); c == api.CodeUnavailable || c == api.CodeInternal || c == "" {
+	switch c := api.CodeOf(err); {
+	case err == nil && route == api.RouteSessionOpen:
+		p.opened(cell, body, arrived)
+	case err != nil && (c == api.CodeUnavailable || c == api.CodeInternal || c == ""):
 		p.log.Debug("forward failed", "route", route, "cell", cell, "err", err)
 	}
 	replyRaw(ctx, body, err)
 }
 
-// afterForward notes the sessions opened and closed through the proxy.
-func (p *Proxy) afterForward(route, cell string, body []byte, arrived time.Time) {
-	switch route {
-	case api.RouteSessionOpen:
-		var resp api.SessionResponse
-		if json.Unmarshal(body, &resp) == nil && resp.Session != 0 {
-			if t, err := p.table(cell); err == nil {
-				t.opened(resp.Session, time.Duration(resp.LeaseMS)*time.Millisecond, arrived)
-			}
+// opened notes a session opened through the proxy.
+func (p *Proxy) opened(cell string, body []byte, arrived time.Time) {
+	var resp api.SessionResponse
+	if json.Unmarshal(body, &resp) == nil && resp.Session != 0 {
+		if t, err := p.table(cell); err == nil {
+			t.opened(resp.Session, time.Duration(resp.LeaseMS)*time.Millisecond, arrived)
 		}
-	case api.RouteSessionClose:
-		// The request named it; the reply is empty.
 	}
 }
 
@@ -303,7 +305,6 @@ func (p *Proxy) afterForward(route, cell string, body []byte, arrived time.Time)
 // path's prefix by the directory; "" for directory administration.
 func (p *Proxy) cellOf(ctx *fasthttp.RequestCtx) (string, error) {
 	if c := string(ctx.Request.Header.Peek(api.HeaderCell)); c != "" {
-		p.noteClose(ctx, c)
 		return c, nil
 	}
 	var probe struct {
@@ -315,7 +316,6 @@ func (p *Proxy) cellOf(ctx *fasthttp.RequestCtx) (string, error) {
 	}
 	switch {
 	case probe.Cell != "":
-		p.noteClose(ctx, probe.Cell)
 		return probe.Cell, nil
 	case probe.Path != "":
 		return p.up.CellFor(probe.Path)
@@ -326,9 +326,6 @@ func (p *Proxy) cellOf(ctx *fasthttp.RequestCtx) (string, error) {
 // noteClose forgets a session its client is closing (before the close is
 // forwarded: a batch must not renew it meanwhile).
 func (p *Proxy) noteClose(ctx *fasthttp.RequestCtx, cell string) {
-	if string(ctx.Path()) != api.RouteSessionClose {
-		return
-	}
 	var req api.CloseSessionRequest
 	if decode(ctx, &req) == nil && req.Session != 0 {
 		p.mu.Lock()

@@ -136,6 +136,19 @@ type SessionResponse struct {
 	// answers with the age of the last confirmed one. The client counts
 	// its lease from its send time less this.
 	LeaseAgeMS int64 `json:"lease_age_ms,omitempty"`
+	// Proxy names the lockproxy instance that answered ("" from a lockd):
+	// a client whose replies start naming another one flushes its cache
+	// and re-arms its watches there (the old proxy held them).
+	Proxy string `json:"proxy,omitempty"`
+	// CacheMS, through a proxy: how long after its send the client may
+	// serve values the proxy made cacheable (what was left of the proxy's
+	// own cache window on the cell when the request arrived; 0: none).
+	CacheMS int64 `json:"cache_ms,omitempty"`
+	// ProxyEvents are the proxy's own events for the session: the firing
+	// of watches the proxy holds for it and invalidations of values it
+	// served cacheable, numbered (Seq) per session by the proxy instance
+	// and re-sent until a KeepAlive acknowledges them (ProxyAck).
+	ProxyEvents []Event `json:"proxy_events,omitempty"`
 }
 
 // KeepAliveBatchRequest renews many sessions of one cell in one call (a
@@ -239,6 +252,10 @@ type KeepAliveRequest struct {
 	// for another epoch than the leader's is ignored.
 	AckSeq   uint64 `json:"ack_seq"`
 	AckEpoch uint64 `json:"ack_epoch,omitempty"`
+	// Proxy and ProxyAck acknowledge the ProxyEvents of that proxy
+	// instance up to ProxyAck (a lockd ignores them).
+	Proxy    string `json:"proxy,omitempty"`
+	ProxyAck uint64 `json:"proxy_ack,omitempty"`
 }
 
 // CloseSessionRequest ends a session and frees everything it held.
@@ -335,6 +352,10 @@ type GetResponse struct {
 	// until then, while its lease is confirmed within CacheWindow.
 	Cacheable bool   `json:"cacheable,omitempty"`
 	Epoch     uint64 `json:"epoch,omitempty"`
+	// Proxy names the lockproxy instance that made the reply cacheable
+	// (from its shared cache): the client may cache it only while its
+	// KeepAlives go through that instance, which invalidates it.
+	Proxy string `json:"proxy,omitempty"`
 }
 
 // ChildrenResponse answers children: names sorted by byte value (sequential

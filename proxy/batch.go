@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/sdk"
 )
 
 // proxySession is one client session this proxy renews on its cell.
@@ -36,6 +37,27 @@ type proxySession struct {
 	urgent bool
 	// waiter is the client's KeepAlive held until something changes.
 	waiter *kaWait
+
+	// The proxy's own events for the client (shared.go): pevents are
+	// those not yet acknowledged, pseq the last seq given, pack the
+	// client's acknowledgement.
+	pevents    []api.Event
+	pseq, pack uint64
+	// grantUntil bounds every grant to serve from cache this proxy gave
+	// the client (each counts from the client's send, before the reply).
+	grantUntil time.Time
+	// watches are the watches the proxy holds for the client; cached the
+	// paths it served it as cacheable (its entries in cellTable.cachers).
+	watches map[armKey]*sdk.Watch
+	cached  map[string]struct{}
+	// knowsMe: the client's KeepAlive named this proxy instance.
+	knowsMe bool
+	// gone is closed when the proxy forgets the session.
+	gone chan struct{}
+}
+
+func newProxySession(id uint64) *proxySession {
+	return &proxySession{id: id, watches: map[armKey]*sdk.Watch{}, cached: map[string]struct{}{}, gone: make(chan struct{})}
 }
 
 type ack struct{ epoch, seq uint64 }

@@ -122,7 +122,7 @@ func TestClientAckOfInvalidationIsUrgent(t *testing.T) {
 }
 
 func testTable() *cellTable {
-	return newCellTable("demo", "p1", nil, newMetrics(prometheus.NewRegistry(), &Proxy{}))
+	return newCellTable(context.Background(), "demo", "p1", "p1/test", nil, newMetrics(prometheus.NewRegistry(), &Proxy{}))
 }
 
 // TestKeepAliveReportsTheLeaseAge: the proxy answers at once from its

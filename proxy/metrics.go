@@ -12,6 +12,10 @@ type metrics struct {
 	batches       *prometheus.CounterVec
 	batchErrors   *prometheus.CounterVec
 	batchSessions *prometheus.GaugeVec
+	cacheHits     prometheus.Counter
+	cacheMisses   prometheus.Counter
+	invalidations prometheus.Counter
+	clientWatches prometheus.Gauge
 }
 
 func newMetrics(reg *prometheus.Registry, p *Proxy) *metrics {
@@ -26,8 +30,16 @@ func newMetrics(reg *prometheus.Registry, p *Proxy) *metrics {
 			Help: "KeepAlive batches that failed (the next one renews again)."}, []string{"cell"}),
 		batchSessions: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lockproxy_keepalive_batch_sessions",
 			Help: "Sessions in the latest KeepAlive batch sent to the cell."}, []string{"cell"}),
+		cacheHits: prometheus.NewCounter(prometheus.CounterOpts{Name: "lockproxy_cache_hits_total",
+			Help: "Clients' cached reads served from the proxy's shared cache."}),
+		cacheMisses: prometheus.NewCounter(prometheus.CounterOpts{Name: "lockproxy_cache_misses_total",
+			Help: "Clients' cached reads the proxy sent to the cell."}),
+		invalidations: prometheus.NewCounter(prometheus.CounterOpts{Name: "lockproxy_invalidations_sent_total",
+			Help: "Invalidations passed on to clients the proxy served the value to."}),
+		clientWatches: prometheus.NewGauge(prometheus.GaugeOpts{Name: "lockproxy_client_watches",
+			Help: "Watches the proxy holds for its clients (the cell sees one per path and kind)."}),
 	}
-	reg.MustRegister(m.requests, m.keepAlives, m.batches, m.batchErrors, m.batchSessions,
+	reg.MustRegister(m.requests, m.keepAlives, m.batches, m.batchErrors, m.batchSessions, m.cacheHits, m.cacheMisses, m.invalidations, m.clientWatches,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lockproxy_clients", Help: "Open client connections."},
 			func() float64 { return float64(p.clients.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lockproxy_sessions", Help: "Client sessions this proxy renews."},

@@ -7,6 +7,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,6 +53,10 @@ type Proxy struct {
 	// metrics serves reg on /metrics.
 	metrics fasthttp.RequestHandler
 
+	// instance names this run of the proxy to its clients: one that
+	// restarts holds none of the old run's cache grants and watches.
+	instance string
+
 	mu    sync.Mutex
 	cells map[string]*cellTable
 
@@ -75,7 +80,11 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 	if cfg.Advertise == "" {
 		cfg.Advertise = cfg.Listen
 	}
-	up, err := sdk.New(ctx, sdk.Config{Endpoints: cfg.Lockds, Direct: true, NoCache: true, Logger: cfg.Logger})
+	// up forwards the clients' requests, and its sessions (one per cell)
+	// are the proxy's own: their caches are the shared cache, and the
+	// gate holds back their acknowledgements for the proxy's clients.
+	g := &gate{}
+	up, err := sdk.New(ctx, sdk.Config{Endpoints: cfg.Lockds, Direct: true, Logger: cfg.Logger, Gate: g})
 	if err != nil {
 		return nil, fmt.Errorf("reach the lockds: %w", err)
 	}
@@ -84,7 +93,9 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 		_ = up.Close()
 		return nil, fmt.Errorf("listen: %w", err)
 	}
-	p := &Proxy{cfg: cfg, log: cfg.Logger, up: up, cells: map[string]*cellTable{}, ln: ln, reg: prometheus.NewRegistry()}
+	p := &Proxy{cfg: cfg, log: cfg.Logger, up: up, cells: map[string]*cellTable{}, ln: ln, reg: prometheus.NewRegistry(),
+		instance: cfg.Name + "/" + rand.Text()[:10]}
+	g.p = p
 	p.m = newMetrics(p.reg, p)
 	p.metrics = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{}))
 	p.ctx, p.cancel = context.WithCancel(context.Background())
@@ -165,7 +176,7 @@ func (p *Proxy) table(cell string) (*cellTable, error) {
 	if t := p.cells[cell]; t != nil {
 		return t, nil
 	}
-	t = newCellTable(cell, p.cfg.Name, p.up, p.m)
+	t = newCellTable(p.ctx, cell, p.cfg.Name, p.instance, p.up, p.m)
 	p.cells[cell] = t
 	p.wg.Add(2)
 	go func() { defer p.wg.Done(); t.run(p.ctx) }()
@@ -277,6 +288,9 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx) {
 	}
 	if route == api.RouteSessionClose {
 		p.noteClose(ctx, cell)
+	}
+	if p.serveShared(ctx, cell, route) {
+		return
 	}
 	cctx, cancel := p.requestContext(ctx)
 	defer cancel()

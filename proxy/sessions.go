@@ -62,10 +62,50 @@ type cellTable struct {
 	batches   uint64
 
 	kick chan struct{} // an urgent batch is wanted
+
+	// The shared cache (shared.go): cachers are the clients the proxy
+	// served each path to as cacheable; gen rises with every
+	// invalidation and fail-over (a read that began under another gen
+	// is not made cacheable); acked is closed at a client's next
+	// acknowledgement.
+	instance  string
+	cacheLeft func(cell string) time.Duration // the proxy's own session's cache window left
+	// sharedSession is the proxy's own session's id; sharedID the one
+	// the last grant counted from.
+	sharedSession func(cell string) uint64
+	sharedID      uint64
+	cachers       map[string]map[uint64]struct{}
+	gen           uint64
+	acked         chan struct{}
+	ctx           context.Context
 }
 
-func newCellTable(name, proxy string, up *sdk.Client, m *metrics) *cellTable {
-	return &cellTable{name: name, proxy: proxy, up: up, m: m, sessions: map[uint64]*proxySession{}, kick: make(chan struct{}, 1)}
+func newCellTable(ctx context.Context, name, proxy, instance string, up *sdk.Client, m *metrics) *cellTable {
+	t := &cellTable{name: name, proxy: proxy, up: up, m: m, sessions: map[uint64]*proxySession{}, kick: make(chan struct{}, 1),
+		instance: instance, cachers: map[string]map[uint64]struct{}{}, ctx: ctx}
+	if up != nil {
+		t.cacheLeft, t.sharedSession = up.CacheLeft, up.SessionID
+	}
+	return t
+}
+
+// forgetLocked drops a session from the table.
+func (t *cellTable) forgetLocked(ps *proxySession) {
+	if t.sessions[ps.id] == ps {
+		delete(t.sessions, ps.id)
+		for path := range ps.cached {
+			if set := t.cachers[path]; set != nil {
+				delete(set, ps.id)
+				if len(set) == 0 {
+					delete(t.cachers, path)
+				}
+			}
+		}
+		if ps.gone != nil {
+			close(ps.gone)
+		}
+		t.notifyAcksLocked()
+	}
 }
 
 func (t *cellTable) kickUrgent() {
@@ -188,9 +228,9 @@ func (t *cellTable) prune(now time.Time) (minLease time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	minLease = api.DefaultLease
-	for id, ps := range t.sessions {
+	for _, ps := range t.sessions {
 		if ps.waiter == nil && now.Sub(ps.lastKA) > ps.leaseOrDefault()+forgetAfter {
-			delete(t.sessions, id)
+			t.forgetLocked(ps)
 			continue
 		}
 		minLease = min(minLease, ps.leaseOrDefault())
@@ -205,7 +245,7 @@ func (t *cellTable) opened(id uint64, lease time.Duration, arrived time.Time) {
 	defer t.mu.Unlock()
 	ps := t.sessions[id]
 	if ps == nil {
-		ps = &proxySession{id: id}
+		ps = newProxySession(id)
 		t.sessions[id] = ps
 	}
 	ps.lease, ps.lastKA, ps.base, ps.err = lease, arrived, arrived, nil
@@ -218,7 +258,7 @@ func (t *cellTable) closed(id uint64) {
 	if ps := t.sessions[id]; ps != nil {
 		ps.err = api.Errorf(api.CodeSessionExpired, "session %d closed", id)
 		t.wakeLocked(ps)
-		delete(t.sessions, id)
+		t.forgetLocked(ps)
 	}
 }
 
@@ -230,11 +270,18 @@ func (t *cellTable) closed(id uint64) {
 // began.
 func (t *cellTable) keepAlive(ctx context.Context, req api.KeepAliveRequest, arrived time.Time) (api.SessionResponse, error) {
 	t.m.keepAlives.Inc()
+	// Read before the table's lock (the sdk's lock comes first): when the
+	// proxy's own cache stops serving, so must its clients'.
+	cacheUntil, shared := t.cacheUntil()
 	t.mu.Lock()
 	ps := t.sessions[req.Session]
 	if ps == nil {
-		ps = &proxySession{id: req.Session}
+		ps = newProxySession(req.Session)
 		t.sessions[req.Session] = ps
+	}
+	if req.Proxy == t.instance {
+		ps.knowsMe = true
+		t.proxyAckLocked(ps, req.ProxyAck)
 	}
 	if ps.err != nil {
 		err := ps.err
@@ -279,11 +326,23 @@ func (t *cellTable) keepAlive(ctx context.Context, req api.KeepAliveRequest, arr
 			// client tries another proxy.
 			t.mu.Unlock()
 			return api.SessionResponse{}, api.Errorf(api.CodeUnavailable, "proxy: no answer from cell %s's leader for %v", t.name, now.Sub(later(t.lastReply, ps.base)).Round(time.Millisecond))
-		case len(ps.pending(t.epoch)) > 0 || !now.Before(deadline) || w.superseded || ps.behind(t.epoch):
+		case len(ps.pending(t.epoch)) > 0 || len(ps.pevents) > 0 || !now.Before(deadline) || w.superseded || ps.behind(t.epoch):
+			if shared != 0 {
+				t.sharedSessionLocked(shared)
+			}
 			resp := api.SessionResponse{Session: ps.id, LeaseMS: ps.leaseOrDefault().Milliseconds(), Epoch: t.epoch, Index: t.index,
-				Events: slices.Clone(ps.pending(t.epoch)), LeaseAgeMS: max(arrived.Sub(ps.base), 0).Milliseconds()}
+				Events: slices.Clone(ps.pending(t.epoch)), LeaseAgeMS: max(arrived.Sub(ps.base), 0).Milliseconds(),
+				Proxy: t.instance, ProxyEvents: slices.Clone(ps.pevents)}
 			if brokenLeaseAge {
 				resp.LeaseAgeMS = 0
+			}
+			// The grant to serve from cache: what is left of the proxy's
+			// own, recorded with the events it goes with.
+			// Counted from the request's arrival, which the client's
+			// send precedes: the client's grant ends before the proxy's.
+			if cacheUntil.After(now) {
+				resp.CacheMS = cacheUntil.Sub(arrived).Milliseconds()
+				ps.grantUntil = later(ps.grantUntil, cacheUntil)
 			}
 			if ps.waiter == w {
 				ps.waiter = nil
@@ -310,8 +369,19 @@ func (t *cellTable) keepAlive(ctx context.Context, req api.KeepAliveRequest, arr
 			return api.SessionResponse{}, api.Errorf(api.CodeUnavailable, "proxy shutting down")
 		}
 		timer.Stop()
+		cacheUntil, shared = t.cacheUntil()
 		t.mu.Lock()
 	}
+}
+
+// cacheUntil is when the proxy's own session on the cell stops serving
+// its cache. Never call it holding t.mu.
+func (t *cellTable) cacheUntil() (time.Time, uint64) {
+	now := time.Now()
+	if t.cacheLeft == nil {
+		return now, 0
+	}
+	return now.Add(t.cacheLeft(t.name)), t.sharedSession(t.name)
 }
 
 // status is the table's part of the proxy's status.

@@ -53,7 +53,8 @@ func (lc leaseClock) cacheUntil() time.Time {
 func (s *Session) cached(path string) (api.GetResponse, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.err != nil || !time.Now().Before(s.clockLocked().cacheUntil()) {
+	now := time.Now()
+	if s.err != nil || !now.Before(s.clockLocked().cacheUntil()) || (s.proxy != "" && !now.Before(s.proxyCacheUntil)) {
 		return api.GetResponse{}, false
 	}
 	r, ok := s.cache.entries[path]
@@ -70,11 +71,13 @@ func (s *Session) cacheGen() uint64 {
 
 // store caches a reply the leader made cacheable, unless an invalidation
 // or flush came between the read's send and now, or the reply is from
-// another leadership than the one the session knows.
+// another leadership than the one the session knows, or was made
+// cacheable by another proxy than the one its KeepAlives go through (only
+// that one invalidates it).
 func (s *Session) store(path string, r api.GetResponse, gen uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.err != nil || s.cache.gen != gen || r.Epoch != s.epoch || len(s.cache.entries) >= maxCacheEntries {
+	if s.err != nil || s.cache.gen != gen || r.Epoch != s.epoch || r.Proxy != s.proxy || len(s.cache.entries) >= maxCacheEntries {
 		return
 	}
 	s.cache.entries[path] = r

@@ -43,6 +43,25 @@ type Config struct {
 	// cells see one KeepAlive per proxy instead of one per client. Set it
 	// for tools that must reach a cell with every proxy down.
 	Direct bool
+	// Gate, if set, holds back the acknowledgement of invalidations and
+	// of a new leader's epoch until it says so: a lockproxy's shared
+	// cache must first pass them on to its own clients. Applications
+	// leave it nil.
+	Gate AckGate
+}
+
+// AckGate lets a client hold back acknowledgements its cells wait for.
+// Its methods are called with the session's lock held: they must not call
+// into the client, and must return at once.
+type AckGate interface {
+	// Invalidated: the cell invalidated paths in the session's cache (nil:
+	// every path, after a resync). The session acknowledges them once the
+	// channel returned is closed (nil: at once).
+	Invalidated(cell string, paths []string) <-chan struct{}
+	// FailedOver: the cell has a new leader (epoch). The session
+	// acknowledges the epoch, which the new leader waits for before it
+	// changes a node the session may cache, once the channel is closed.
+	FailedOver(cell string, epoch uint64) <-chan struct{}
 }
 
 func (cfg Config) grace() time.Duration {

@@ -40,9 +40,7 @@ func (s *Session) keepAliveLoop() {
 			if cl.attempts > 0 {
 				req.WaitMS = 0
 			}
-			s.mu.Lock()
-			req.AckEpoch, req.AckSeq = s.w.ack()
-			s.mu.Unlock()
+			s.fillAck(&req)
 		}
 		// Bound a round by the lease so the loop regains control (and can
 		// judge the lease) even while no replica answers.
@@ -63,7 +61,22 @@ func (s *Session) keepAliveLoop() {
 			}
 			continue
 		}
-		if !s.confirmed(cl.sent, &resp) {
+		switch more, held := s.confirmed(cl.sent, &resp); {
+		case more && held:
+			// The cell re-sends events whose acknowledgement the gate
+			// holds back: this loop waits for a release (then its next
+			// KeepAlive carries the acknowledgement and waits for more),
+			// renewing the lease meanwhile without spinning.
+			s.setHeldWait(true)
+			t := time.NewTimer(min(s.wait, time.Second))
+			select {
+			case <-s.released:
+			case <-t.C:
+			case <-s.ctx.Done():
+			}
+			t.Stop()
+			s.setHeldWait(false)
+		case !more:
 			if d := time.Since(cl.sent); d < minKeepAliveGap {
 				sleepCtx(s.ctx, minKeepAliveGap-d)
 			}
@@ -71,18 +84,95 @@ func (s *Session) keepAliveLoop() {
 	}
 }
 
+// fillAck puts the session's acknowledgements into a KeepAlive.
+func (s *Session) fillAck(req *api.KeepAliveRequest) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	req.AckEpoch, req.AckSeq = s.w.ack()
+	req.Proxy, req.ProxyAck = s.proxy, s.w.pseq
+	s.sentAck = [2]uint64{req.AckEpoch, req.AckSeq}
+}
+
+// ackPending reports whether the session has an acknowledgement no
+// KeepAlive carried yet, with the KeepAlive loop in a long poll (it sends
+// one itself when it waits for a release).
+func (s *Session) ackPending() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, seq := s.w.ack()
+	return !s.heldWait && s.sentAck != [2]uint64{e, seq}
+}
+
+// ackLoop sends an immediate KeepAlive when the gate releases a held
+// acknowledgement (a write, or a new leader, waits for it), for the main
+// loop may be in a long poll; a newer KeepAlive ends the one the cell
+// holds, which then goes on as usual.
+func (s *Session) ackLoop() {
+	defer s.c.bg.Done()
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-s.ackKick:
+		}
+		if !s.ackPending() {
+			continue
+		}
+		req := api.KeepAliveRequest{Cell: s.cs.name, Session: s.id}
+		var resp api.SessionResponse
+		cl := &call{route: api.RouteSessionKeepAlive, req: &req, resp: &resp, keepAlive: true, retryUnsure: true,
+			before: func() {
+				s.fillAck(&req)
+			}}
+		rctx, cancel := context.WithTimeout(s.ctx, s.lease/3)
+		err := s.c.do(rctx, s.cs, cl)
+		cancel()
+		if err == nil {
+			s.confirmed(cl.sent, &resp)
+		}
+	}
+}
+
+func (s *Session) setHeldWait(v bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.heldWait = v
+}
+
+// watchHold kicks ackLoop when ch closes.
+func (s *Session) watchHold(ch <-chan struct{}) {
+	s.wg.Add(1)
+	s.c.bg.Add(1)
+	go func() {
+		defer s.c.bg.Done()
+		defer s.wg.Done()
+		select {
+		case <-ch:
+			for _, sig := range [...]chan struct{}{s.ackKick, s.released} {
+				select {
+				case sig <- struct{}{}:
+				default:
+				}
+			}
+		case <-s.ctx.Done():
+		}
+	}()
+}
+
 // confirmed applies a KeepAlive reply to the session. It reports whether
 // the reply carried events (new or repeated): then the next KeepAlive, which
-// acknowledges them, goes at once.
-func (s *Session) confirmed(sent time.Time, resp *api.SessionResponse) bool {
+// acknowledges them, goes at once; and whether an acknowledgement is held
+// back (Config.Gate).
+func (s *Session) confirmed(sentAt time.Time, resp *api.SessionResponse) (more, held bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {
-		return false
+		return false, false
 	}
 	// A proxy renews in batches: the lease it confirms began LeaseAgeMS
 	// before the request reached it, so before this send less that.
-	sent = sent.Add(-time.Duration(resp.LeaseAgeMS) * time.Millisecond)
+	sent := sentAt.Add(-time.Duration(resp.LeaseAgeMS) * time.Millisecond)
 	if sent.After(s.lastConfirmedSend) {
 		s.lastConfirmedSend = sent
 	}
@@ -100,12 +190,39 @@ func (s *Session) confirmed(sent time.Time, resp *api.SessionResponse) bool {
 	default:
 	}
 	s.index = max(s.index, resp.Index)
-	rearm, invalidated, resync := s.w.dispatch(resp.Epoch, resp.Events)
-	for _, p := range invalidated {
+	rearm := false
+	if resp.Proxy != s.proxy {
+		// Another proxy (or none): the values the old one made cacheable
+		// are no longer invalidated, and the watches it held for this
+		// session are gone with it. Its events are numbered afresh.
+		s.log.Info("keepalives through another proxy", "old", s.proxy, "proxy", resp.Proxy)
+		s.proxy, s.w.pseq = resp.Proxy, 0
+		s.cache.flush()
+		rearm = s.w.markAllDirty()
+	}
+	if resp.Proxy != "" {
+		// The proxy's grant counts from this send (not less the lease's
+		// age): the proxy counted it from the request's arrival.
+		s.proxyCacheUntil = sentAt.Add(time.Duration(resp.CacheMS) * time.Millisecond)
+	}
+	r1, invalidated, firstInv, resync := s.w.dispatch(resp.Epoch, resp.Events)
+	r2, pinvalidated, presync := s.w.dispatchProxy(resp.ProxyEvents)
+	rearm = rearm || r1 || r2
+	for _, p := range append(invalidated, pinvalidated...) {
 		s.cache.invalidate(p)
 	}
-	if resync {
+	if resync || presync {
 		s.cache.flush() // the events it replaced may have been invalidations
+	}
+	if g := s.c.cfg.Gate; g != nil && firstInv > 0 {
+		paths := invalidated
+		if resync {
+			paths = nil // every path: the resync may stand for any invalidation
+		}
+		if ch := g.Invalidated(s.cs.name, paths); ch != nil {
+			s.w.hold(firstInv, ch)
+			s.watchHold(ch)
+		}
 	}
 	if resp.Epoch != 0 && resp.Epoch != s.epoch {
 		s.log.Info("cell fail-over", "old_epoch", s.epoch, "epoch", resp.Epoch)
@@ -121,11 +238,17 @@ func (s *Session) confirmed(sent time.Time, resp *api.SessionResponse) bool {
 			rearm = true
 		}
 		s.emitLocked(SessionEvent{Type: SessionFailover, Epoch: resp.Epoch})
+		if g := s.c.cfg.Gate; g != nil {
+			if ch := g.FailedOver(s.cs.name, resp.Epoch); ch != nil {
+				s.w.epochHold = ch
+				s.watchHold(ch)
+			}
+		}
 	}
 	if rearm {
 		s.signalRearm()
 	}
-	return len(resp.Events) > 0
+	return len(resp.Events) > 0 || len(resp.ProxyEvents) > 0, s.w.held()
 }
 
 func (s *Session) signalRearm() {

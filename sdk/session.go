@@ -115,8 +115,17 @@ type Session struct {
 	cleanupSig chan struct{} // cap 1
 	w          watchSet
 	cache      cacheState
-	events     chan SessionEvent
-	done       chan struct{}
+	// proxy is the lockproxy instance the session's KeepAlives last went
+	// through ("" direct); proxyCacheUntil is when its grant to serve
+	// the values it made cacheable ends.
+	proxy           string
+	proxyCacheUntil time.Time
+	ackKick         chan struct{} // cap 1: a held acknowledgement was released (for ackLoop)
+	released        chan struct{} // cap 1: the same, for the KeepAlive loop
+	heldWait        bool          // the KeepAlive loop waits for a release
+	sentAck         [2]uint64     // the last acknowledgement sent (epoch, seq)
+	events          chan SessionEvent
+	done            chan struct{}
 }
 
 // openSession asks the cell for a session and starts its goroutines.
@@ -158,14 +167,17 @@ func (c *Client) openSession(ctx context.Context, cs *cellState) (*Session, erro
 		confirmedSig:      make(chan struct{}, 1),
 		leaseChanged:      make(chan struct{}),
 		cleanupSig:        make(chan struct{}, 1),
+		ackKick:           make(chan struct{}, 1),
+		released:          make(chan struct{}, 1),
 	}
 	s.reqs.init()
 	s.w.init()
 	s.cache.entries = map[string]api.GetResponse{}
 	s.ctx, s.cancel = context.WithCancel(c.ctx)
 	s.leaseCtx, s.leaseCancel = context.WithCancel(s.ctx)
-	s.wg.Add(4)
-	c.bg.Add(4)
+	s.wg.Add(5)
+	c.bg.Add(5)
+	go s.ackLoop()
 	go s.keepAliveLoop()
 	go s.rearmLoop()
 	go s.leaseWatchdog()
@@ -182,6 +194,14 @@ func (s *Session) Cell() string { return s.cs.name }
 
 // Lease is the lease length the cell granted.
 func (s *Session) Lease() time.Duration { return s.lease }
+
+// Proxy names the lockproxy instance the session's KeepAlives last went
+// through ("" when they go to the cell's replicas).
+func (s *Session) Proxy() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proxy
+}
 
 // Epoch is the cell's leader epoch as last seen by the session.
 func (s *Session) Epoch() uint64 {

@@ -63,6 +63,49 @@ type watchSet struct {
 	// seqEpoch is the leader epoch of the last reply; seq the highest
 	// event seq processed under it (what the next KeepAlive acknowledges).
 	seqEpoch, seq uint64
+	// pseq is the highest proxy event seq processed from the proxy
+	// instance the session's KeepAlives go through.
+	pseq uint64
+	// holds are invalidations processed but not yet to be acknowledged
+	// (Config.Gate), in seq order; epochHold holds back the
+	// acknowledgement of the current epoch while open.
+	holds     []ackHold
+	epochHold <-chan struct{}
+}
+
+// ackHold: acknowledge nothing from seq on until ch is closed.
+type ackHold struct {
+	seq uint64
+	ch  <-chan struct{}
+}
+
+// hold holds back the acknowledgement of seq and later until ch closes.
+func (ws *watchSet) hold(seq uint64, ch <-chan struct{}) {
+	ws.holds = append(ws.holds, ackHold{seq, ch})
+}
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// held reports whether some acknowledgement is held back.
+func (ws *watchSet) held() bool {
+	ws.releaseHolds()
+	return len(ws.holds) > 0 || ws.epochHold != nil
+}
+
+func (ws *watchSet) releaseHolds() {
+	for len(ws.holds) > 0 && closed(ws.holds[0].ch) {
+		ws.holds = ws.holds[1:]
+	}
+	if ws.epochHold != nil && closed(ws.epochHold) {
+		ws.epochHold = nil
+	}
 }
 
 func (ws *watchSet) init() {
@@ -72,7 +115,18 @@ func (ws *watchSet) init() {
 
 // ack is what the next KeepAlive acknowledges: events up to seq under
 // leader epoch epoch.
-func (ws *watchSet) ack() (epoch, seq uint64) { return ws.seqEpoch, ws.seq }
+// An epoch held back is acknowledged as epoch 0, which no leader takes.
+func (ws *watchSet) ack() (epoch, seq uint64) {
+	ws.releaseHolds()
+	if ws.epochHold != nil {
+		return 0, 0
+	}
+	seq = ws.seq
+	if len(ws.holds) > 0 {
+		seq = min(seq, ws.holds[0].seq-1)
+	}
+	return ws.seqEpoch, seq
+}
 
 // fresh reports whether ev is new to the session, and records it as
 // processed. An event without a seq (an older cell) is always new.
@@ -93,22 +147,48 @@ func (ws *watchSet) fresh(ev api.Event) bool {
 // may have consumed, so they need re-registering; the paths the cell
 // invalidated in the session's cache; and whether a resync came (it may
 // have replaced invalidations).
-func (ws *watchSet) dispatch(epoch uint64, events []api.Event) (rearm bool, invalidated []string, resync bool) {
+// firstInv is the seq of the first invalidation (or resync, which may
+// have replaced invalidations) among them.
+func (ws *watchSet) dispatch(epoch uint64, events []api.Event) (rearm bool, invalidated []string, firstInv uint64, resync bool) {
 	if epoch != 0 && epoch != ws.seqEpoch {
 		ws.seqEpoch, ws.seq = epoch, 0 // a new leadership numbers afresh
+		ws.holds = nil                 // the old one's holds: it is gone
 	}
+	return ws.process(events, ws.fresh)
+}
+
+// dispatchProxy is dispatch for the events of the proxy the session's
+// KeepAlives go through (numbered by the proxy).
+func (ws *watchSet) dispatchProxy(events []api.Event) (rearm bool, invalidated []string, resync bool) {
+	rearm, invalidated, _, resync = ws.process(events, func(ev api.Event) bool {
+		if ev.Seq <= ws.pseq {
+			return false
+		}
+		ws.pseq = ev.Seq
+		return true
+	})
+	return rearm, invalidated, resync
+}
+
+func (ws *watchSet) process(events []api.Event, fresh func(api.Event) bool) (rearm bool, invalidated []string, firstInv uint64, resync bool) {
 	for _, ev := range events {
-		if !ws.fresh(ev) {
+		if !fresh(ev) {
 			continue
 		}
 		if ev.Type == api.EventInvalidate {
 			invalidated = append(invalidated, ev.Path) // for the cache, not a watch
+			if firstInv == 0 {
+				firstInv = ev.Seq
+			}
 			continue
 		}
 		if ev.Type == api.EventResync {
 			ws.failAll(api.EventResync)
 			ws.orphan(ev)
 			resync = true
+			if firstInv == 0 {
+				firstInv = ev.Seq // it may stand for invalidations
+			}
 			continue
 		}
 		if ws.firePath(ev) {
@@ -118,7 +198,7 @@ func (ws *watchSet) dispatch(epoch uint64, events []api.Event) (rearm bool, inva
 		// armed the same server-side watch, which this event consumed.
 		ws.orphan(ev)
 	}
-	return rearm, invalidated, resync
+	return rearm, invalidated, firstInv, resync
 }
 
 // ownDelete fires the session's watches on a node it deleted itself: the

@@ -1,0 +1,5 @@
+//go:build !lockproxy_broken_shared_ack
+
+package proxy
+
+const brokenSharedAck = false

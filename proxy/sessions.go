@@ -75,6 +75,8 @@ type cellTable struct {
 	sharedSession func(cell string) uint64
 	sharedID      uint64
 	cachers       map[string]map[uint64]struct{}
+	flights       map[string]*flight // reads of the shared cache under way, by path
+	nextFlights   map[string]*flight // the next ones, collecting reads
 	gen           uint64
 	acked         chan struct{}
 	ctx           context.Context
@@ -82,7 +84,7 @@ type cellTable struct {
 
 func newCellTable(ctx context.Context, name, proxy, instance string, up *sdk.Client, m *metrics) *cellTable {
 	t := &cellTable{name: name, proxy: proxy, up: up, m: m, sessions: map[uint64]*proxySession{}, kick: make(chan struct{}, 1),
-		instance: instance, cachers: map[string]map[uint64]struct{}{}, ctx: ctx}
+		instance: instance, cachers: map[string]map[uint64]struct{}{}, flights: map[string]*flight{}, nextFlights: map[string]*flight{}, ctx: ctx}
 	if up != nil {
 		t.cacheLeft, t.sharedSession = up.CacheLeft, up.SessionID
 	}

@@ -121,6 +121,70 @@ func (t *cellTable) ackedChanLocked() <-chan struct{} {
 	return t.acked
 }
 
+// flight is one read of the shared cache that several clients' reads of
+// a path share (after an invalidation all of a proxy's clients miss at
+// once). A read joins only a flight not yet sent, so the flight's read
+// is linearized after every joiner's arrival: one already under way may
+// have read before a write that completed before the joiner came. While
+// one is under way, the next collects the reads that arrive and goes
+// when it returns: two reads of a path at the cell at most, however many
+// clients. gen is the table's gen when the flight went.
+type flight struct {
+	done chan struct{}
+	prev *flight // under way when this one formed: it goes when prev returns
+	gen  uint64
+	resp api.GetResponse
+	hit  bool
+	err  error
+}
+
+// joinFlight returns the flight a read of path joins, and whether the
+// caller leads it (sends it).
+func (t *cellTable) joinFlight(path string) (*flight, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if nx := t.nextFlights[path]; nx != nil {
+		return nx, false
+	}
+	f := &flight{done: make(chan struct{})}
+	if cur := t.flights[path]; cur != nil {
+		f.prev = cur
+		t.nextFlights[path] = f
+	} else {
+		t.flights[path] = f
+	}
+	return f, true
+}
+
+// fly sends flight f (after the one under way, if any) and publishes its
+// result.
+func (t *cellTable) fly(p *Proxy, f *flight, path string) {
+	if f.prev != nil {
+		<-f.prev.done
+		t.mu.Lock()
+		if t.nextFlights[path] == f {
+			delete(t.nextFlights, path)
+		}
+		if t.flights[path] == nil {
+			t.flights[path] = f
+		}
+		t.mu.Unlock()
+	}
+	t.mu.Lock()
+	f.gen = t.gen
+	t.mu.Unlock()
+	// Not the client's context: others wait on this read too.
+	ctx, cancel := context.WithTimeout(p.ctx, sdk.DefaultRequestTimeout)
+	f.resp, f.hit, f.err = p.up.SharedGet(ctx, t.name, path)
+	cancel()
+	t.mu.Lock()
+	if t.flights[path] == f {
+		delete(t.flights, path)
+	}
+	t.mu.Unlock()
+	close(f.done)
+}
+
 // clientWait is one client a held acknowledgement waits for: until done
 // says so, or its grant runs out.
 type clientWait struct {
@@ -290,10 +354,17 @@ func (t *cellTable) isLiveClient(id uint64) bool {
 // leader, into it), and records the client as a cacher of the value when
 // it may cache it: no invalidation or fail-over came since the read began.
 func (p *Proxy) cachedGet(ctx context.Context, t *cellTable, req api.ReadRequest) (api.GetResponse, error) {
-	t.mu.Lock()
-	gen := t.gen
-	t.mu.Unlock()
-	resp, hit, err := p.up.SharedGet(ctx, t.name, req.Path)
+	f, lead := t.joinFlight(req.Path)
+	if lead {
+		t.fly(p, f, req.Path)
+	} else {
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return api.GetResponse{}, api.Errorf(api.CodeUnavailable, "proxy: read of %s: %v", req.Path, ctx.Err())
+		}
+	}
+	resp, hit, err, gen := f.resp, f.hit || !lead, f.err, f.gen
 	if err != nil {
 		return resp, err
 	}

@@ -153,3 +153,25 @@ func TestOlderClientsAreForwarded(t *testing.T) {
 		t.Fatal("a client that named the proxy is not")
 	}
 }
+
+// TestReadsJoinOnlyAFlightNotYetSent: a read arriving while one is under
+// way must not take its result (it may predate a write that completed
+// before the read came): it joins, or forms, the next one.
+func TestReadsJoinOnlyAFlightNotYetSent(t *testing.T) {
+	tb := testTable()
+	first, lead := tb.joinFlight("/demo/x")
+	if !lead || first.prev != nil {
+		t.Fatal("the first read leads a flight of its own")
+	}
+	second, lead := tb.joinFlight("/demo/x")
+	if !lead || second == first || second.prev != first {
+		t.Fatal("a read while one is under way forms the next flight")
+	}
+	third, lead := tb.joinFlight("/demo/x")
+	if lead || third != second {
+		t.Fatal("a later read joins the next flight, not the one under way")
+	}
+	if other, lead := tb.joinFlight("/demo/y"); !lead || other == first || other == second {
+		t.Fatal("another path flies on its own")
+	}
+}

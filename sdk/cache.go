@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/lockservice/lockd/api"
 )
 
@@ -102,4 +104,19 @@ type cacheCounters struct{ hits, misses atomic.Uint64 }
 // and misses (reads sent to the cell).
 func (c *Client) CacheStats() CacheStats {
 	return CacheStats{Hits: c.cacheCount.hits.Load(), Misses: c.cacheCount.misses.Load()}
+}
+
+// Collectors are Prometheus collectors of the client's figures, for the
+// application to register on its /metrics: lockd_sdk_cache_hits_total
+// (reads served from the cache, no RPC) and lockd_sdk_cache_misses_total
+// (reads sent to the cell or a proxy).
+func (c *Client) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "lockd_sdk_cache_hits_total",
+			Help: "Reads the client served from its cache, with no RPC."},
+			func() float64 { return float64(c.cacheCount.hits.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "lockd_sdk_cache_misses_total",
+			Help: "Reads the client sent to the cell (or a proxy)."},
+			func() float64 { return float64(c.cacheCount.misses.Load()) }),
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/lockservice/lockd/api"
 )
 
@@ -56,5 +58,26 @@ func TestStoreRefusesRacedReplies(t *testing.T) {
 	s.cache.flush()
 	if _, ok := s.cached("/demo/x"); ok {
 		t.Fatal("served after a flush")
+	}
+}
+
+// TestCollectorsExportTheCacheFigures: the collectors an application
+// registers report the client's hits and misses.
+func TestCollectorsExportTheCacheFigures(t *testing.T) {
+	c := &Client{}
+	c.cacheCount.hits.Add(3)
+	c.cacheCount.misses.Add(1)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c.Collectors()...)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		got[mf.GetName()] = mf.GetMetric()[0].GetCounter().GetValue()
+	}
+	if got["lockd_sdk_cache_hits_total"] != 3 || got["lockd_sdk_cache_misses_total"] != 1 {
+		t.Fatalf("gathered %v", got)
 	}
 }

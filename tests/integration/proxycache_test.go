@@ -198,11 +198,12 @@ func TestProxySilentClientDelaysAWrite(t *testing.T) {
 	t.Logf("the write waited %v for the silent client (granted %v)", time.Since(began).Round(time.Millisecond), granted)
 }
 
-// TestProxyKillMovesWatches: readers watch a value through two proxies;
-// the proxy holding most of their watches is killed; they move to the
-// other inside their lease, re-arm their watches there, and every one
-// still gets its event for the next write, after which no reader serves
-// the old value.
+// TestProxyKillMovesWatches: readers cache and watch a value through two
+// proxies; the proxy holding most of their watches is killed with kill -9;
+// a write then completes (after the dead proxy's lease at most), the
+// readers move to the other proxy inside their lease, re-arm their
+// watches there, every one gets its event for the write, and no reader
+// serves the old value.
 func TestProxyKillMovesWatches(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{})
 	proxies := startProxies(t, c, 2)
@@ -227,12 +228,15 @@ func TestProxyKillMovesWatches(t *testing.T) {
 	held := scrape(t, victim.Addr, "lockproxy_client_watches", "")
 	must(t, victim.Kill())
 	t.Logf("killed %s holding %v of %d watches", victim.Name, held, len(readers))
-	// Every reader moves (a KeepAlive fails on the dead proxy and goes to
-	// the other), re-arming its watches there; the write after that must
-	// reach them all.
-	time.Sleep(api.DefaultLease / 2)
+	// The dead proxy's own session still caches the value: the write
+	// waits for it at most its lease (TestDeadCacherDelaysAWriteByItsLease
+	// for a proxy). Its readers move to the other proxy (a KeepAlive fails
+	// on the dead one), flush and re-arm their watches there, each as of
+	// its index, so each fires for the write whenever it came.
+	began := time.Now()
 	_, err = op.Put(ctx, path, []byte("v2"))
 	must(t, err)
+	t.Logf("the write after the kill took %v (lease 3 s)", time.Since(began).Round(time.Millisecond))
 	for i, r := range readers {
 		select {
 		case ev := <-watches[i]:

@@ -32,9 +32,14 @@ vet:
 	@unformatted=$$(gofmt -l $$( (git ls-files -co --exclude-standard '*.go' 2>/dev/null || find . -name '*.go') | while read -r f; do [ -f "$$f" ] && echo "$$f"; done)); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 
-# Every test: unit, state machine, and integration on real lockd processes.
+# Every test: unit, state machine, and integration on real lockd processes;
+# then a short run of each fuzz target (FUZZTIME each; the seeds run above).
+FUZZTIME ?= 10s
 test: vet
 	$(GO) test $(TESTFLAGS) ./...
+	$(GO) test -run '^$$' -fuzz '^FuzzApply$$' -fuzztime $(FUZZTIME) ./server/fsm
+	$(GO) test -run '^$$' -fuzz '^FuzzReadSnapshot$$' -fuzztime $(FUZZTIME) ./server/fsm
+	$(GO) test -run '^$$' -fuzz '^FuzzRequestDecoding$$' -fuzztime $(FUZZTIME) ./server/httpapi
 
 # Benchmarks with the figures the issues ask for (real 5-replica cluster,
 # production Raft timing, fsync on): lockbench's standard set, leaving

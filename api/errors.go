@@ -29,6 +29,7 @@ const (
 	CodeUnavailable     Code = "unavailable"      // no quorum or timed out; the outcome is unknown, retry with the same request id
 	CodeUnauthorized    Code = "unauthorized"     // missing or rejected auth token
 	CodeTokenExhausted  Code = "token_exhausted"  // the cell's fencing-token space is used up (see MaxTokenIndex, MaxTokenEpoch); permanent
+	CodeLimitExceeded   Code = "limit_exceeded"   // a named limit (api/limits.go) would be exceeded; nothing was applied
 	CodeInternal        Code = "internal"         // a bug; please report
 )
 
@@ -47,6 +48,8 @@ func (c Code) HTTPStatus() int {
 		return http.StatusGone
 	case CodeTokenExhausted:
 		return http.StatusInsufficientStorage
+	case CodeLimitExceeded:
+		return http.StatusTooManyRequests
 	case CodeValueTooLarge:
 		return http.StatusRequestEntityTooLarge
 	case CodeWrongCell, CodeMoved:
@@ -121,6 +124,7 @@ var (
 	ErrUnavailable     = &Error{Code: CodeUnavailable}
 	ErrUnauthorized    = &Error{Code: CodeUnauthorized}
 	ErrTokenExhausted  = &Error{Code: CodeTokenExhausted}
+	ErrLimitExceeded   = &Error{Code: CodeLimitExceeded}
 	ErrInternal        = &Error{Code: CodeInternal}
 )
 

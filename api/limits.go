@@ -13,6 +13,21 @@ const (
 	MaxWatchesPerCall = 1024 // watch registrations in one /v1/watch call
 	MaxNonceLen       = 64   // bytes in a session open's nonce
 
+	// What no tenant may exceed on one cell, enforced by the state
+	// machine before anything changes (deterministically: every replica
+	// refuses the same entry): a request past one fails limit_exceeded
+	// and applies nothing. Together they keep a cell's state well under
+	// the 1 GB the design allows.
+	MaxSessionsPerCell = 100_000
+	MaxNodesPerCell    = 2_000_000
+	MaxChildrenPerNode = 100_000
+	MaxBytesPerCell    = 512 << 20 // bytes of paths and values
+	// MaxWatchesPerSession bounds the watches one session has armed at the
+	// leader (a lockproxy's own session holds one per path for all its
+	// clients; past it, the proxy arms its clients' watches on their own
+	// sessions). A lock's own waits are never refused.
+	MaxWatchesPerSession = 100_000
+
 	// MaxOpenNonces is how many recent session opens a cell remembers by
 	// nonce, so that a retried open returns the session the first attempt
 	// opened instead of a second one.

@@ -322,6 +322,9 @@ func (p *Proxy) serveShared(rc *fasthttp.RequestCtx, cell, route string) bool {
 		cctx, cancel := p.requestContext(rc)
 		defer cancel()
 		resp, err := p.rearm(cctx, t, req)
+		if api.CodeOf(err) == api.CodeLimitExceeded {
+			return false // the proxy's session is full: the client's own holds them
+		}
 		reply(rc, resp, err)
 		return true
 	}
@@ -334,6 +337,9 @@ func (p *Proxy) serveShared(rc *fasthttp.RequestCtx, cell, route string) bool {
 	switch {
 	case req.Watch != "":
 		body, err := p.watchRead(cctx, t, route, req)
+		if api.CodeOf(err) == api.CodeLimitExceeded {
+			return false // the proxy's session is full: the client's own holds it
+		}
 		replyRaw(rc, body, err)
 	case req.Cache && route == api.RouteGet:
 		resp, err := p.cachedGet(cctx, t, req)

@@ -165,3 +165,33 @@ func TestRaftErrorCodes(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchesPerSessionLimit: a watch-arming read past
+// MaxWatchesPerSession is refused with limit_exceeded and arms nothing; a
+// re-arm is refused whole; a lock's own wait is never refused.
+func TestWatchesPerSessionLimit(t *testing.T) {
+	r, _ := leadingReplica(t)
+	id := r.apply(fsm.Command{Op: fsm.OpOpenSession}).Session
+	for i := 0; i < api.MaxWatchesPerSession-1; i++ {
+		r.c.watches.Register(id, fmt.Sprintf("/demo/w%d", i), api.WatchData)
+	}
+	if _, err := r.c.lookup(r.m.state, getQuery{path: "/demo/last", session: id, watch: api.WatchData}); err != nil {
+		t.Fatalf("the last watch within the limit: %v", err)
+	}
+	_, err := r.c.lookup(r.m.state, getQuery{path: "/demo/over", session: id, watch: api.WatchData})
+	if api.CodeOf(err) != api.CodeLimitExceeded {
+		t.Fatalf("a watch past the limit: %v, want limit_exceeded", err)
+	}
+	specs := []api.WatchSpec{{Path: "/demo/a", Kind: api.WatchData}, {Path: "/demo/b", Kind: api.WatchData}}
+	if _, err := r.c.lookup(r.m.state, watchQuery{session: id, specs: specs}); api.CodeOf(err) != api.CodeLimitExceeded {
+		t.Fatalf("a re-arm past the limit: %v, want limit_exceeded", err)
+	}
+	if n := r.c.watches.Armed(id); n != api.MaxWatchesPerSession {
+		t.Fatalf("%d watches armed after the refusals, want %d", n, api.MaxWatchesPerSession)
+	}
+	r.apply(fsm.Command{Op: fsm.OpCreate, Path: "/demo/lk"})
+	r.apply(fsm.Command{Op: fsm.OpCreate, Path: "/demo/lk/w-", Ephemeral: true, Sequential: true, Lock: api.LockExclusive, WriteHeader: api.WriteHeader{Session: id}})
+	if _, err := r.c.lookup(r.m.state, lockStateQuery{path: "/demo/lk/w-0000000000", session: id, watch: true}); err != nil {
+		t.Fatalf("a lock's own wait past the limit: %v", err)
+	}
+}

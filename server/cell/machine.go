@@ -200,7 +200,7 @@ func (c *Cell) lookup(s *fsm.State, q interface{}) (interface{}, error) {
 			return nil, api.Errorf(api.CodeNoNode, "%s does not exist", q.path)
 		}
 		if q.watch != "" {
-			if err := c.canWatch(s, q.session); err != nil {
+			if err := c.canWatch(s, q.session, 1); err != nil {
 				return nil, err
 			}
 			c.watches.Register(q.session, q.path, q.watch)
@@ -215,7 +215,7 @@ func (c *Cell) lookup(s *fsm.State, q interface{}) (interface{}, error) {
 			return nil, api.Errorf(api.CodeNoNode, "%s does not exist", q.path)
 		}
 		if q.watch {
-			if err := c.canWatch(s, q.session); err != nil {
+			if err := c.canWatch(s, q.session, 1); err != nil {
 				return nil, err
 			}
 			c.watches.Register(q.session, q.path, api.WatchChildren)
@@ -227,7 +227,7 @@ func (c *Cell) lookup(s *fsm.State, q interface{}) (interface{}, error) {
 		}
 		exists, held, waitFor, token := s.LockState(q.path)
 		if q.watch && exists {
-			if err := c.canWatch(s, q.session); err != nil {
+			if err := c.canWatch(s, q.session, 0); err != nil {
 				return nil, err
 			}
 			// A waiter watches its predecessor; a holder its own node, so
@@ -244,7 +244,7 @@ func (c *Cell) lookup(s *fsm.State, q interface{}) (interface{}, error) {
 		}
 		return api.LockStateResponse{Exists: exists, Held: held, WaitFor: waitFor, Token: token, Version: version, Index: s.Index()}, nil
 	case watchQuery:
-		if err := c.canWatch(s, q.session); err != nil {
+		if err := c.canWatch(s, q.session, len(q.specs)); err != nil {
 			return nil, err
 		}
 		for _, w := range q.specs {
@@ -299,7 +299,7 @@ func (c *Cell) lookup(s *fsm.State, q interface{}) (interface{}, error) {
 // canWatch checks that a watch can be armed here: the session is live and
 // this replica's session manager runs under the state's current epoch (a
 // watch registered anywhere else would never be delivered).
-func (c *Cell) canWatch(s *fsm.State, session uint64) error {
+func (c *Cell) canWatch(s *fsm.State, session uint64, more int) error {
 	if session == 0 {
 		return api.Errorf(api.CodeNoSession, "a watch needs a session")
 	}
@@ -308,6 +308,9 @@ func (c *Cell) canWatch(s *fsm.State, session uint64) error {
 	}
 	if active, epoch := c.sessions.Active(); !active || epoch != s.Epoch() {
 		return errNotLeading
+	}
+	if armed := c.watches.Armed(session); more > 0 && armed+more > api.MaxWatchesPerSession {
+		return api.Errorf(api.CodeLimitExceeded, "session %d has %d watches armed; %d more would pass the limit %d (MaxWatchesPerSession)", session, armed, more, api.MaxWatchesPerSession)
 	}
 	return nil
 }

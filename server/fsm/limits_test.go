@@ -174,3 +174,57 @@ func TestCheckCreateChangesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestNamedCellLimits: each per-cell limit (shrunk here) refuses the entry
+// that would pass it with limit_exceeded, and nothing of it is applied: no
+// session, no node, no missing parent, no sequence number, no byte.
+func TestNamedCellLimits(t *testing.T) {
+	t.Run("sessions", func(t *testing.T) {
+		h := newDemo(t)
+		h.s.limits.sessions = 2
+		a := h.open()
+		h.open()
+		h.fail(openCmd("third"), api.CodeLimitExceeded)
+		if h.s.NumSessions() != 2 {
+			t.Fatalf("%d sessions after a refused open", h.s.NumSessions())
+		}
+		h.ok(Command{Op: OpCloseSession, WriteHeader: api.WriteHeader{Session: a}})
+		h.open() // room again
+	})
+	t.Run("nodes, with make_parents", func(t *testing.T) {
+		h := newDemo(t)
+		h.s.limits.nodes = h.s.NumNodes() + 2
+		before := snapNoIndex(t, h.s)
+		h.fail(Command{Op: OpCreate, Path: "/demo/a/b/c", MakeParents: true}, api.CodeLimitExceeded)
+		if !bytes.Equal(before, snapNoIndex(t, h.s)) {
+			t.Fatal("a refused create left parents behind")
+		}
+		h.ok(Command{Op: OpCreate, Path: "/demo/a/b", MakeParents: true})
+		h.fail(createCmd("/demo/a/c"), api.CodeLimitExceeded)
+	})
+	t.Run("children, sequential", func(t *testing.T) {
+		h := newDemo(t)
+		h.s.limits.children = 2
+		h.ok(createCmd("/demo/q"))
+		h.ok(seqCmd("/demo/q/n-"))
+		h.ok(seqCmd("/demo/q/n-"))
+		h.fail(seqCmd("/demo/q/n-"), api.CodeLimitExceeded)
+		h.ok(Command{Op: OpDelete, Path: "/demo/q/n-0000000000"})
+		if r := h.ok(seqCmd("/demo/q/n-")); r.Node.Path != "/demo/q/n-0000000002" {
+			t.Fatalf("the refused create took a sequence number: next is %s", r.Node.Path)
+		}
+	})
+	t.Run("bytes", func(t *testing.T) {
+		h := newDemo(t)
+		h.s.limits.bytes = h.s.bytes + 100
+		h.ok(Command{Op: OpPut, Path: "/demo/v", Value: make([]byte, 50)})
+		h.fail(Command{Op: OpPut, Path: "/demo/v", Value: make([]byte, 120)}, api.CodeLimitExceeded)
+		h.fail(Command{Op: OpPut, Path: "/demo/w", Value: make([]byte, 60)}, api.CodeLimitExceeded)
+		h.ok(Command{Op: OpPut, Path: "/demo/v", Value: make([]byte, 10)}) // shrinking always fits
+		h.ok(Command{Op: OpPut, Path: "/demo/w", Value: make([]byte, 60)})
+		// The count is derived: a restored state rebuilds it.
+		if r := restore(t, h.snap()); r.bytes != h.s.bytes {
+			t.Fatalf("restored byte count %d, want %d", r.bytes, h.s.bytes)
+		}
+	})
+}

@@ -229,6 +229,7 @@ func (s *State) stagePrefix(index uint64, c *Command) (Result, []Change) {
 	for _, en := range c.Nodes {
 		if n, ok := s.nodes[en.Path]; ok { // the root, or a page sent twice
 			s.touch(n)
+			s.bytes += int64(len(en.Value) - len(n.value))
 			n.value, n.version, n.nextSeq = cloneBytes(en.Value), max(en.Version, 1), en.NextSeq
 			continue
 		}

@@ -279,6 +279,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			prefixState: sn.PrefixState, movedTo: sn.MovedTo, sealDirIndex: sn.SealDir,
 		}
 		s.nodes[n.path] = n
+		s.bytes += nodeBytes(n)
 		parent.children[api.Base(n.path)] = n
 		if n.lock != api.LockNone {
 			parent.lockKids = append(parent.lockKids, n)

@@ -90,6 +90,42 @@ type State struct {
 	// any: a change to a node it holds keeps the node's old image first
 	// (touch). Soft: never part of the state's content or its snapshot.
 	frozen *Frozen
+	// bytes is the sum of every node's path and value (derived: rebuilt
+	// from the nodes when a snapshot is read); limits the named per-cell
+	// limits it enforces.
+	bytes  int64
+	limits cellLimits
+}
+
+// cellLimits are the named per-cell limits (api/limits.go). Every replica
+// enforces the same ones; only tests shrink them.
+type cellLimits struct {
+	sessions, nodes, children int
+	bytes                     int64
+}
+
+var defaultLimits = cellLimits{sessions: api.MaxSessionsPerCell, nodes: api.MaxNodesPerCell, children: api.MaxChildrenPerNode, bytes: api.MaxBytesPerCell}
+
+func nodeBytes(n *node) int64 { return int64(len(n.path) + len(n.value)) }
+
+// checkGrowth refuses a change that would add nodes and bytes past the
+// cell's limits, before anything changes.
+func (s *State) checkGrowth(nodes int, bytes int64) *api.Error {
+	if nodes > 0 && len(s.nodes)+nodes > s.limits.nodes {
+		return api.Errorf(api.CodeLimitExceeded, "the cell holds %d nodes, limit %d (MaxNodesPerCell)", len(s.nodes), s.limits.nodes)
+	}
+	if bytes > 0 && s.bytes+bytes > s.limits.bytes {
+		return api.Errorf(api.CodeLimitExceeded, "the cell holds %d bytes of paths and values; %d more would pass the limit %d (MaxBytesPerCell)", s.bytes, bytes, s.limits.bytes)
+	}
+	return nil
+}
+
+// checkChildren refuses a new child of parent past MaxChildrenPerNode.
+func (s *State) checkChildren(parent *node) *api.Error {
+	if len(parent.children) >= s.limits.children {
+		return api.Errorf(api.CodeLimitExceeded, "%s has %d children, limit %d (MaxChildrenPerNode)", parent.path, len(parent.children), s.limits.children)
+	}
+	return nil
 }
 
 type openNonce struct {
@@ -105,6 +141,7 @@ func New() *State {
 		sessions: map[uint64]*session{},
 		ended:    map[uint64]struct{}{},
 		opens:    map[string]uint64{},
+		limits:   defaultLimits,
 	}
 }
 
@@ -265,6 +302,9 @@ func (s *State) openSession(index uint64, c *Command) Result {
 		if sess, live := s.sessions[id]; live {
 			return Result{Session: id, LeaseMS: sess.leaseMS, Epoch: s.epoch}
 		}
+	}
+	if len(s.sessions) >= s.limits.sessions {
+		return Result{Err: api.Errorf(api.CodeLimitExceeded, "the cell has %d sessions, limit %d (MaxSessionsPerCell)", len(s.sessions), s.limits.sessions)}
 	}
 	// The session id is the index of its open entry: unique, deterministic.
 	sess := &session{id: index, leaseMS: clampLease(c.LeaseMS), confirmedEpoch: s.epoch, ephemerals: map[string]struct{}{}}
@@ -479,6 +519,9 @@ type createPlan struct {
 	parent     *node    // nil: make_parents creates parentPath
 	seq        uint64   // sequence number, for a sequential create
 	sess       *session // owner, for an ephemeral create
+	// parentNodes and parentBytes are the ancestors make_parents adds.
+	parentNodes int
+	parentBytes int64
 }
 
 // create is checkCreate, then applyCreate: a refused create changes nothing.
@@ -540,6 +583,19 @@ func (s *State) checkCreate(index uint64, c *Command) (createPlan, *api.Error) {
 		if s.nodes[q].ephemeral {
 			return p, api.Errorf(api.CodeBadRequest, "ephemeral node %s cannot have children", q)
 		}
+		// The missing ancestors count against the limits too.
+		for a := p.parentPath; a != q; a = api.Parent(a) {
+			p.parentNodes++
+			p.parentBytes += int64(len(a))
+		}
+		if err := s.checkChildren(s.nodes[q]); err != nil {
+			return p, err
+		}
+	}
+	if p.parent != nil {
+		if err := s.checkChildren(p.parent); err != nil {
+			return p, err
+		}
 	}
 	p.path = c.Path
 	if c.Sequential {
@@ -564,6 +620,9 @@ func (s *State) checkCreate(index uint64, c *Command) (createPlan, *api.Error) {
 	}
 	if _, exists := s.nodes[p.path]; exists {
 		return p, api.Errorf(api.CodeNodeExists, "%s exists", p.path)
+	}
+	if err := s.checkGrowth(1+p.parentNodes, int64(len(p.path)+len(c.Value))+p.parentBytes); err != nil {
+		return p, err
 	}
 	return p, nil
 }
@@ -654,6 +713,7 @@ func (s *State) makeParents(index uint64, p string) (*node, []Change) {
 
 func (s *State) link(index uint64, n *node) {
 	s.nodes[n.path] = n
+	s.bytes += nodeBytes(n)
 	n.parent.children[api.Base(n.path)] = n
 	s.touch(n.parent)
 	n.parent.childIndex = index
@@ -685,7 +745,11 @@ func (s *State) put(index uint64, c *Command) (Result, []Change) {
 			return Result{Err: api.Errorf(api.CodeVersionMismatch, "%s is at version %d, not %d", c.Path, n.version, *c.Version)}, nil
 		}
 	}
+	if err := s.checkGrowth(0, int64(len(c.Value)-len(n.value))); err != nil {
+		return Result{Err: err}, nil
+	}
 	s.touch(n)
+	s.bytes += int64(len(c.Value) - len(n.value))
 	n.value = cloneBytes(c.Value)
 	n.version++
 	n.modifyIndex = index
@@ -715,6 +779,7 @@ func (s *State) removeNode(index uint64, n *node) []Change {
 	p := n.parent
 	delete(p.children, api.Base(n.path))
 	delete(s.nodes, n.path)
+	s.bytes -= nodeBytes(n)
 	s.touch(p)
 	p.childIndex = index
 	if n.lock != api.LockNone {
@@ -926,6 +991,13 @@ func cloneBytes(b []byte) []byte {
 // CheckInvariants verifies the structure's internal consistency. Tests and
 // fuzzers call it after every apply.
 func (s *State) CheckInvariants() error {
+	var total int64
+	for _, n := range s.nodes {
+		total += nodeBytes(n)
+	}
+	if total != s.bytes {
+		return fmt.Errorf("byte count %d, the nodes hold %d", s.bytes, total)
+	}
 	count := 0
 	var walk func(n *node) error
 	walk = func(n *node) error {

@@ -56,6 +56,13 @@ func (t *Table) Register(session uint64, path string, kind api.WatchKind) {
 	ks[k] = struct{}{}
 }
 
+// Armed is how many watches session has armed.
+func (t *Table) Armed(session uint64) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.bySession[session])
+}
+
 // FireNow delivers an event for a watch that must fire at registration (the
 // node changed after the client's last seen index).
 func (t *Table) FireNow(session uint64, ev api.Event) {

@@ -1,0 +1,94 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
+
+	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/directory"
+	"github.com/lockservice/lockd/server/cell"
+)
+
+// noCells is a lockd that hosts no cell and reaches no directory: every
+// request is decoded and validated, then refused.
+type noCells struct{ dir *directory.Directory }
+
+func (h noCells) Cell(string) (*cell.Cell, bool)   { return nil, false }
+func (h noCells) Directory() *directory.Directory  { return h.dir }
+func (h noCells) RefreshDirectory(context.Context) {}
+func (h noCells) ReadDirectory(context.Context) (api.DirectoryResponse, error) {
+	return api.DirectoryResponse{}, nil
+}
+func (h noCells) ProposeDirectory(context.Context, *directory.Command) (directory.Result, error) {
+	return directory.Result{}, api.Errorf(api.CodeUnavailable, "no directory here")
+}
+func (h noCells) ChangeMember(context.Context, *cell.Cell, api.MemberRequest) (api.CellInfo, error) {
+	return api.CellInfo{}, api.Errorf(api.CodeUnavailable, "no cell here")
+}
+
+var fuzzRoutes = []string{
+	api.RouteSessionOpen, api.RouteSessionKeepAlive, api.RouteSessionClose, api.RouteKeepAliveBatch,
+	api.RouteCreate, api.RoutePut, api.RouteDelete, api.RouteGet, api.RouteChildren, api.RouteLockState,
+	api.RouteWatch, api.RouteAdminCellCreate, api.RouteAdminPrefixAssign, api.RouteAdminRegister,
+	api.RouteAdminMigrate, api.RouteAdminMember, api.RouteAdminRestore, api.RouteAdminTransfer,
+	api.RouteAdminPrefixOp, api.RouteAdminProxyRegister, "/v1/nope",
+}
+
+// FuzzRequestDecoding sends arbitrary bodies to every route: the server
+// never panics, and every refusal is an api.ErrorResponse whose code is a
+// known one (never internal) with the HTTP status that code maps to.
+func FuzzRequestDecoding(f *testing.F) {
+	for i, body := range []string{
+		`{"cell":"demo","lease_ms":12000,"nonce":"n1"}`,
+		`{"cell":"demo","session":7,"wait_ms":0,"ack_seq":3,"ack_epoch":2,"proxy":"p/1","proxy_ack":4}`,
+		`{"cell":"demo","proxy":"p","sessions":[1,2],"age_ms":[0,5],"acks":[{"session":1,"ack_seq":2}]}`,
+		`{"path":"/demo/a/b","value":"aGk=","ephemeral":true,"sequential":true,"lock":"exclusive","make_parents":true,"session":1,"request":1}`,
+		`{"path":"/demo/a","value":"","version":0}`,
+		`{"path":"/demo/a","session":9,"watch":"data","cache":true}`,
+		`{"cell":"demo","session":1,"watches":[{"path":"/demo/a","kind":"children","since":5}]}`,
+		`{"path":"//x/../","value":null}`, `[]`, `null`, `{`, `{"path":7}`, "",
+	} {
+		f.Add(uint8(i), []byte(body))
+	}
+	dir, err := directory.New(api.DirectoryResponse{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	s := New(noCells{dir: dir}, func() api.StatusResponse { return api.StatusResponse{} }, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	f.Fuzz(func(t *testing.T, r uint8, body []byte) {
+		route := fuzzRoutes[int(r)%len(fuzzRoutes)]
+		var ctx fasthttp.RequestCtx
+		ctx.Request.Header.SetMethod("POST")
+		ctx.Request.SetRequestURI(route)
+		ctx.Request.Header.Set(api.HeaderCell, "demo")
+		ctx.Request.Header.Set(api.HeaderWaitLeaderMS, "0")
+		ctx.Request.SetBody(body)
+		s.Handler(&ctx)
+		status := ctx.Response.StatusCode()
+		if status == fasthttp.StatusOK {
+			if !json.Valid(ctx.Response.Body()) {
+				t.Fatalf("%s %q: 200 with a body that is not JSON: %q", route, body, ctx.Response.Body())
+			}
+			return
+		}
+		var er api.ErrorResponse
+		if err := json.Unmarshal(ctx.Response.Body(), &er); err != nil || er.Error == nil || er.Error.Code == "" {
+			t.Fatalf("%s %q: status %d with body %q: not an error response", route, body, status, ctx.Response.Body())
+		}
+		if er.Error.Code == api.CodeInternal {
+			t.Fatalf("%s %q: internal error %v", route, body, er.Error)
+		}
+		want := er.Error.Code.HTTPStatus()
+		if _, known := postRoutes[route]; !known {
+			want = fasthttp.StatusNotFound // no such route: 404, code bad_request
+		}
+		if want != status {
+			t.Fatalf("%s %q: code %s with status %d, want %d", route, body, er.Error.Code, status, want)
+		}
+	})
+}

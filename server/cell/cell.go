@@ -184,6 +184,9 @@ func (c *Cell) Learner() bool { return c.cfg.Learner }
 // LeaderUpdated is called by the NodeHost's event listener (one goroutine
 // for the whole NodeHost: it must not block).
 func (c *Cell) LeaderUpdated(info raftio.LeaderInfo) {
+	if prev := c.leaderID.Load(); prev != info.LeaderID || c.term.Load() != info.Term {
+		c.log.Info("leader change", "replica", c.cfg.ReplicaID, "leader", info.LeaderID, "previous", prev, "term", info.Term)
+	}
 	c.leaderID.Store(info.LeaderID)
 	c.term.Store(info.Term)
 	defer c.signalChange()

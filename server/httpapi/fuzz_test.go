@@ -1,9 +1,11 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -91,4 +93,30 @@ func FuzzRequestDecoding(f *testing.F) {
 			t.Fatalf("%s %q: code %s with status %d, want %d", route, body, er.Error.Code, status, want)
 		}
 	})
+}
+
+// TestRefusalsAreLogged: a refused request leaves one structured line
+// with its route, code and client; routine answers stay at debug.
+func TestRefusalsAreLogged(t *testing.T) {
+	dir, err := directory.New(api.DirectoryResponse{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	s := New(noCells{dir: dir}, func() api.StatusResponse { return api.StatusResponse{} }, prometheus.NewRegistry(), log)
+	var ctx fasthttp.RequestCtx
+	ctx.Request.Header.SetMethod("POST")
+	ctx.Request.SetRequestURI(api.RouteCreate)
+	ctx.Request.SetBody([]byte(`{"path":"//bad"}`))
+	s.Handler(&ctx)
+	line := buf.String()
+	for _, want := range []string{`msg="request refused"`, "route=" + api.RouteCreate, "code=invalid_path", "client="} {
+		if !strings.Contains(line, want) {
+			t.Fatalf("log %q lacks %q", line, want)
+		}
+	}
+	if n := strings.Count(line, "\n"); n != 1 {
+		t.Fatalf("%d log lines for one refusal: %q", n, line)
+	}
 }

@@ -169,8 +169,17 @@ func (s *Server) reply(ctx *fasthttp.RequestCtx, v any, err error) string {
 		if !errors.As(err, &ae) {
 			ae = api.Errorf(api.CodeInternal, "%v", err)
 		}
-		if ae.Code == api.CodeInternal {
+		switch ae.Code {
+		case api.CodeInternal:
 			s.log.Error("internal error", "route", string(ctx.Path()), "err", err)
+		case api.CodeBadRequest, api.CodeInvalidPath, api.CodeValueTooLarge, api.CodeLimitExceeded,
+			api.CodeUnauthorized, api.CodeStaleRequest, api.CodeTokenExhausted:
+			// Refusals an operator traces to a client: one line each.
+			s.log.Info("request refused", "route", string(ctx.Path()), "code", ae.Code, "client", ctx.RemoteAddr().String(),
+				"cell", string(ctx.Request.Header.Peek(api.HeaderCell)), "err", ae.Message)
+		default:
+			// Routine answers (not_leader, no_node, version_mismatch, …).
+			s.log.Debug("request refused", "route", string(ctx.Path()), "code", ae.Code, "client", ctx.RemoteAddr().String(), "err", ae.Message)
 		}
 		writeError(ctx, ae.Code.HTTPStatus(), ae)
 		return string(ae.Code)
@@ -565,9 +574,13 @@ func (s *Server) registerProxy(ctx *fasthttp.RequestCtx) (any, error) {
 
 func (s *Server) migrate(ctx *fasthttp.RequestCtx) (any, error) {
 	var req api.MigrateRequest
-	return s.proposeDirectory(ctx, &req, func() *directory.Command {
+	v, err := s.proposeDirectory(ctx, &req, func() *directory.Command {
 		return &directory.Command{Op: directory.OpMigrate, Migrate: &req}
 	})
+	if err == nil {
+		s.log.Info("migration step", "prefix", req.Prefix, "action", req.Action, "to", req.To, "began_at", req.BeganAt)
+	}
+	return v, err
 }
 
 // prefixOp runs a migration step on the named cell's leader.
@@ -579,7 +592,11 @@ func (s *Server) prefixOp(ctx *fasthttp.RequestCtx) (any, error) {
 		}
 		return nil
 	}, func() time.Duration { return time.Minute }, func(cctx context.Context, c *cell.Cell) (any, error) {
-		return c.PrefixOp(cctx, req)
+		v, err := c.PrefixOp(cctx, req)
+		if err == nil && (req.Op != api.PrefixStage || req.First || req.Last) { // one line per copy, not per page
+			s.log.Info("migration step", "cell", req.Cell, "prefix", req.Prefix, "op", req.Op, "to", req.To, "dir_index", req.DirIndex, "epoch", req.Epoch, "first", req.First, "last", req.Last)
+		}
+		return v, err
 	})
 }
 

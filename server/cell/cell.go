@@ -59,9 +59,12 @@ type Config struct {
 
 // Cell is one replica of one cell.
 type Cell struct {
-	cfg      Config
-	nh       *dragonboat.NodeHost
-	log      *slog.Logger
+	cfg Config
+	nh  *dragonboat.NodeHost
+	log *slog.Logger
+	// onCommit observes every proposal this replica made: how long until
+	// it committed and applied (or failed), and whether it did.
+	onCommit atomic.Pointer[func(d time.Duration, committed bool)]
 	sessions *session.Manager
 	watches  *watch.Table
 	cachers  *cachers.Table // who caches which node (leader only)
@@ -472,9 +475,16 @@ func (c *Cell) armOwn(s *fsm.State, session uint64, node string) {
 
 // --- Raft plumbing ---
 
+// OnCommit sets the observer of this replica's proposals (metrics).
+func (c *Cell) OnCommit(f func(d time.Duration, committed bool)) { c.onCommit.Store(&f) }
+
 func (c *Cell) propose(ctx context.Context, cmd *fsm.Command) (fsm.Result, error) {
 	sess := c.nh.GetNoOPSession(c.cfg.Info.ShardID)
+	start := time.Now()
 	r, err := c.nh.SyncPropose(ctx, sess, cmd.Encode())
+	if f := c.onCommit.Load(); f != nil {
+		(*f)(time.Since(start), err == nil)
+	}
 	if err != nil {
 		return fsm.Result{}, raftError(err)
 	}

@@ -306,6 +306,22 @@ func registerCellMetrics(reg *prometheus.Registry, c *cell.Cell) []prometheus.Co
 	counter := func(name, help string, f func(cell.Counters) float64) {
 		register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels}, func() float64 { return f(c.Counters()) }))
 	}
+	commits := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "lockd_commit_seconds",
+		Help:        "Proposal to commit and apply on this replica (the leader proposes), committed proposals only.",
+		ConstLabels: labels, Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 2.5}})
+	proposals := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lockd_proposals_total",
+		Help: "Proposals this replica made, by result (committed, or failed: timeout, leadership lost).", ConstLabels: labels}, []string{"result"})
+	register(commits)
+	register(proposals)
+	committed, failed := proposals.WithLabelValues("committed"), proposals.WithLabelValues("failed")
+	c.OnCommit(func(d time.Duration, ok bool) {
+		if ok {
+			commits.Observe(d.Seconds())
+			committed.Inc()
+		} else {
+			failed.Inc()
+		}
+	})
 	gauge("lockd_session_leases", "Sessions with a lease on this replica (non-zero only on the leader).", func(k cell.Counters) float64 { return float64(k.Leases) })
 	gauge("lockd_watches_armed", "One-shot watches armed on this replica.", func(k cell.Counters) float64 { return float64(k.ArmedWatches) })
 	counter("lockd_keepalives_total", "KeepAlive RPCs received from clients (a proxy's batch counts in lockd_keepalive_batches_total).", func(k cell.Counters) float64 { return float64(k.KeepAlives) })

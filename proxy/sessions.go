@@ -68,25 +68,25 @@ type cellTable struct {
 	// invalidation and fail-over (a read that began under another gen
 	// is not made cacheable); acked is closed at a client's next
 	// acknowledgement.
-	instance  string
-	cacheLeft func(cell string) time.Duration // the proxy's own session's cache window left
-	// sharedSession is the proxy's own session's id; sharedID the one
-	// the last grant counted from.
-	sharedSession func(cell string) uint64
-	sharedID      uint64
-	cachers       map[string]map[uint64]struct{}
-	flights       map[string]*flight // reads of the shared cache under way, by path
-	nextFlights   map[string]*flight // the next ones, collecting reads
-	gen           uint64
-	acked         chan struct{}
-	ctx           context.Context
+	instance string
+	// sharedCache reads the proxy's own session on the cell: its id and
+	// the cache window it has left; sharedID is the one the last grant
+	// counted from.
+	sharedCache func(cell string) (session uint64, left time.Duration)
+	sharedID    uint64
+	cachers     map[string]map[uint64]struct{}
+	flights     map[string]*flight // reads of the shared cache under way, by path
+	nextFlights map[string]*flight // the next ones, collecting reads
+	gen         uint64
+	acked       chan struct{}
+	ctx         context.Context
 }
 
 func newCellTable(ctx context.Context, name, proxy, instance string, up *sdk.Client, m *metrics) *cellTable {
 	t := &cellTable{name: name, proxy: proxy, up: up, m: m, sessions: map[uint64]*proxySession{}, kick: make(chan struct{}, 1),
 		instance: instance, cachers: map[string]map[uint64]struct{}{}, flights: map[string]*flight{}, nextFlights: map[string]*flight{}, ctx: ctx}
 	if up != nil {
-		t.cacheLeft, t.sharedSession = up.CacheLeft, up.SessionID
+		t.sharedCache = up.SharedCache
 	}
 	return t
 }
@@ -380,10 +380,11 @@ func (t *cellTable) keepAlive(ctx context.Context, req api.KeepAliveRequest, arr
 // its cache. Never call it holding t.mu.
 func (t *cellTable) cacheUntil() (time.Time, uint64) {
 	now := time.Now()
-	if t.cacheLeft == nil {
+	if t.sharedCache == nil {
 		return now, 0
 	}
-	return now.Add(t.cacheLeft(t.name)), t.sharedSession(t.name)
+	id, left := t.sharedCache(t.name)
+	return now.Add(left), id
 }
 
 // status is the table's part of the proxy's status.

@@ -185,11 +185,11 @@ func (t *cellTable) fly(p *Proxy, f *flight, path string) {
 	close(f.done)
 }
 
-// clientWait is one client a held acknowledgement waits for: until done
-// says so, or its grant runs out.
+// clientWait is one client a held acknowledgement waits for: until it
+// acknowledges proxy event seq, or its grant runs out.
 type clientWait struct {
-	ps   *proxySession
-	done func(ps *proxySession) bool
+	ps  *proxySession
+	seq uint64
 }
 
 // invalidate passes the leader's invalidation of paths (nil: all) on to
@@ -225,7 +225,7 @@ func (t *cellTable) invalidateLocked(paths []string) []clientWait {
 			delete(ps.cached, path)
 			seq := t.pushLocked(ps, api.Event{Type: api.EventInvalidate, Path: path})
 			t.m.invalidations.Inc()
-			waits = append(waits, clientWait{ps, func(ps *proxySession) bool { return ps.pack >= seq }})
+			waits = append(waits, clientWait{ps, seq})
 		}
 		delete(t.cachers, path)
 	}
@@ -269,7 +269,7 @@ func (t *cellTable) await(waits []clientWait) <-chan struct{} {
 			rest := waits[:0]
 			for _, w := range waits {
 				gone := t.sessions[w.ps.id] != w.ps
-				if gone || w.done(w.ps) || !now.Before(w.ps.grantUntil) {
+				if gone || w.ps.pack >= w.seq || !now.Before(w.ps.grantUntil) {
 					continue
 				}
 				rest = append(rest, w)

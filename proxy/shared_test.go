@@ -12,8 +12,7 @@ import (
 // with client 1 confirmed through it.
 func sharedTable() (*cellTable, *proxySession) {
 	tb := testTable()
-	tb.cacheLeft = func(string) time.Duration { return 8 * time.Second }
-	tb.sharedSession = func(string) uint64 { return 77 }
+	tb.sharedCache = func(string) (uint64, time.Duration) { return 77, 8 * time.Second }
 	now := time.Now()
 	tb.lastOK, tb.lastReply, tb.epoch = now, now, 3
 	ps := newProxySession(1)
@@ -133,7 +132,7 @@ func TestNewOwnSessionInvalidatesFirst(t *testing.T) {
 	if resp := keepAliveNow(t, tb, api.KeepAliveRequest{Proxy: tb.instance}); len(resp.ProxyEvents) != 0 {
 		t.Fatalf("events %+v with the same own session", resp.ProxyEvents)
 	}
-	tb.sharedSession = func(string) uint64 { return 78 }
+	tb.sharedCache = func(string) (uint64, time.Duration) { return 78, 8 * time.Second }
 	resp := keepAliveNow(t, tb, api.KeepAliveRequest{Proxy: tb.instance})
 	if resp.CacheMS <= 0 || len(resp.ProxyEvents) != 1 || resp.ProxyEvents[0].Path != "/demo/a" {
 		t.Fatalf("reply %+v: want the grant with the invalidation of /demo/a", resp)

@@ -129,33 +129,21 @@ func (c *Client) SharedRearm(ctx context.Context, cell string, specs []api.Watch
 	return ws, resp.Index, nil
 }
 
-// CacheLeft is how long the client's session on cell may go on serving
-// its cache from now (0: it may not now).
-func (c *Client) CacheLeft(cell string) time.Duration {
+// SharedCache is the client's live session on cell (0: none) and how long
+// from now it may go on serving its cache (0: it may not now).
+func (c *Client) SharedCache(cell string) (session uint64, left time.Duration) {
 	cs, err := c.cellByName(cell)
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	s := c.liveSession(cs)
 	if s == nil {
-		return 0
+		return 0, 0
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {
-		return 0
+		return 0, 0
 	}
-	return max(time.Until(s.clockLocked().cacheUntil()), 0)
-}
-
-// SessionID is the id of the client's live session on cell (0: none).
-func (c *Client) SessionID(cell string) uint64 {
-	cs, err := c.cellByName(cell)
-	if err != nil {
-		return 0
-	}
-	if s := c.liveSession(cs); s != nil {
-		return s.id
-	}
-	return 0
+	return s.id, max(time.Until(s.clockLocked().cacheUntil()), 0)
 }

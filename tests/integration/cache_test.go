@@ -1,6 +1,7 @@
 package integration_test
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -207,36 +208,45 @@ func TestDeadCacherDelaysAWriteByItsLease(t *testing.T) {
 		t.Fatalf("a read by a caching session was not cacheable: %+v", got)
 	}
 
+	waited := writeHeldByASilentCacher(ctx, t, op, path, 500*time.Millisecond, "a cacher that never acknowledged, with its lease")
+	t.Logf("the write waited %v for the silent cacher (lease 3 s)", waited)
+	n, err := op.Get(ctx, path)
+	must(t, err)
+	if string(n.Value) != "new" {
+		t.Fatalf("after the write: %q", n.Value)
+	}
+}
+
+// writeHeldByASilentCacher writes "new" to path (holding "old"), which a
+// silent cacher (who) holds: after hold the write has not completed and
+// the value is still the old one; it then completes within 30 s. It
+// returns how long the write waited.
+func writeHeldByASilentCacher(ctx context.Context, t *testing.T, op *sdk.Client, path string, hold time.Duration, who string) time.Duration {
+	t.Helper()
 	written := make(chan error, 1)
 	began := time.Now()
 	go func() {
 		_, err := op.Put(ctx, path, []byte("new"))
 		written <- err
 	}()
-	// While the write waits, the value is the old one.
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(hold)
 	select {
 	case err := <-written:
-		t.Fatalf("the write completed (%v) while a cacher that never acknowledged still had its lease", err)
+		t.Fatalf("the write completed (%v) while %s had not let it", err, who)
 	default:
 	}
 	n, err := op.Get(ctx, path)
 	must(t, err)
 	if string(n.Value) != "old" {
-		t.Fatalf("read %q while the write waits for the cacher", n.Value)
+		t.Fatalf("read %q while the write waits for %s", n.Value, who)
 	}
 	select {
 	case err := <-written:
 		must(t, err)
 	case <-time.After(30 * time.Second):
-		t.Fatal("the write still waits 30 s after the cacher went silent: it must wait at most the cacher's lease")
+		t.Fatalf("the write still waits 30 s after %s went silent", who)
 	}
-	t.Logf("the write waited %v for the silent cacher (lease 3 s)", time.Since(began).Round(time.Millisecond))
-	n, err = op.Get(ctx, path)
-	must(t, err)
-	if string(n.Value) != "new" {
-		t.Fatalf("after the write: %q", n.Value)
-	}
+	return time.Since(began).Round(time.Millisecond)
 }
 
 // TestCacheFlushedOnFailover: readers cache a value; the leader is killed;

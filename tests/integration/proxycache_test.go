@@ -180,30 +180,8 @@ func TestProxySilentClientDelaysAWrite(t *testing.T) {
 	}
 	granted := time.Duration(ka.CacheMS) * time.Millisecond
 
-	written := make(chan error, 1)
-	began := time.Now()
-	go func() {
-		_, err := op.Put(ctx, path, []byte("new"))
-		written <- err
-	}()
-	time.Sleep(min(granted/2, 2*time.Second))
-	select {
-	case err := <-written:
-		t.Fatalf("the write completed (%v) while a client the proxy granted %v of cache had not acknowledged", err, granted)
-	default:
-	}
-	n, err := op.Get(ctx, path)
-	must(t, err)
-	if string(n.Value) != "old" {
-		t.Fatalf("read %q while the write waits for the silent client", n.Value)
-	}
-	select {
-	case err := <-written:
-		must(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the write still waits 30 s after the client went silent: it must wait at most its cache grant")
-	}
-	t.Logf("the write waited %v for the silent client (granted %v)", time.Since(began).Round(time.Millisecond), granted)
+	waited := writeHeldByASilentCacher(ctx, t, op, path, min(granted/2, 2*time.Second), fmt.Sprintf("a client the proxy granted %v of cache", granted))
+	t.Logf("the write waited %v for the silent client (granted %v)", waited, granted)
 }
 
 // TestProxyKillMovesWatches: readers cache and watch a value through two

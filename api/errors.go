@@ -30,6 +30,8 @@ const (
 	CodeUnauthorized    Code = "unauthorized"     // missing or rejected auth token
 	CodeTokenExhausted  Code = "token_exhausted"  // the cell's fencing-token space is used up (see MaxTokenIndex, MaxTokenEpoch); permanent
 	CodeLimitExceeded   Code = "limit_exceeded"   // a named limit (api/limits.go) would be exceeded; nothing was applied
+	CodeQuotaExceeded   Code = "quota_exceeded"   // the tenant's quota (sessions, nodes, bytes, watches, writes/s) would be exceeded; nothing was applied
+	CodeForbidden       Code = "forbidden"        // the token's tenant lacks the role on the path, or the node is another session's
 	CodeInternal        Code = "internal"         // a bug; please report
 )
 
@@ -48,8 +50,10 @@ func (c Code) HTTPStatus() int {
 		return http.StatusGone
 	case CodeTokenExhausted:
 		return http.StatusInsufficientStorage
-	case CodeLimitExceeded:
+	case CodeLimitExceeded, CodeQuotaExceeded:
 		return http.StatusTooManyRequests
+	case CodeForbidden:
+		return http.StatusForbidden
 	case CodeValueTooLarge:
 		return http.StatusRequestEntityTooLarge
 	case CodeWrongCell, CodeMoved:
@@ -125,6 +129,8 @@ var (
 	ErrUnauthorized    = &Error{Code: CodeUnauthorized}
 	ErrTokenExhausted  = &Error{Code: CodeTokenExhausted}
 	ErrLimitExceeded   = &Error{Code: CodeLimitExceeded}
+	ErrQuotaExceeded   = &Error{Code: CodeQuotaExceeded}
+	ErrForbidden       = &Error{Code: CodeForbidden}
 	ErrInternal        = &Error{Code: CodeInternal}
 )
 

@@ -12,6 +12,8 @@ const (
 	MaxBatchBody      = 8 << 20
 	MaxWatchesPerCall = 1024 // watch registrations in one /v1/watch call
 	MaxNonceLen       = 64   // bytes in a session open's nonce
+	MaxSecretLen      = 64   // bytes in a session's secret
+	MaxTenantTokens   = 16   // live API tokens of one tenant
 
 	// What no tenant may exceed on one cell, enforced by the state
 	// machine before anything changes (deterministically: every replica

@@ -41,6 +41,12 @@ const (
 	RouteAdminPrefixOp = "/v1/admin/prefix/op"
 	// RouteAdminProxyRegister records a lockproxy in the directory.
 	RouteAdminProxyRegister = "/v1/admin/proxy/register"
+	// RouteAdminTenant creates, changes or deletes a tenant (admin);
+	// RouteAdminTenants (GET) lists them; RouteAdminTenantCommit is a
+	// lockd's forward of a tenant change to a directory replica.
+	RouteAdminTenant       = "/v1/admin/tenant"
+	RouteAdminTenants      = "/v1/admin/tenants"
+	RouteAdminTenantCommit = "/v1/admin/tenant/commit"
 
 	// HeaderAuth carries the caller's auth token ("Bearer <token>") on every
 	// request. Accepted and logged now; enforced once tenants exist.
@@ -85,6 +91,9 @@ func (m LockMode) Valid() bool {
 // forget them.
 type WriteHeader struct {
 	Session uint64 `json:"session,omitempty"`
+	// Secret is the session's secret (from its open): a write naming a
+	// session without it is refused with unauthorized.
+	Secret  string `json:"secret,omitempty"`
 	Request uint64 `json:"request,omitempty"`
 	Ack     uint64 `json:"ack,omitempty"`
 }
@@ -120,6 +129,10 @@ type OpenSessionRequest struct {
 // SessionResponse answers OpenSession and KeepAlive.
 type SessionResponse struct {
 	Session uint64 `json:"session"`
+	// Secret, in an open's reply only: every later request naming the
+	// session carries it (KeepAlive, close, writes, watches). Session ids
+	// are Raft indices anyone can guess; the secret is 128 random bits.
+	Secret  string `json:"secret,omitempty"`
 	LeaseMS int64  `json:"lease_ms"`
 	// Epoch is the cell's leader epoch: it changes on every leader change,
 	// which is how a client learns of a fail-over.
@@ -173,6 +186,9 @@ type KeepAliveBatchRequest struct {
 	Epoch    uint64   `json:"epoch,omitempty"`
 	Sessions []uint64 `json:"sessions"`
 	AgeMS    []int64  `json:"age_ms"`
+	// Secrets[i] is Sessions[i]'s secret as its client sent it; a
+	// session whose secret does not match is not renewed (unauthorized).
+	Secrets []string `json:"secrets,omitempty"`
 	// Acks are the sessions that acknowledge events, hold events the
 	// proxy has seen and its client has not acknowledged, or are new to
 	// the proxy: the rest acknowledge nothing new.
@@ -246,6 +262,7 @@ type ProxyCellStatus struct {
 type KeepAliveRequest struct {
 	Cell    string `json:"cell"`
 	Session uint64 `json:"session"`
+	Secret  string `json:"secret,omitempty"`
 	WaitMS  int64  `json:"wait_ms,omitempty"`
 	// AckSeq is the highest event Seq the client has processed, under
 	// leader epoch AckEpoch (seqs restart with each leadership). An ack
@@ -262,6 +279,7 @@ type KeepAliveRequest struct {
 type CloseSessionRequest struct {
 	Cell    string `json:"cell"`
 	Session uint64 `json:"session"`
+	Secret  string `json:"secret,omitempty"`
 }
 
 // CreateRequest creates a node. A Sequential node gets a 10-digit per-parent
@@ -330,6 +348,7 @@ const (
 type ReadRequest struct {
 	Path    string    `json:"path"`
 	Session uint64    `json:"session,omitempty"`
+	Secret  string    `json:"secret,omitempty"` // the session's, when it names one
 	Watch   WatchKind `json:"watch,omitempty"`
 	// Cache asks the leader to record Session as a cacher of the node
 	// (get only): the reply says whether it may be cached (Cacheable).
@@ -372,6 +391,7 @@ type ChildrenResponse struct {
 type LockStateRequest struct {
 	Path    string `json:"path"`
 	Session uint64 `json:"session"`
+	Secret  string `json:"secret,omitempty"`
 	Watch   bool   `json:"watch,omitempty"`
 }
 
@@ -400,6 +420,7 @@ type WatchSpec struct {
 type WatchRequest struct {
 	Cell    string      `json:"cell"`
 	Session uint64      `json:"session"`
+	Secret  string      `json:"secret,omitempty"`
 	Watches []WatchSpec `json:"watches"`
 }
 
@@ -531,6 +552,9 @@ type DirectoryResponse struct {
 	// Proxies are the registered lockproxies: clients send through them
 	// by default.
 	Proxies []ProxyInfo `json:"proxies,omitempty"`
+	// Tenants, with their token digests: only to an admin (and within the
+	// lockds); everyone else gets the directory without them.
+	Tenants []Tenant `json:"tenants,omitempty"`
 }
 
 // Prefix returns a prefix's entry.

@@ -105,7 +105,7 @@ func NewRootCommand() *cobra.Command {
 
 	root.AddCommand(putCmd(g), getCmd(g), lsCmd(g), rmCmd(g), statusCmd(g), backupCmd(g), restoreCmd(g),
 		lockCmd(g), electCmd(g), leaderCmd(g), membersCmd(g), watchCmd(g),
-		cellsCmd(g), cellCmd(g), prefixCmd(g), migrateCmd(g), memberCmd(g))
+		cellsCmd(g), cellCmd(g), prefixCmd(g), migrateCmd(g), memberCmd(g), tenantCmd(g))
 	return root
 }
 

@@ -19,12 +19,18 @@ type Directory struct {
 	raw      api.DirectoryResponse
 	byPrefix map[string]api.PrefixInfo
 	byName   map[string]api.CellInfo
+	byToken  map[string]api.Tenant // token digest → tenant
 }
 
 // New validates a served directory and builds the view. Every prefix is a
 // top-level path served by a known cell; names and shard ids are unique.
 func New(resp api.DirectoryResponse) (*Directory, error) {
-	d := &Directory{raw: resp, byPrefix: map[string]api.PrefixInfo{}, byName: map[string]api.CellInfo{}}
+	d := &Directory{raw: resp, byPrefix: map[string]api.PrefixInfo{}, byName: map[string]api.CellInfo{}, byToken: map[string]api.Tenant{}}
+	for _, t := range resp.Tenants {
+		for _, digest := range t.Tokens {
+			d.byToken[digest] = t
+		}
+	}
 	shards := map[uint64]string{}
 	for i, c := range resp.Cells {
 		if c.Name == "" {
@@ -62,6 +68,22 @@ func New(resp api.DirectoryResponse) (*Directory, error) {
 
 // Response is the directory as served.
 func (d *Directory) Response() api.DirectoryResponse { return d.raw }
+
+// TenantByToken returns the tenant an API token belongs to.
+func (d *Directory) TenantByToken(token string) (api.Tenant, bool) {
+	t, ok := d.byToken[api.TokenDigest(token)]
+	return t, ok
+}
+
+// Tenant returns a tenant by name.
+func (d *Directory) Tenant(name string) (api.Tenant, bool) {
+	for _, t := range d.raw.Tenants {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return api.Tenant{}, false
+}
 
 // Index is the directory group's index the view was read at.
 func (d *Directory) Index() uint64 { return d.raw.Index }

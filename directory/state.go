@@ -26,7 +26,17 @@ const (
 	// OpRegisterProxy records a lockproxy (by name; a new address
 	// replaces the old).
 	OpRegisterProxy = "register_proxy"
+	// OpTenant creates, changes or deletes a tenant (TenantChange).
+	OpTenant = "tenant"
 )
+
+// TenantChange is a tenant's change as committed: the request, and the
+// digest of the token the proposer made for it, if any (the token itself
+// never enters the log).
+type TenantChange struct {
+	api.TenantRequest
+	TokenDigest string `json:"token_digest,omitempty"`
+}
 
 // Command is one entry of the directory group's log.
 type Command struct {
@@ -39,6 +49,7 @@ type Command struct {
 	Member     *api.MemberRequest       `json:"member,omitempty"`
 	Restore    *api.RestoreCellRequest  `json:"restore,omitempty"`
 	Proxy      *api.ProxyInfo           `json:"proxy,omitempty"`
+	Tenant     *TenantChange            `json:"tenant,omitempty"`
 }
 
 // Bootstrap is the first state of a new cluster, from the static flags of
@@ -76,6 +87,7 @@ type Result struct {
 	Index  uint64          `json:"index"`
 	Cell   *api.CellInfo   `json:"cell,omitempty"`
 	Prefix *api.PrefixInfo `json:"prefix,omitempty"`
+	Tenant *api.Tenant     `json:"tenant,omitempty"`
 }
 
 // replica is one replica of a cell, as the directory records it.
@@ -108,11 +120,13 @@ type State struct {
 	dirLockds []uint64
 	nextShard uint64
 	proxies   map[string]api.ProxyInfo // by name
+	tenants   map[string]api.Tenant    // by name
 }
 
 // NewState returns an empty directory.
 func NewState() *State {
-	return &State{lockds: map[uint64]api.LockdInfo{}, cells: map[string]*cellRec{}, prefixes: map[string]*api.PrefixInfo{}, nextShard: 1, proxies: map[string]api.ProxyInfo{}}
+	return &State{lockds: map[uint64]api.LockdInfo{}, cells: map[string]*cellRec{}, prefixes: map[string]*api.PrefixInfo{}, nextShard: 1,
+		proxies: map[string]api.ProxyInfo{}, tenants: map[string]api.Tenant{}}
 }
 
 // Index is the last applied index.
@@ -161,8 +175,59 @@ func (s *State) apply(c *Command) Result {
 		return s.restore(c.Restore)
 	case c.Op == OpRegisterProxy && c.Proxy != nil:
 		return s.registerProxy(*c.Proxy)
+	case c.Op == OpTenant && c.Tenant != nil:
+		return s.tenant(c.Tenant)
 	}
 	return Result{Err: api.Errorf(api.CodeBadRequest, "unknown or incomplete directory op %q", c.Op)}
+}
+
+// tenant applies a tenant change. Put keeps the tenant's tokens (and adds
+// the new one's digest); the change is checked in full first.
+func (s *State) tenant(c *TenantChange) Result {
+	name := c.Tenant.Name
+	old, exists := s.tenants[name]
+	switch c.Action {
+	case api.TenantPut:
+		t := c.Tenant
+		if err := t.Validate(); err != nil {
+			return Result{Err: api.AsError(err)}
+		}
+		t.Tokens = slices.Clone(old.Tokens)
+		if c.TokenDigest != "" {
+			for other, ot := range s.tenants {
+				if other != name && slices.Contains(ot.Tokens, c.TokenDigest) {
+					return refuse(api.CodeConflict, "token already belongs to another tenant")
+				}
+			}
+			if len(t.Tokens) >= api.MaxTenantTokens {
+				return refuse(api.CodeLimitExceeded, "tenant %s has %d tokens, limit %d: revoke them first", name, len(t.Tokens), api.MaxTenantTokens)
+			}
+			t.Tokens = append(t.Tokens, c.TokenDigest)
+		}
+		s.tenants[name] = t
+		return Result{Tenant: &t}
+	case api.TenantRevoke, api.TenantDelete:
+		if !exists {
+			return refuse(api.CodeNotFound, "no tenant %q", name)
+		}
+		if c.Action == api.TenantDelete {
+			delete(s.tenants, name)
+			return Result{Tenant: &old}
+		}
+		old.Tokens = nil
+		s.tenants[name] = old
+		return Result{Tenant: &old}
+	}
+	return refuse(api.CodeBadRequest, "tenant action %q: use put, revoke or delete", c.Action)
+}
+
+func (s *State) tenantList() []api.Tenant {
+	out := make([]api.Tenant, 0, len(s.tenants))
+	for _, t := range s.tenants {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }
 
 func refuse(code api.Code, format string, args ...any) Result {
@@ -684,7 +749,7 @@ func (s *State) cellInfo(c *cellRec) api.CellInfo {
 
 // Response is the whole directory as the API serves it, sorted.
 func (s *State) Response() api.DirectoryResponse {
-	d := api.DirectoryResponse{Index: s.index, Lockds: s.lockdList(), Proxies: s.proxyList()}
+	d := api.DirectoryResponse{Index: s.index, Lockds: s.lockdList(), Proxies: s.proxyList(), Tenants: s.tenantList()}
 	names := make([]string, 0, len(s.cells))
 	for n := range s.cells {
 		names = append(names, n)
@@ -716,11 +781,12 @@ type snapshot struct {
 	DirLockds []uint64          `json:"dir_lockds"`
 	NextShard uint64            `json:"next_shard"`
 	Proxies   []api.ProxyInfo   `json:"proxies,omitempty"`
+	Tenants   []api.Tenant      `json:"tenants,omitempty"`
 }
 
 // Save writes the state.
 func (s *State) Save(w io.Writer) error {
-	snap := snapshot{Index: s.index, Lockds: s.lockdList(), DirLockds: s.dirLockds, NextShard: s.nextShard, Proxies: s.proxyList()}
+	snap := snapshot{Index: s.index, Lockds: s.lockdList(), DirLockds: s.dirLockds, NextShard: s.nextShard, Proxies: s.proxyList(), Tenants: s.tenantList()}
 	for _, c := range s.cells {
 		snap.Cells = append(snap.Cells, c)
 	}
@@ -745,6 +811,9 @@ func (s *State) Load(r io.Reader) error {
 	}
 	for _, p := range snap.Proxies {
 		next.proxies[p.Name] = p
+	}
+	for _, t := range snap.Tenants {
+		next.tenants[t.Name] = t
 	}
 	for _, c := range snap.Cells {
 		next.cells[c.Name] = c

@@ -52,6 +52,13 @@ type proxySession struct {
 	cached  map[string]struct{}
 	// knowsMe: the client's KeepAlive named this proxy instance.
 	knowsMe bool
+	// secret is the session's secret as its client's KeepAlives (or the
+	// cell's open reply) gave it; verified once the cell confirmed it.
+	// Until then a KeepAlive's claim replaces the last, and a refusal
+	// (denied) goes to the KeepAlive that claimed it.
+	secret   string
+	verified bool
+	denied   *api.Error
 	// gone is closed when the proxy forgets the session.
 	gone chan struct{}
 }
@@ -123,6 +130,7 @@ type batchItem struct {
 	ps     *proxySession
 	lastKA time.Time
 	ack    ack
+	secret string // the claim the batch put to the cell
 }
 
 // batchKind is which sessions a batch carries.
@@ -169,11 +177,12 @@ func buildBatch(cell, proxy string, epoch uint64, sessions map[uint64]*proxySess
 		}
 		req.Sessions = append(req.Sessions, ps.id)
 		req.AgeMS = append(req.AgeMS, max(age, 0).Milliseconds())
+		req.Secrets = append(req.Secrets, ps.secret)
 		isNew := ps.base.IsZero() || ps.lease == 0
 		if ps.saysSomething() || len(ps.events) > 0 {
 			req.Acks = append(req.Acks, api.BatchAck{Session: ps.id, AckEpoch: ps.ack.epoch, AckSeq: ps.ack.seq, Seen: ps.seen(), New: isNew})
 		}
-		items = append(items, batchItem{ps: ps, lastKA: ps.lastKA, ack: ps.ack})
+		items = append(items, batchItem{ps: ps, lastKA: ps.lastKA, ack: ps.ack, secret: ps.secret})
 		if kind == urgentBatch {
 			ps.urgent = false
 		}
@@ -197,8 +206,24 @@ func applyReply(epoch *uint64, all map[uint64]*proxySession, items []batchItem, 
 			wake = append(wake, ps)
 		}
 	}
+	refused := map[uint64]bool{}
+	for _, r := range resp.Sessions {
+		if r.Error != nil && r.Error.Code == api.CodeUnauthorized {
+			refused[r.Session] = true
+		}
+	}
 	for _, it := range items {
 		ps := it.ps
+		if refused[ps.id] {
+			if !ps.verified && ps.secret == it.secret {
+				ps.denied = api.Errorf(api.CodeUnauthorized, "wrong secret for session %d", ps.id)
+				wake = append(wake, ps)
+			}
+			continue // not renewed: the cell refused the secret
+		}
+		if ps.secret == it.secret {
+			ps.verified = true
+		}
 		first := ps.base.IsZero()
 		if it.lastKA.After(ps.base) {
 			ps.base = it.lastKA

@@ -40,6 +40,11 @@ type Config struct {
 	Zone              string
 	// Lockds are API addresses of lockd processes to learn the directory from.
 	Lockds []string
+	// Token is the proxy's own API token (an admin's: the proxy renews
+	// every client's session and holds watches for them), when the
+	// cluster requires tokens. It then serves a client's read from its
+	// shared cache only if the client's own token may read the path.
+	Token  string
 	Logger *slog.Logger
 }
 
@@ -84,7 +89,7 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 	// are the proxy's own: their caches are the shared cache, and the
 	// gate holds back their acknowledgements for the proxy's clients.
 	g := &gate{}
-	up, err := sdk.New(ctx, sdk.Config{Endpoints: cfg.Lockds, Direct: true, Logger: cfg.Logger, Gate: g})
+	up, err := sdk.New(ctx, sdk.Config{Endpoints: cfg.Lockds, Direct: true, Logger: cfg.Logger, Gate: g, AuthToken: cfg.Token})
 	if err != nil {
 		return nil, fmt.Errorf("reach the lockds: %w", err)
 	}
@@ -245,7 +250,8 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx) {
 	case api.RouteDirectory:
 		cctx, cancel := p.requestContext(ctx)
 		defer cancel()
-		body, err := p.up.Forward(cctx, "", api.RouteDirectory, nil, sdk.ForwardOptions{Method: "GET", RetryUnsure: true})
+		// With the client's token: the tenants in it are for admins only.
+		body, err := p.up.Forward(cctx, "", api.RouteDirectory, nil, sdk.ForwardOptions{Method: "GET", RetryUnsure: true, Authorization: string(ctx.Request.Header.Peek(api.HeaderAuth))})
 		replyRaw(ctx, body, err)
 		return
 	}
@@ -309,7 +315,7 @@ func (p *Proxy) opened(cell string, body []byte, arrived time.Time) {
 	var resp api.SessionResponse
 	if json.Unmarshal(body, &resp) == nil && resp.Session != 0 {
 		if t, err := p.table(cell); err == nil {
-			t.opened(resp.Session, time.Duration(resp.LeaseMS)*time.Millisecond, arrived)
+			t.opened(resp.Session, resp.Secret, time.Duration(resp.LeaseMS)*time.Millisecond, arrived)
 		}
 	}
 }
@@ -346,7 +352,7 @@ func (p *Proxy) noteClose(ctx *fasthttp.RequestCtx, cell string) {
 		t := p.cells[cell]
 		p.mu.Unlock()
 		if t != nil {
-			t.closed(req.Session)
+			t.closed(req.Session, req.Secret)
 		}
 	}
 }

@@ -8,6 +8,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -242,7 +243,7 @@ func (t *cellTable) prune(now time.Time) (minLease time.Duration) {
 
 // opened records a session its client opened through this proxy: the
 // leader's lease began after the open reached the proxy.
-func (t *cellTable) opened(id uint64, lease time.Duration, arrived time.Time) {
+func (t *cellTable) opened(id uint64, secret string, lease time.Duration, arrived time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	ps := t.sessions[id]
@@ -251,13 +252,15 @@ func (t *cellTable) opened(id uint64, lease time.Duration, arrived time.Time) {
 		t.sessions[id] = ps
 	}
 	ps.lease, ps.lastKA, ps.base, ps.err = lease, arrived, arrived, nil
+	ps.secret, ps.verified = secret, true // the cell's own reply
 }
 
-// closed forgets a session its client closed.
-func (t *cellTable) closed(id uint64) {
+// closed forgets a session its client closed (with its secret: the
+// cell refuses a close without it, and so does the proxy).
+func (t *cellTable) closed(id uint64, secret string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if ps := t.sessions[id]; ps != nil {
+	if ps := t.sessions[id]; ps != nil && ps.verified && ps.secret == secret {
 		ps.err = api.Errorf(api.CodeSessionExpired, "session %d closed", id)
 		t.wakeLocked(ps)
 		t.forgetLocked(ps)
@@ -280,6 +283,15 @@ func (t *cellTable) keepAlive(ctx context.Context, req api.KeepAliveRequest, arr
 	if ps == nil {
 		ps = newProxySession(req.Session)
 		t.sessions[req.Session] = ps
+	}
+	if ps.verified && subtle.ConstantTimeCompare([]byte(ps.secret), []byte(req.Secret)) != 1 {
+		t.mu.Unlock()
+		return api.SessionResponse{}, api.Errorf(api.CodeUnauthorized, "wrong secret for session %d", req.Session)
+	}
+	if !ps.verified {
+		// A claim the next batch puts to the cell: confirmed, it sticks;
+		// refused, the KeepAlive that made it is told so.
+		ps.secret = req.Secret
 	}
 	if req.Proxy == t.instance {
 		ps.knowsMe = true
@@ -314,6 +326,11 @@ func (t *cellTable) keepAlive(ctx context.Context, req api.KeepAliveRequest, arr
 		switch {
 		case ps.err != nil:
 			err := ps.err
+			t.mu.Unlock()
+			return api.SessionResponse{}, err
+		case ps.denied != nil && ps.secret == req.Secret:
+			err := ps.denied
+			ps.denied, ps.secret = nil, ""
 			t.mu.Unlock()
 			return api.SessionResponse{}, err
 		case ps.base.IsZero():

@@ -21,7 +21,9 @@ package proxy
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -316,7 +318,7 @@ func (p *Proxy) serveShared(rc *fasthttp.RequestCtx, cell, route string) bool {
 		if json.Unmarshal(rc.PostBody(), &req) != nil || req.Session == 0 || len(req.Watches) > api.MaxWatchesPerCall {
 			return false
 		}
-		if !t.isLiveClient(req.Session) {
+		if !t.isLiveClient(req.Session, req.Secret) || !p.mayRead(rc, watchPaths(req.Watches)...) {
 			return false
 		}
 		cctx, cancel := p.requestContext(rc)
@@ -329,7 +331,7 @@ func (p *Proxy) serveShared(rc *fasthttp.RequestCtx, cell, route string) bool {
 		return true
 	}
 	var req api.ReadRequest
-	if json.Unmarshal(rc.PostBody(), &req) != nil || req.Session == 0 || !t.isLiveClient(req.Session) {
+	if json.Unmarshal(rc.PostBody(), &req) != nil || req.Session == 0 || !t.isLiveClient(req.Session, req.Secret) || !p.mayRead(rc, req.Path) {
 		return false
 	}
 	cctx, cancel := p.requestContext(rc)
@@ -350,10 +352,50 @@ func (p *Proxy) serveShared(rc *fasthttp.RequestCtx, cell, route string) bool {
 	return true
 }
 
-func (t *cellTable) isLiveClient(id uint64) bool {
+// isLiveClient: the session is a live client of this proxy (see
+// liveClientLocked) and the request carries its secret, as the cell
+// confirmed it. Anything else is forwarded, and the cell decides.
+func (t *cellTable) isLiveClient(id uint64, secret string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.liveClientLocked(id) != nil
+	ps := t.liveClientLocked(id)
+	return ps != nil && ps.verified && subtle.ConstantTimeCompare([]byte(ps.secret), []byte(secret)) == 1
+}
+
+// mayRead reports whether the request's token may read every path, by
+// the tenants in the proxy's directory view (it reads the directory as
+// an admin). With no token of its own the cluster runs without auth. A
+// token the view does not know is not refused here: the request is
+// forwarded and the lockd, with a fresher view, decides.
+func (p *Proxy) mayRead(rc *fasthttp.RequestCtx, paths ...string) bool {
+	if p.cfg.Token == "" || brokenACL {
+		return true
+	}
+	tok, err := api.BearerToken(string(rc.Request.Header.Peek(api.HeaderAuth)))
+	if err != nil || tok == "" {
+		return false
+	}
+	digest := api.TokenDigest(tok)
+	for _, t := range p.up.Directory().Tenants {
+		if !slices.Contains(t.Tokens, digest) {
+			continue
+		}
+		for _, path := range paths {
+			if !t.Allows(api.RoleRead, path) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+func watchPaths(specs []api.WatchSpec) []string {
+	out := make([]string, len(specs))
+	for i, w := range specs {
+		out[i] = w.Path
+	}
+	return out
 }
 
 // cachedGet serves a client's cached read from the shared cache (or the

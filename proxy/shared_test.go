@@ -17,13 +17,14 @@ func sharedTable() (*cellTable, *proxySession) {
 	tb.lastOK, tb.lastReply, tb.epoch = now, now, 3
 	ps := newProxySession(1)
 	ps.lease, ps.lastKA, ps.base, ps.ack, ps.knowsMe = 12*time.Second, now, now, ack{3, 0}, true
+	ps.secret, ps.verified = "s1", true
 	tb.sessions[1] = ps
 	return tb, ps
 }
 
 func keepAliveNow(t *testing.T, tb *cellTable, req api.KeepAliveRequest) api.SessionResponse {
 	t.Helper()
-	req.Cell, req.Session = "demo", 1
+	req.Cell, req.Session, req.Secret = "demo", 1, "s1"
 	resp, err := tb.keepAlive(context.Background(), req, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -144,11 +145,11 @@ func TestNewOwnSessionInvalidatesFirst(t *testing.T) {
 func TestOlderClientsAreForwarded(t *testing.T) {
 	tb, ps := sharedTable()
 	ps.knowsMe = false
-	if tb.isLiveClient(1) {
+	if tb.isLiveClient(1, "s1") {
 		t.Fatal("a client that never named the proxy is served from its shared cache")
 	}
 	keepAliveNow(t, tb, api.KeepAliveRequest{Proxy: tb.instance})
-	if !tb.isLiveClient(1) {
+	if !tb.isLiveClient(1, "s1") {
 		t.Fatal("a client that named the proxy is not")
 	}
 }
@@ -172,5 +173,42 @@ func TestReadsJoinOnlyAFlightNotYetSent(t *testing.T) {
 	}
 	if other, lead := tb.joinFlight("/demo/y"); !lead || other == first || other == second {
 		t.Fatal("another path flies on its own")
+	}
+}
+
+// TestClientSecretAtTheProxy: once the cell confirmed a session's secret
+// through the proxy, a KeepAlive or shared read without it is refused or
+// forwarded; before, a claim the cell refuses is answered unauthorized
+// and never confirms the session.
+func TestClientSecretAtTheProxy(t *testing.T) {
+	tb, _ := sharedTable()
+	if tb.isLiveClient(1, "guess") {
+		t.Fatal("a shared read with a wrong secret is served")
+	}
+	if _, err := tb.keepAlive(context.Background(), api.KeepAliveRequest{Cell: "demo", Session: 1, Secret: "guess"}, time.Now()); api.CodeOf(err) != api.CodeUnauthorized {
+		t.Fatalf("keepalive with a wrong secret: %v, want unauthorized", err)
+	}
+	tb.closed(1, "guess")
+	if tb.sessions[1] == nil || tb.sessions[1].err != nil {
+		t.Fatal("a close with a wrong secret ended the session at the proxy")
+	}
+
+	// A session new to the proxy: its claim goes to the cell.
+	ps := newProxySession(2)
+	tb.sessions[2] = ps
+	now := time.Now()
+	ps.lastKA, ps.secret = now, "guess"
+	req, items := buildBatch("demo", "p", tb.epoch, tb.sessions, now, fullBatch, 0)
+	if len(req.Secrets) != len(req.Sessions) {
+		t.Fatalf("batch carries %d secrets for %d sessions", len(req.Secrets), len(req.Sessions))
+	}
+	applyReply(&tb.epoch, tb.sessions, items, api.KeepAliveBatchResponse{Epoch: tb.epoch, Sessions: []api.BatchSession{
+		{Session: 2, Error: api.Errorf(api.CodeUnauthorized, "wrong secret")},
+	}})
+	if ps.verified || ps.denied == nil || !ps.base.IsZero() {
+		t.Fatalf("refused claim: verified %v denied %v base %v", ps.verified, ps.denied, ps.base)
+	}
+	if ok := tb.sessions[1].verified; !ok {
+		t.Fatal("the confirmed session lost its confirmation")
 	}
 }

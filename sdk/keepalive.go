@@ -17,7 +17,7 @@ import (
 func (s *Session) keepAliveLoop() {
 	defer s.c.bg.Done()
 	defer s.wg.Done()
-	req := api.KeepAliveRequest{Cell: s.cs.name, Session: s.id}
+	req := api.KeepAliveRequest{Cell: s.cs.name, Session: s.id, Secret: s.secret}
 	// An attempt may take the whole long-poll plus a margin for the reply.
 	attempt := s.wait + max(s.lease/6, 500*time.Millisecond)
 	for s.ctx.Err() == nil {
@@ -119,7 +119,7 @@ func (s *Session) ackLoop() {
 		if !s.ackPending() {
 			continue
 		}
-		req := api.KeepAliveRequest{Cell: s.cs.name, Session: s.id}
+		req := api.KeepAliveRequest{Cell: s.cs.name, Session: s.id, Secret: s.secret}
 		var resp api.SessionResponse
 		cl := &call{route: api.RouteSessionKeepAlive, req: &req, resp: &resp, keepAlive: true, retryUnsure: true,
 			before: func() {
@@ -279,7 +279,7 @@ func (s *Session) rearmLoop() {
 			var resp api.WatchResponse
 			err := s.c.do(s.ctx, s.cs, &call{
 				route:       api.RouteWatch,
-				req:         api.WatchRequest{Cell: s.cs.name, Session: s.id, Watches: chunk},
+				req:         api.WatchRequest{Cell: s.cs.name, Session: s.id, Secret: s.secret, Watches: chunk},
 				resp:        &resp,
 				retryUnsure: true, // registering a watch twice is harmless
 			})

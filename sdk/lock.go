@@ -108,7 +108,9 @@ func (c *Client) LockState(ctx context.Context, path string, watch bool) (api.Lo
 	var ch <-chan api.Event
 	err := c.routed(ctx, path, func(cs *cellState) (err error) {
 		ch, err = c.watchRead(ctx, cs, api.RouteLockState,
-			func(sid uint64) any { return api.LockStateRequest{Path: path, Session: sid, Watch: watch} },
+			func(sid uint64, secret string) any {
+				return api.LockStateRequest{Path: path, Session: sid, Secret: secret, Watch: watch}
+			},
 			&resp, lockStateArmed(path, watch, &resp))
 		return err
 	})
@@ -118,7 +120,7 @@ func (c *Client) LockState(ctx context.Context, path string, watch bool) (api.Lo
 // lockState is LockState on this session.
 func (s *Session) lockState(ctx context.Context, path string, watch bool) (api.LockStateResponse, <-chan api.Event, error) {
 	var resp api.LockStateResponse
-	ch, err := s.armRead(ctx, api.RouteLockState, api.LockStateRequest{Path: path, Session: s.id, Watch: watch},
+	ch, err := s.armRead(ctx, api.RouteLockState, api.LockStateRequest{Path: path, Session: s.id, Secret: s.secret, Watch: watch},
 		&resp, lockStateArmed(path, watch, &resp))
 	return resp, ch, err
 }

@@ -184,7 +184,7 @@ func (s *Session) writeID(ctx context.Context, id uint64, hdr *api.WriteHeader, 
 // sendWrite is writeID that also reports whether an attempt may have
 // reached the cell without a definite answer (so may have been applied).
 func (s *Session) sendWrite(ctx context.Context, id uint64, hdr *api.WriteHeader, route string, req, resp any) (reached bool, err error) {
-	hdr.Session, hdr.Request = s.id, id
+	hdr.Session, hdr.Secret, hdr.Request = s.id, s.secret, id
 	cl := &call{
 		route:       route,
 		req:         req,
@@ -241,7 +241,7 @@ func (c *Client) Get(ctx context.Context, path string) (api.Node, error) {
 		var gen uint64
 		if s != nil {
 			gen = s.cacheGen()
-			req.Session, req.Cache = s.id, true
+			req.Session, req.Secret, req.Cache = s.id, s.secret, true
 		}
 		if err := c.do(ctx, cs, &call{route: api.RouteGet, req: req, resp: &resp, retryUnsure: true}); err != nil {
 			return err
@@ -268,7 +268,9 @@ func (c *Client) GetW(ctx context.Context, path string) (node api.Node, exists b
 	var resp api.GetResponse
 	err = c.routed(ctx, path, func(cs *cellState) (err error) {
 		ch, err = c.watchRead(ctx, cs, api.RouteGet,
-			func(sid uint64) any { return api.ReadRequest{Path: path, Session: sid, Watch: api.WatchData} },
+			func(sid uint64, secret string) any {
+				return api.ReadRequest{Path: path, Session: sid, Secret: secret, Watch: api.WatchData}
+			},
 			&resp,
 			func() (watchKey, uint64, bool) { return watchKey{path, api.WatchData}, resp.Index, true })
 		return err
@@ -299,7 +301,9 @@ func (c *Client) ChildrenW(ctx context.Context, path string) ([]string, api.Node
 	var ch <-chan api.Event
 	err := c.routed(ctx, path, func(cs *cellState) (err error) {
 		ch, err = c.watchRead(ctx, cs, api.RouteChildren,
-			func(sid uint64) any { return api.ReadRequest{Path: path, Session: sid, Watch: api.WatchChildren} },
+			func(sid uint64, secret string) any {
+				return api.ReadRequest{Path: path, Session: sid, Secret: secret, Watch: api.WatchChildren}
+			},
 			&resp,
 			func() (watchKey, uint64, bool) { return watchKey{path, api.WatchChildren}, resp.Index, true })
 		return err
@@ -314,12 +318,12 @@ func (c *Client) ChildrenW(ctx context.Context, path string) ([]string, api.Node
 // successful read, armed reports which watch the read armed (key, the
 // index it was armed at, and false if none); watchRead registers it so
 // events that raced ahead of the read's reply are not lost.
-func (c *Client) watchRead(ctx context.Context, cs *cellState, route string, build func(session uint64) any, resp any, armed func() (watchKey, uint64, bool)) (<-chan api.Event, error) {
+func (c *Client) watchRead(ctx context.Context, cs *cellState, route string, build func(session uint64, secret string) any, resp any, armed func() (watchKey, uint64, bool)) (<-chan api.Event, error) {
 	s, gen, err := c.beginArming(ctx, cs)
 	if err != nil {
 		return nil, err
 	}
-	err = c.do(ctx, cs, &call{route: route, req: build(s.id), resp: resp, retryUnsure: true})
+	err = c.do(ctx, cs, &call{route: route, req: build(s.id, s.secret), resp: resp, retryUnsure: true})
 	ch := s.finishArming(err, armed, gen)
 	if err != nil {
 		if sessionGone(err) {
@@ -357,7 +361,7 @@ func (s *Session) armRead(ctx context.Context, route string, req, resp any, arme
 // getW is GetW on this session.
 func (s *Session) getW(ctx context.Context, path string) (api.GetResponse, <-chan api.Event, error) {
 	var resp api.GetResponse
-	ch, err := s.armRead(ctx, api.RouteGet, api.ReadRequest{Path: path, Session: s.id, Watch: api.WatchData}, &resp,
+	ch, err := s.armRead(ctx, api.RouteGet, api.ReadRequest{Path: path, Session: s.id, Secret: s.secret, Watch: api.WatchData}, &resp,
 		func() (watchKey, uint64, bool) { return watchKey{path, api.WatchData}, resp.Index, true })
 	return resp, ch, err
 }

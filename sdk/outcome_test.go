@@ -194,3 +194,37 @@ func TestOpenRetryCountsLeaseFromFirstSend(t *testing.T) {
 		t.Fatalf("lease counted from %v after the call began, want from the first attempt's send", from.Sub(start))
 	}
 }
+
+// A write whose first attempt may have applied (its reply: unavailable)
+// and whose retry meets a lockd that refuses it with wrong_cell (it no
+// longer hosts the cell, and refuses without looking) may still have been
+// applied: outcome unknown, not a failure the caller would take as
+// "nothing happened" (the fault suite's config checker caught this).
+func TestWrongCellAfterAnUnsureAttemptIsOutcomeUnknown(t *testing.T) {
+	fc := newFakeCell(t, 1)
+	c := newTestClient(t, fc, func(cfg *Config) { cfg.RequestTimeout = 300 * time.Millisecond })
+	mustPut(t, c, "/demo/n", "v1")
+	if _, err := c.Session(testCtx(t), fc.name); err != nil { // the write carries a request id: retried when unsure
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	calls := 0
+	fc.setHook(func(rep int, route string, body []byte, next func() (int, any)) (int, any) {
+		if route != api.RoutePut {
+			return next()
+		}
+		mu.Lock()
+		calls++
+		n := calls
+		mu.Unlock()
+		if n == 1 {
+			next()                                                       // applied ...
+			return fail(api.CodeUnavailable, "proposal outcome unknown") // ... reply lost
+		}
+		return fail(api.CodeWrongCell, "cell demo is not hosted by this lockd")
+	})
+	_, err := c.CompareAndSet(testCtx(t), "/demo/n", []byte("v2"), 1)
+	if !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("err = %v, want outcome unknown", err)
+	}
+}

@@ -366,6 +366,13 @@ func (c *Client) do(ctx context.Context, cs *cellState, cl *call) error {
 				}
 				cancel()
 			}
+			if cl.write && cl.reached {
+				// This refusal applied nothing, but an earlier attempt
+				// may have (a lockd that no longer hosts the cell, or a
+				// sealed prefix, refuses without looking): sending the
+				// write on to another cell could apply it twice.
+				return outcomeUnknown(aerr, "%s", aerr.Message)
+			}
 			return aerr
 		case actFail:
 			return aerr

@@ -76,11 +76,14 @@ const (
 // channel watch events arrive on. Get one from Client.Session, or let the
 // client open one when a call needs it. It is safe for concurrent use.
 type Session struct {
-	c    *Client
-	cs   *cellState
-	id   uint64
-	log  *slog.Logger
-	reqs reqTracker
+	c  *Client
+	cs *cellState
+	id uint64
+	// secret is sent with every request naming the session (the cell
+	// refuses the id alone: ids are guessable).
+	secret string
+	log    *slog.Logger
+	reqs   reqTracker
 
 	lease time.Duration // granted by the cell
 	wait  time.Duration // KeepAlive long-poll: lease/3
@@ -148,14 +151,15 @@ func (c *Client) openSession(ctx context.Context, cs *cellState) (*Session, erro
 		lease = api.DefaultLease
 	}
 	s := &Session{
-		c:     c,
-		cs:    cs,
-		id:    resp.Session,
-		log:   c.log.With("cell", cs.name, "session", resp.Session),
-		lease: lease,
-		wait:  min(lease/3, api.MaxKeepAliveWait),
-		rearm: make(chan struct{}, 1),
-		epoch: resp.Epoch,
+		c:      c,
+		cs:     cs,
+		id:     resp.Session,
+		secret: resp.Secret,
+		log:    c.log.With("cell", cs.name, "session", resp.Session),
+		lease:  lease,
+		wait:   min(lease/3, api.MaxKeepAliveWait),
+		rearm:  make(chan struct{}, 1),
+		epoch:  resp.Epoch,
 		// The lease began when the open applied, which may have been an
 		// earlier attempt than the one answered (the retry is answered
 		// from the nonce window): count from the first send.
@@ -252,7 +256,7 @@ func (s *Session) close(ctx context.Context, duringClose bool) error {
 	}
 	err := s.c.do(ctx, s.cs, &call{
 		route:       api.RouteSessionClose,
-		req:         api.CloseSessionRequest{Cell: s.cs.name, Session: s.id},
+		req:         api.CloseSessionRequest{Cell: s.cs.name, Session: s.id, Secret: s.secret},
 		retryUnsure: true,
 		duringClose: duringClose,
 	})

@@ -43,7 +43,7 @@ func (c *Client) SharedGet(ctx context.Context, cell, path string) (resp api.Get
 	}
 	c.cacheCount.misses.Add(1)
 	gen := s.cacheGen()
-	err = c.do(ctx, cs, &call{route: api.RouteGet, req: api.ReadRequest{Path: path, Session: s.id, Cache: true}, resp: &resp, retryUnsure: true})
+	err = c.do(ctx, cs, &call{route: api.RouteGet, req: api.ReadRequest{Path: path, Session: s.id, Secret: s.secret, Cache: true}, resp: &resp, retryUnsure: true})
 	if err != nil {
 		if sessionGone(err) {
 			s.expire(err)
@@ -69,7 +69,7 @@ func (c *Client) SharedWatchRead(ctx context.Context, cell, route string, req ap
 	if err != nil {
 		return nil, 0, nil, err
 	}
-	req.Session = s.id
+	req.Session, req.Secret = s.id, s.secret
 	var raw json.RawMessage
 	var ix struct {
 		Index uint64 `json:"index"`
@@ -116,7 +116,7 @@ func (c *Client) SharedRearm(ctx context.Context, cell string, specs []api.Watch
 	}
 	s.mu.Unlock()
 	var resp api.WatchResponse
-	err = c.do(ctx, cs, &call{route: api.RouteWatch, req: api.WatchRequest{Cell: cell, Session: s.id, Watches: specs}, resp: &resp, retryUnsure: true})
+	err = c.do(ctx, cs, &call{route: api.RouteWatch, req: api.WatchRequest{Cell: cell, Session: s.id, Secret: s.secret, Watches: specs}, resp: &resp, retryUnsure: true})
 	if err != nil {
 		for _, w := range ws {
 			w.Stop()

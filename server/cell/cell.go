@@ -6,7 +6,10 @@ package cell
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -649,17 +652,71 @@ func (c *Cell) worthWaiting(err error, unreachable string) bool {
 
 // --- operations ---
 
-// OpenSession opens a session.
-func (c *Cell) OpenSession(ctx context.Context, req api.OpenSessionRequest) (api.SessionResponse, error) {
+// Caller is who sent a request, as the API's authentication found: the
+// tenant and its quota go into the entry (the state counts and refuses
+// per tenant), Admin lets it change another session's ephemeral node.
+// The zero Caller is an unauthenticated one with auth off.
+type Caller struct {
+	Tenant string
+	Quota  *api.Quota
+	Admin  bool
+	// OwnOnly: the caller holds only the lock role here, so may change
+	// or delete only its own session's ephemeral nodes.
+	OwnOnly bool
+}
+
+func (k Caller) stamp(cmd *fsm.Command) *fsm.Command {
+	cmd.Tenant, cmd.Quota, cmd.Admin, cmd.OwnOnly = k.Tenant, k.Quota, k.Admin, k.OwnOnly
+	return cmd
+}
+
+// newSecret draws a session secret: 128 random bits, hex.
+func newSecret() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("cell: no randomness for a session secret: %v", err)) // crypto/rand never fails on Linux
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// OpenSession opens a session. Its secret is drawn here, on the
+// proposer, and goes into the entry (apply draws nothing).
+func (c *Cell) OpenSession(ctx context.Context, req api.OpenSessionRequest, who Caller) (api.SessionResponse, error) {
 	lease := req.LeaseMS
 	if lease <= 0 {
 		lease = c.cfg.DefaultLease.Milliseconds()
 	}
-	res, err := c.propose(ctx, &fsm.Command{Op: fsm.OpOpenSession, LeaseMS: lease, Nonce: req.Nonce})
+	cmd := &fsm.Command{Op: fsm.OpOpenSession, LeaseMS: lease, Nonce: req.Nonce, WriteHeader: api.WriteHeader{Secret: newSecret()}}
+	res, err := c.propose(ctx, who.stamp(cmd))
 	if err != nil {
 		return api.SessionResponse{}, err
 	}
-	return api.SessionResponse{Session: res.Session, LeaseMS: res.LeaseMS, Epoch: res.Epoch, Index: res.Index}, nil
+	return api.SessionResponse{Session: res.Session, Secret: res.Secret, LeaseMS: res.LeaseMS, Epoch: res.Epoch, Index: res.Index}, nil
+}
+
+// CheckSecret refuses a request naming a session without its secret
+// (unauthorized). A session this replica does not know passes: the
+// operation reports it as it always has (no_session, session_expired).
+// A secret never changes, so this replica's applied state is enough.
+func (c *Cell) CheckSecret(session uint64, secret string) error {
+	if session == 0 {
+		return nil
+	}
+	v, err := c.nh.StaleRead(c.cfg.Info.ShardID, secretQuery{sessions: []uint64{session}, secrets: []string{secret}})
+	if err != nil {
+		return raftError(err)
+	}
+	return v.(secretResult).errs[0]
+}
+
+// SessionTenant is the tenant that opened a session, from this replica's
+// applied state ("" if none or unknown).
+func (c *Cell) SessionTenant(session uint64) string {
+	v, err := c.nh.StaleRead(c.cfg.Info.ShardID, secretQuery{sessions: []uint64{session}, secrets: []string{""}})
+	if err != nil {
+		return ""
+	}
+	return v.(secretResult).tenants[0]
 }
 
 // KeepAlive renews a session and long-polls for its events. The reply is
@@ -669,6 +726,9 @@ func (c *Cell) OpenSession(ctx context.Context, req api.OpenSessionRequest) (api
 // later KeepAlive acknowledges them, so a reply that never reaches its
 // client loses nothing.
 func (c *Cell) KeepAlive(ctx context.Context, req api.KeepAliveRequest) (api.SessionResponse, error) {
+	if err := c.CheckSecret(req.Session, req.Secret); err != nil {
+		return api.SessionResponse{}, err
+	}
 	wait := min(time.Duration(req.WaitMS)*time.Millisecond, api.MaxKeepAliveWait)
 	_, epoch := c.sessions.Active()
 	r, err := c.sessions.Renew(ctx, req.Session, wait, session.Ack{Epoch: req.AckEpoch, Seq: req.AckSeq})
@@ -703,6 +763,10 @@ func (c *Cell) KeepAliveBatch(ctx context.Context, req api.KeepAliveBatchRequest
 	if err != nil {
 		return api.KeepAliveBatchResponse{}, err
 	}
+	entries, denied, err := c.checkBatchSecrets(req, entries)
+	if err != nil {
+		return api.KeepAliveBatchResponse{}, err
+	}
 	wait := min(time.Duration(req.WaitMS)*time.Millisecond, api.MaxBatchWait)
 	r, err := c.sessions.RenewBatch(ctx, req.Proxy, req.Epoch, entries, wait)
 	if err != nil {
@@ -712,7 +776,7 @@ func (c *Cell) KeepAliveBatch(ctx context.Context, req api.KeepAliveBatchRequest
 	// without a lease (ended, or not yet known to this leader), in one
 	// round; a batch that renewed nothing (a poll for events) needs none.
 	if len(r.Renewed)+len(r.Unknown) == 0 {
-		return api.KeepAliveBatchResponse{Epoch: r.Epoch, Index: c.appliedIndex(), Sessions: r.Reports}, nil
+		return api.KeepAliveBatchResponse{Epoch: r.Epoch, Index: c.appliedIndex(), Sessions: append(r.Reports, denied...)}, nil
 	}
 	checks := make([]sessionCheck, 0, len(r.Renewed)+len(r.Unknown))
 	for _, id := range r.Renewed {
@@ -749,7 +813,38 @@ func (c *Cell) KeepAliveBatch(ctx context.Context, req api.KeepAliveBatchRequest
 	for id, err := range failed {
 		resp.Sessions = append(resp.Sessions, api.BatchSession{Session: id, Error: err})
 	}
+	resp.Sessions = append(resp.Sessions, denied...)
 	return resp, nil
+}
+
+// checkBatchSecrets drops from a batch the sessions whose secret it does
+// not carry (each answered unauthorized, and not renewed).
+func (c *Cell) checkBatchSecrets(req api.KeepAliveBatchRequest, entries []session.BatchEntry) ([]session.BatchEntry, []api.BatchSession, error) {
+	secrets := req.Secrets
+	if len(secrets) != len(req.Sessions) {
+		if len(secrets) != 0 {
+			return nil, nil, api.Errorf(api.CodeBadRequest, "keepalive batch: %d sessions but %d secrets", len(req.Sessions), len(secrets))
+		}
+		secrets = make([]string, len(req.Sessions)) // an older proxy: only sessions without a secret pass
+	}
+	v, err := c.nh.StaleRead(c.cfg.Info.ShardID, secretQuery{sessions: req.Sessions, secrets: secrets})
+	if err != nil {
+		return nil, nil, raftError(err)
+	}
+	errs := v.(secretResult).errs
+	var denied []api.BatchSession
+	kept := entries[:0:0]
+	for i, e := range entries {
+		if errs[i] != nil {
+			denied = append(denied, api.BatchSession{Session: e.Session, Error: api.AsError(errs[i])})
+			continue
+		}
+		kept = append(kept, e)
+	}
+	if len(denied) == 0 {
+		return entries, nil, nil
+	}
+	return kept, denied, nil
 }
 
 // batchEntries checks a batch request and turns it into the manager's entries.
@@ -785,16 +880,16 @@ func batchEntries(req api.KeepAliveBatchRequest) ([]session.BatchEntry, error) {
 
 // CloseSession ends a session.
 func (c *Cell) CloseSession(ctx context.Context, req api.CloseSessionRequest) error {
-	_, err := c.propose(ctx, &fsm.Command{Op: fsm.OpCloseSession, WriteHeader: api.WriteHeader{Session: req.Session}})
+	_, err := c.propose(ctx, &fsm.Command{Op: fsm.OpCloseSession, WriteHeader: api.WriteHeader{Session: req.Session, Secret: req.Secret}})
 	return err
 }
 
 // Create creates a node.
-func (c *Cell) Create(ctx context.Context, req api.CreateRequest) (api.CreateResponse, error) {
-	res, err := c.propose(ctx, &fsm.Command{
+func (c *Cell) Create(ctx context.Context, req api.CreateRequest, who Caller) (api.CreateResponse, error) {
+	res, err := c.propose(ctx, who.stamp(&fsm.Command{
 		Op: fsm.OpCreate, WriteHeader: req.WriteHeader, Path: req.Path, Value: req.Value,
 		Ephemeral: req.Ephemeral, Sequential: req.Sequential, Lock: req.Lock, MakeParents: req.MakeParents,
-	})
+	}))
 	if err != nil {
 		return api.CreateResponse{}, err
 	}
@@ -802,16 +897,16 @@ func (c *Cell) Create(ctx context.Context, req api.CreateRequest) (api.CreateRes
 }
 
 // Put writes a value, once no client can serve the old one from its cache.
-func (c *Cell) Put(ctx context.Context, req api.PutRequest) (api.WriteResponse, error) {
+func (c *Cell) Put(ctx context.Context, req api.PutRequest, who Caller) (api.WriteResponse, error) {
 	done, err := c.beforeChange(ctx, req.Path)
 	if err != nil {
 		return api.WriteResponse{}, err
 	}
 	defer done()
-	res, err := c.propose(ctx, &fsm.Command{
+	res, err := c.propose(ctx, who.stamp(&fsm.Command{
 		Op: fsm.OpPut, WriteHeader: req.WriteHeader, Path: req.Path, Value: req.Value,
 		Version: req.Version, MakeParents: req.MakeParents,
-	})
+	}))
 	if err != nil {
 		return api.WriteResponse{}, err
 	}
@@ -819,13 +914,13 @@ func (c *Cell) Put(ctx context.Context, req api.PutRequest) (api.WriteResponse, 
 }
 
 // Delete deletes a node, once no client can serve it from its cache.
-func (c *Cell) Delete(ctx context.Context, req api.DeleteRequest) (api.WriteResponse, error) {
+func (c *Cell) Delete(ctx context.Context, req api.DeleteRequest, who Caller) (api.WriteResponse, error) {
 	done, err := c.beforeDelete(ctx, req.Path)
 	if err != nil {
 		return api.WriteResponse{}, err
 	}
 	defer done()
-	res, err := c.propose(ctx, &fsm.Command{Op: fsm.OpDelete, WriteHeader: req.WriteHeader, Path: req.Path, Version: req.Version})
+	res, err := c.propose(ctx, who.stamp(&fsm.Command{Op: fsm.OpDelete, WriteHeader: req.WriteHeader, Path: req.Path, Version: req.Version}))
 	if err != nil {
 		return api.WriteResponse{}, err
 	}
@@ -836,6 +931,9 @@ func (c *Cell) Delete(ctx context.Context, req api.DeleteRequest) (api.WriteResp
 // recording the session as a cacher of it (before the read, so that a
 // change racing with it invalidates it).
 func (c *Cell) Get(ctx context.Context, req api.ReadRequest) (api.GetResponse, error) {
+	if err := c.CheckSecret(req.Session, req.Secret); err != nil {
+		return api.GetResponse{}, err
+	}
 	epoch := c.registerCacher(ctx, req)
 	v, err := c.read(ctx, getQuery{path: req.Path, session: req.Session, watch: req.Watch})
 	if err != nil {
@@ -850,6 +948,9 @@ func (c *Cell) Get(ctx context.Context, req api.ReadRequest) (api.GetResponse, e
 
 // Children is a linearizable list of a node's children.
 func (c *Cell) Children(ctx context.Context, req api.ReadRequest) (api.ChildrenResponse, error) {
+	if err := c.CheckSecret(req.Session, req.Secret); err != nil {
+		return api.ChildrenResponse{}, err
+	}
 	v, err := c.read(ctx, childrenQuery{path: req.Path, session: req.Session, watch: req.Watch != ""})
 	if err != nil {
 		return api.ChildrenResponse{}, err
@@ -859,6 +960,9 @@ func (c *Cell) Children(ctx context.Context, req api.ReadRequest) (api.ChildrenR
 
 // LockState re-checks a lock node.
 func (c *Cell) LockState(ctx context.Context, req api.LockStateRequest) (api.LockStateResponse, error) {
+	if err := c.CheckSecret(req.Session, req.Secret); err != nil {
+		return api.LockStateResponse{}, err
+	}
 	v, err := c.read(ctx, lockStateQuery{path: req.Path, session: req.Session, watch: req.Watch})
 	if err != nil {
 		return api.LockStateResponse{}, err
@@ -868,6 +972,9 @@ func (c *Cell) LockState(ctx context.Context, req api.LockStateRequest) (api.Loc
 
 // Watch re-arms watches with the last index the client saw.
 func (c *Cell) Watch(ctx context.Context, req api.WatchRequest) (api.WatchResponse, error) {
+	if err := c.CheckSecret(req.Session, req.Secret); err != nil {
+		return api.WatchResponse{}, err
+	}
 	v, err := c.read(ctx, watchQuery{session: req.Session, specs: req.Watches})
 	if err != nil {
 		return api.WatchResponse{}, err

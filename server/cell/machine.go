@@ -166,11 +166,22 @@ type (
 	}
 	statsQuery  struct{}
 	prefixQuery struct{ prefix string }
+	// secretQuery checks sessions' secrets (parallel slices) and, with
+	// tenants, answers the tenant of each session.
+	secretQuery struct {
+		sessions []uint64
+		secrets  []string
+	}
 	exportQuery struct {
 		prefix, after string
 		limit         int
 	}
 )
+
+type secretResult struct {
+	errs    []error
+	tenants []string
+}
 
 type prefixState struct {
 	fsm.PrefixInfo
@@ -290,6 +301,15 @@ func (c *Cell) lookup(s *fsm.State, q interface{}) (interface{}, error) {
 			return nil, err
 		}
 		return api.PrefixOpResponse{Index: s.Index(), State: fsm.PrefixSealed, Nodes: nodes, More: more}, nil
+	case secretQuery:
+		r := secretResult{errs: make([]error, len(q.sessions)), tenants: make([]string, len(q.sessions))}
+		for i, id := range q.sessions {
+			if err := s.CheckSecret(id, q.secrets[i]); err != nil {
+				r.errs[i] = err
+			}
+			r.tenants[i] = s.SessionTenant(id)
+		}
+		return r, nil
 	case statsQuery:
 		return stats{index: s.Index(), epoch: s.Epoch(), sessions: s.NumSessions(), nodes: s.NumNodes(), tokenHeadroom: s.TokenHeadroom()}, nil
 	}
@@ -309,8 +329,12 @@ func (c *Cell) canWatch(s *fsm.State, session uint64, more int) error {
 	if active, epoch := c.sessions.Active(); !active || epoch != s.Epoch() {
 		return errNotLeading
 	}
-	if armed := c.watches.Armed(session); more > 0 && armed+more > api.MaxWatchesPerSession {
+	armed := c.watches.Armed(session)
+	if more > 0 && armed+more > api.MaxWatchesPerSession {
 		return api.Errorf(api.CodeLimitExceeded, "session %d has %d watches armed; %d more would pass the limit %d (MaxWatchesPerSession)", session, armed, more, api.MaxWatchesPerSession)
+	}
+	if q := s.WatchQuota(session); more > 0 && q > 0 && armed+more > q {
+		return api.Errorf(api.CodeQuotaExceeded, "session %d has %d watches armed; %d more would pass its tenant's quota %d", session, armed, more, q)
 	}
 	return nil
 }

@@ -81,7 +81,7 @@ func BenchmarkApplyCreateDelete(b *testing.B) {
 			create := lockCmd(sess, "/bench/locks", api.LockExclusive)
 			create.WriteHeader = api.WriteHeader{Session: sess, Request: id, Ack: id}
 			cb := create.Encode()
-			db := (&Command{Op: OpDelete, Path: fmt.Sprintf("/bench/locks/lock-%010d", i)}).Encode()
+			db := (&Command{Op: OpDelete, Path: fmt.Sprintf("/bench/locks/lock-%010d", i), Admin: true}).Encode()
 			n += int64(len(cb) + len(db))
 			idx++
 			s.Apply(idx, cb)

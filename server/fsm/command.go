@@ -71,6 +71,22 @@ type Command struct {
 	MakeParents bool         `json:"make_parents,omitempty"`
 
 	LeaseMS int64 `json:"lease_ms,omitempty"` // open_session
+	// For open_session, WriteHeader.Secret is the new session's secret,
+	// drawn by the proposer; for every other op naming a session, the
+	// secret the request carried, checked against the session's.
+
+	// Tenant is the tenant the request's token belongs to ("" with auth
+	// off) and Quota that tenant's quota as the proposer's directory view
+	// had it: the state counts sessions, nodes and bytes per tenant and
+	// refuses past Quota, deterministically, since both are in the entry.
+	Tenant string     `json:"tenant,omitempty"`
+	Quota  *api.Quota `json:"quota,omitempty"`
+	// Admin: the request's tenant is an admin (or auth is off): it may
+	// write or delete another session's ephemeral node.
+	Admin bool `json:"admin,omitempty"`
+	// OwnOnly: the caller may put or delete only its own session's
+	// ephemeral nodes (a tenant holding the lock role but not write).
+	OwnOnly bool `json:"own_only,omitempty"`
 	// Nonce: for open_session, the client's name for this logical open; a
 	// retry with the same nonce returns the session already opened.
 	Nonce string `json:"nonce,omitempty"`
@@ -138,6 +154,7 @@ type Result struct {
 	Token   uint64     `json:"token,omitempty"`
 	WaitFor string     `json:"wait_for,omitempty"`
 	Session uint64     `json:"session,omitempty"`
+	Secret  string     `json:"secret,omitempty"` // open_session: the session's secret
 	LeaseMS int64      `json:"lease_ms,omitempty"`
 	Epoch   uint64     `json:"epoch,omitempty"`
 }

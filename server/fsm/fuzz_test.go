@@ -52,12 +52,31 @@ func (d *fuzzDriver) session(b byte) uint64 {
 	}
 }
 
+// A tenant with a small quota, so fuzzing reaches it.
+var (
+	fuzzSecret = "s3cret"
+	fuzzTenant = "team-a"
+	fuzzQuota  = api.Quota{Sessions: 3, Nodes: 6, Bytes: 120}
+)
+
 func (d *fuzzDriver) header(c *Command) {
 	b := d.byte()
 	if b&3 == 0 {
 		return
 	}
 	c.Session = d.session(b >> 2)
+	// Mostly the session's secret; sometimes a wrong one (refused,
+	// nothing applied). Sometimes from an admin, who may change another
+	// session's ephemeral node; sometimes from a tenant with a quota.
+	f := d.byte()
+	c.Secret = fuzzSecret
+	if f&7 == 0 {
+		c.Secret = "guess"
+	}
+	c.Admin = f&8 != 0
+	if f&16 != 0 {
+		c.Tenant, c.Quota = fuzzTenant, &fuzzQuota
+	}
 	if b&3 == 1 {
 		return // session, no request id
 	}
@@ -87,7 +106,12 @@ func (d *fuzzDriver) next() []byte {
 	var c Command
 	switch op := d.byte() % 14; op {
 	case 0:
-		c = Command{Op: OpOpenSession, LeaseMS: int64(d.byte()) * 100}
+		b := d.byte()
+		c = Command{Op: OpOpenSession, LeaseMS: int64(b&0x7f) * 100}
+		c.Secret = fuzzSecret
+		if b&0x80 != 0 {
+			c.Tenant, c.Quota = fuzzTenant, &fuzzQuota
+		}
 	case 1:
 		c = Command{Op: OpCloseSession}
 		c.Session = d.session(d.byte())

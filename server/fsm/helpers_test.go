@@ -192,7 +192,10 @@ func putCmd(p, v string, ver *uint64) Command {
 	return Command{Op: OpPut, Path: p, Value: []byte(v), Version: ver}
 }
 
-func delCmd(p string, ver *uint64) Command { return Command{Op: OpDelete, Path: p, Version: ver} }
+// delCmd is an operator's delete (admin: it may remove any session's ephemeral node).
+func delCmd(p string, ver *uint64) Command {
+	return Command{Op: OpDelete, Path: p, Version: ver, Admin: true}
+}
 
 func expireCmd(target, epoch uint64) Command {
 	return Command{Op: OpExpireSession, Target: target, Epoch: epoch}

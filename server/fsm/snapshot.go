@@ -48,6 +48,9 @@ type snapSession struct {
 	SilentMS   int64           `json:"silent_ms,omitempty"`
 	Confirmed  uint64          `json:"confirmed_epoch,omitempty"`
 	Caches     bool            `json:"caches,omitempty"`
+	Secret     string          `json:"secret,omitempty"`
+	Tenant     string          `json:"tenant,omitempty"`
+	MaxWatches int             `json:"max_watches,omitempty"`
 	Results    []snapReqResult `json:"results,omitempty"`
 }
 
@@ -73,6 +76,7 @@ type snapNode struct {
 	PrefixState string       `json:"ps,omitempty"`
 	MovedTo     string       `json:"mt,omitempty"`
 	SealDir     uint64       `json:"sd,omitempty"`
+	Tenant      string       `json:"t,omitempty"`
 }
 
 // WriteSnapshot writes the whole state to w.
@@ -113,7 +117,8 @@ func (s *State) Freeze() *Frozen {
 	}
 	f.sessions = make([]snapSession, 0, len(s.sessions))
 	for _, sess := range s.sessions {
-		ss := snapSession{ID: sess.id, LeaseMS: sess.leaseMS, AckedBelow: sess.ackedBelow, SilentMS: sess.silentMS, Confirmed: sess.confirmedEpoch, Caches: sess.caches}
+		ss := snapSession{ID: sess.id, LeaseMS: sess.leaseMS, AckedBelow: sess.ackedBelow, SilentMS: sess.silentMS, Confirmed: sess.confirmedEpoch, Caches: sess.caches,
+			Secret: sess.secret, Tenant: sess.tenant, MaxWatches: sess.maxWatches}
 		for _, r := range sess.results {
 			ss.Results = append(ss.Results, snapReqResult{ID: r.id, Result: r.result})
 		}
@@ -154,7 +159,7 @@ func (n *node) image() snapNode {
 		Path: n.path, Value: n.value, Version: n.version, CreateIndex: n.createIndex, ModifyIndex: n.modifyIndex,
 		ChildIndex: n.childIndex, Ephemeral: n.ephemeral, Owner: n.owner, Lock: n.lock, Seq: n.seq,
 		NextSeq: n.nextSeq, DirEpoch: n.dirEpoch, TokenEpoch: n.tokenEpoch,
-		PrefixState: n.prefixState, MovedTo: n.movedTo, SealDir: n.sealDirIndex,
+		PrefixState: n.prefixState, MovedTo: n.movedTo, SealDir: n.sealDirIndex, Tenant: n.tenant,
 	}
 }
 
@@ -247,11 +252,16 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		if _, dup := s.sessions[ss.ID]; dup {
 			return nil, fmt.Errorf("snapshot session %d appears twice", ss.ID)
 		}
-		sess := &session{id: ss.ID, leaseMS: ss.LeaseMS, ackedBelow: ss.AckedBelow, silentMS: ss.SilentMS, confirmedEpoch: ss.Confirmed, caches: ss.Caches, ephemerals: map[string]struct{}{}}
+		if len(ss.Secret) > api.MaxSecretLen || len(ss.Tenant) > api.MaxTenantName {
+			return nil, fmt.Errorf("snapshot session %d: secret or tenant too long", ss.ID)
+		}
+		sess := &session{id: ss.ID, leaseMS: ss.LeaseMS, ackedBelow: ss.AckedBelow, silentMS: ss.SilentMS, confirmedEpoch: ss.Confirmed, caches: ss.Caches,
+			secret: ss.Secret, tenant: ss.Tenant, maxWatches: ss.MaxWatches, ephemerals: map[string]struct{}{}}
 		for _, r := range ss.Results {
 			sess.results = append(sess.results, requestResult{id: r.ID, result: r.Result})
 		}
 		s.sessions[sess.id] = sess
+		s.use(sess.tenant, 1, 0, 0)
 	}
 	for i := 0; i < h.Nodes; i++ {
 		var sn snapNode
@@ -276,10 +286,11 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			path: sn.Path, parent: parent, value: sn.Value, version: sn.Version, createIndex: sn.CreateIndex,
 			modifyIndex: sn.ModifyIndex, childIndex: sn.ChildIndex, ephemeral: sn.Ephemeral, owner: sn.Owner,
 			lock: sn.Lock, seq: sn.Seq, nextSeq: sn.NextSeq, dirEpoch: sn.DirEpoch, tokenEpoch: sn.TokenEpoch, children: map[string]*node{},
-			prefixState: sn.PrefixState, movedTo: sn.MovedTo, sealDirIndex: sn.SealDir,
+			prefixState: sn.PrefixState, movedTo: sn.MovedTo, sealDirIndex: sn.SealDir, tenant: sn.Tenant,
 		}
 		s.nodes[n.path] = n
 		s.bytes += nodeBytes(n)
+		s.use(n.tenant, 0, 1, nodeBytes(n))
 		parent.children[api.Base(n.path)] = n
 		if n.lock != api.LockNone {
 			parent.lockKids = append(parent.lockKids, n)

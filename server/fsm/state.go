@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"crypto/subtle"
 	"fmt"
 	"sort"
 	"strings"
@@ -39,6 +40,7 @@ type node struct {
 	movedTo      string
 	sealDirIndex uint64 // the directory index of the migration that sealed it
 	tokenEpoch   uint64 // directory epoch of a lock node's token
+	tenant       string // the tenant that created it, whose quota it counts against ("": none)
 	children     map[string]*node
 	// lockKids are the children that are lock nodes, in sequence order
 	// (appended in creation order, which is sequence order).
@@ -65,6 +67,19 @@ type session struct {
 	confirmedEpoch uint64
 	silentMS       int64
 	caches         bool // its client caches reads (cache_session)
+	// secret must accompany every request naming the session; tenant is
+	// the tenant that opened it ("" with auth off).
+	secret string
+	tenant string
+	// maxWatches is its tenant's watch quota when it opened (0: none).
+	maxWatches int
+}
+
+// usage is what one tenant holds in the cell (derived: kept with every
+// change and rebuilt from the sessions and nodes on restore).
+type usage struct {
+	sessions, nodes int
+	bytes           int64
 }
 
 // State is the cell's namespace and sessions.
@@ -95,6 +110,8 @@ type State struct {
 	// limits it enforces.
 	bytes  int64
 	limits cellLimits
+	// tenants is each tenant's usage, for its quota (derived, like bytes).
+	tenants map[string]*usage
 }
 
 // cellLimits are the named per-cell limits (api/limits.go). Every replica
@@ -142,6 +159,7 @@ func New() *State {
 		ended:    map[uint64]struct{}{},
 		opens:    map[string]uint64{},
 		limits:   defaultLimits,
+		tenants:  map[string]*usage{},
 	}
 }
 
@@ -191,10 +209,16 @@ func (s *State) ApplyEntry(index uint64, data []byte) Applied {
 	if err != nil {
 		return refused(index, Command{}, api.Errorf(api.CodeBadRequest, "undecodable entry: %v", err))
 	}
+	// A write naming a session is the session's only with its secret.
+	if cmd.Session != 0 && cmd.Request == 0 && isDedupedOp(cmd.Op) {
+		if _, serr := s.authSession(&cmd); serr != nil {
+			return refused(index, cmd, serr)
+		}
+	}
 	// Session-scoped writes with a request id are deduplicated: a retry gets
 	// the first attempt's result and is never applied twice.
 	if cmd.Session != 0 && cmd.Request != 0 && isDedupedOp(cmd.Op) {
-		sess, serr := s.liveSession(cmd.Session)
+		sess, serr := s.authSession(&cmd)
 		if serr != nil {
 			return refused(index, cmd, serr)
 		}
@@ -219,6 +243,94 @@ func (s *State) ApplyEntry(index uint64, data []byte) Applied {
 	}
 	res, changes := s.apply(index, &cmd)
 	return Applied{Cmd: cmd, Result: res, Encoded: res.Encode(), Changes: changes}
+}
+
+// authSession returns the live session a command names, once the
+// command carries its secret. A wrong secret is refused before the
+// session's dedupe window is read, so a guessed id learns nothing and
+// changes nothing.
+func (s *State) authSession(c *Command) (*session, *api.Error) {
+	sess, err := s.liveSession(c.Session)
+	if err != nil {
+		return nil, err
+	}
+	if subtle.ConstantTimeCompare([]byte(sess.secret), []byte(c.Secret)) != 1 && !brokenSecret {
+		return nil, api.Errorf(api.CodeUnauthorized, "wrong secret for session %d", c.Session)
+	}
+	return sess, nil
+}
+
+// CheckSecret answers, for the leader's KeepAlives and watches, whether
+// secret is session id's: nil if it is or the session is not live (the
+// caller reports that its own way), unauthorized if not.
+func (s *State) CheckSecret(id uint64, secret string) *api.Error {
+	sess, ok := s.sessions[id]
+	if !ok || subtle.ConstantTimeCompare([]byte(sess.secret), []byte(secret)) == 1 || brokenSecret {
+		return nil
+	}
+	return api.Errorf(api.CodeUnauthorized, "wrong secret for session %d", id)
+}
+
+// WatchQuota is how many watches a live session's tenant allows it to
+// arm (its quota when the session opened); 0: no quota.
+func (s *State) WatchQuota(id uint64) int {
+	if sess, ok := s.sessions[id]; ok {
+		return sess.maxWatches
+	}
+	return 0
+}
+
+// SessionTenant is the tenant that opened a live session ("" if none).
+func (s *State) SessionTenant(id uint64) string {
+	if sess, ok := s.sessions[id]; ok {
+		return sess.tenant
+	}
+	return ""
+}
+
+// Usage is what tenant holds in the cell: sessions, nodes, bytes.
+func (s *State) Usage(tenant string) (sessions, nodes int, bytes int64) {
+	if u := s.tenants[tenant]; u != nil {
+		return u.sessions, u.nodes, u.bytes
+	}
+	return 0, 0, 0
+}
+
+// use adds to a tenant's usage, dropping an entry that reaches zero.
+func (s *State) use(tenant string, sessions, nodes int, bytes int64) {
+	if tenant == "" {
+		return
+	}
+	u := s.tenants[tenant]
+	if u == nil {
+		u = &usage{}
+		s.tenants[tenant] = u
+	}
+	u.sessions += sessions
+	u.nodes += nodes
+	u.bytes += bytes
+	if *u == (usage{}) {
+		delete(s.tenants, tenant)
+	}
+}
+
+// checkQuota refuses a change that would take the command's tenant past
+// its quota (carried in the entry), before anything changes.
+func (s *State) checkQuota(c *Command, sessions, nodes int, bytes int64) *api.Error {
+	if c.Tenant == "" || c.Quota == nil {
+		return nil
+	}
+	q := c.Quota.Effective()
+	hs, hn, hb := s.Usage(c.Tenant)
+	switch {
+	case sessions > 0 && hs+sessions > q.Sessions:
+		return api.Errorf(api.CodeQuotaExceeded, "tenant %s holds %d sessions on this cell, quota %d", c.Tenant, hs, q.Sessions)
+	case nodes > 0 && hn+nodes > q.Nodes:
+		return api.Errorf(api.CodeQuotaExceeded, "tenant %s holds %d nodes on this cell, quota %d", c.Tenant, hn, q.Nodes)
+	case bytes > 0 && hb+bytes > q.Bytes:
+		return api.Errorf(api.CodeQuotaExceeded, "tenant %s holds %d bytes on this cell; %d more would pass its quota %d", c.Tenant, hb, bytes, q.Bytes)
+	}
+	return nil
 }
 
 func refused(index uint64, cmd Command, err *api.Error) Applied {
@@ -300,19 +412,30 @@ func (s *State) openSession(index uint64, c *Command) Result {
 		// session, and nothing changes. Once that session has ended the
 		// retry opens a new one: the first never reached its client.
 		if sess, live := s.sessions[id]; live {
-			return Result{Session: id, LeaseMS: sess.leaseMS, Epoch: s.epoch}
+			return Result{Session: id, Secret: sess.secret, LeaseMS: sess.leaseMS, Epoch: s.epoch}
 		}
 	}
 	if len(s.sessions) >= s.limits.sessions {
 		return Result{Err: api.Errorf(api.CodeLimitExceeded, "the cell has %d sessions, limit %d (MaxSessionsPerCell)", len(s.sessions), s.limits.sessions)}
 	}
+	if err := s.checkQuota(c, 1, 0, 0); err != nil {
+		return Result{Err: err}
+	}
+	if len(c.Secret) > api.MaxSecretLen {
+		return Result{Err: api.Errorf(api.CodeBadRequest, "session secret is %d bytes, limit %d", len(c.Secret), api.MaxSecretLen)}
+	}
 	// The session id is the index of its open entry: unique, deterministic.
-	sess := &session{id: index, leaseMS: clampLease(c.LeaseMS), confirmedEpoch: s.epoch, ephemerals: map[string]struct{}{}}
+	sess := &session{id: index, leaseMS: clampLease(c.LeaseMS), confirmedEpoch: s.epoch, ephemerals: map[string]struct{}{},
+		secret: c.Secret, tenant: c.Tenant}
+	if c.Tenant != "" && c.Quota != nil {
+		sess.maxWatches = c.Quota.Effective().Watches
+	}
 	s.sessions[index] = sess
+	s.use(sess.tenant, 1, 0, 0)
 	if c.Nonce != "" {
 		s.rememberOpen(c.Nonce, index)
 	}
-	return Result{Session: index, LeaseMS: sess.leaseMS, Epoch: s.epoch}
+	return Result{Session: index, Secret: sess.secret, LeaseMS: sess.leaseMS, Epoch: s.epoch}
 }
 
 // rememberOpen records an open's nonce, forgetting the oldest beyond the
@@ -344,7 +467,7 @@ func (s *State) closeSession(index uint64, c *Command) (Result, []Change) {
 	if _, ok := s.ended[c.Session]; ok {
 		return Result{Session: c.Session}, nil // closing twice is not an error
 	}
-	if _, err := s.liveSession(c.Session); err != nil {
+	if _, err := s.authSession(c); err != nil {
 		return Result{Err: err}, nil
 	}
 	return Result{Session: c.Session}, s.endSession(index, c.Session)
@@ -443,6 +566,7 @@ func (s *State) endSession(index uint64, id uint64) []Change {
 		changes = append(changes, s.removeNode(index, s.nodes[p])...)
 	}
 	delete(s.sessions, id)
+	s.use(sess.tenant, -1, 0, 0)
 	s.ended[id] = struct{}{}
 	s.endedOrder = append(s.endedOrder, id)
 	if len(s.endedOrder) > MaxEndedSessions {
@@ -558,7 +682,7 @@ func (s *State) checkCreate(index uint64, c *Command) (createPlan, *api.Error) {
 			return p, api.Errorf(api.CodeNoSession, "an ephemeral node needs a session")
 		}
 		var err *api.Error
-		if p.sess, err = s.liveSession(c.Session); err != nil {
+		if p.sess, err = s.authSession(c); err != nil {
 			return p, err
 		}
 	}
@@ -624,6 +748,9 @@ func (s *State) checkCreate(index uint64, c *Command) (createPlan, *api.Error) {
 	if err := s.checkGrowth(1+p.parentNodes, int64(len(p.path)+len(c.Value))+p.parentBytes); err != nil {
 		return p, err
 	}
+	if err := s.checkQuota(c, 0, 1+p.parentNodes, int64(len(p.path)+len(c.Value))+p.parentBytes); err != nil {
+		return p, err
+	}
 	return p, nil
 }
 
@@ -632,12 +759,12 @@ func (s *State) applyCreate(index uint64, c *Command, p createPlan) (Result, []C
 	var changes []Change
 	parent := p.parent
 	if parent == nil {
-		parent, changes = s.makeParents(index, p.parentPath)
+		parent, changes = s.makeParents(index, p.parentPath, c.Tenant)
 	}
 	n := &node{
 		path: p.path, parent: parent, value: cloneBytes(c.Value), version: 1,
 		createIndex: index, modifyIndex: index, childIndex: index,
-		ephemeral: c.Ephemeral, lock: c.Lock, children: map[string]*node{},
+		ephemeral: c.Ephemeral, lock: c.Lock, tenant: c.Tenant, children: map[string]*node{},
 	}
 	if c.Sequential {
 		n.seq = p.seq
@@ -693,7 +820,7 @@ func (s *State) TokenHeadroom() uint64 {
 
 // makeParents creates the missing persistent ancestors of p (below its
 // prefix root, which exists: checkNodePath ensured it) and returns p's node.
-func (s *State) makeParents(index uint64, p string) (*node, []Change) {
+func (s *State) makeParents(index uint64, p, tenant string) (*node, []Change) {
 	var missing []string
 	for q := p; ; q = api.Parent(q) {
 		if _, ok := s.nodes[q]; ok {
@@ -704,7 +831,7 @@ func (s *State) makeParents(index uint64, p string) (*node, []Change) {
 	var changes []Change
 	for i := len(missing) - 1; i >= 0; i-- {
 		q := missing[i]
-		n := &node{path: q, parent: s.nodes[api.Parent(q)], version: 1, createIndex: index, modifyIndex: index, childIndex: index, children: map[string]*node{}}
+		n := &node{path: q, parent: s.nodes[api.Parent(q)], version: 1, createIndex: index, modifyIndex: index, childIndex: index, tenant: tenant, children: map[string]*node{}}
 		s.link(index, n)
 		changes = append(changes, Change{Path: q, Type: ChangeCreated, Index: index}, Change{Path: n.parent.path, Type: ChangeChildren, Index: index})
 	}
@@ -714,6 +841,7 @@ func (s *State) makeParents(index uint64, p string) (*node, []Change) {
 func (s *State) link(index uint64, n *node) {
 	s.nodes[n.path] = n
 	s.bytes += nodeBytes(n)
+	s.use(n.tenant, 0, 1, nodeBytes(n))
 	n.parent.children[api.Base(n.path)] = n
 	s.touch(n.parent)
 	n.parent.childIndex = index
@@ -731,11 +859,17 @@ func (s *State) put(index uint64, c *Command) (Result, []Change) {
 	}
 	n, ok := s.nodes[c.Path]
 	if !ok {
+		if c.OwnOnly {
+			return Result{Err: api.Errorf(api.CodeForbidden, "%s does not exist: creating it needs the write role", c.Path)}, nil
+		}
 		if c.Version != nil && *c.Version != 0 {
 			return Result{Err: api.Errorf(api.CodeNoNode, "%s does not exist", c.Path)}, nil
 		}
-		create := Command{Op: OpCreate, Path: c.Path, Value: c.Value, MakeParents: c.MakeParents}
+		create := Command{Op: OpCreate, Path: c.Path, Value: c.Value, MakeParents: c.MakeParents, Tenant: c.Tenant, Quota: c.Quota}
 		return s.create(index, &create)
+	}
+	if err := mayChange(c, n); err != nil {
+		return Result{Err: err}, nil
 	}
 	if c.Version != nil {
 		if *c.Version == 0 {
@@ -748,12 +882,33 @@ func (s *State) put(index uint64, c *Command) (Result, []Change) {
 	if err := s.checkGrowth(0, int64(len(c.Value)-len(n.value))); err != nil {
 		return Result{Err: err}, nil
 	}
+	if n.tenant == c.Tenant {
+		// A node counts against the tenant that made it; another's write
+		// to it (a shared config, granted to both) grows the maker's.
+		if err := s.checkQuota(c, 0, 0, int64(len(c.Value)-len(n.value))); err != nil {
+			return Result{Err: err}, nil
+		}
+	}
 	s.touch(n)
 	s.bytes += int64(len(c.Value) - len(n.value))
+	s.use(n.tenant, 0, 0, int64(len(c.Value)-len(n.value)))
 	n.value = cloneBytes(c.Value)
 	n.version++
 	n.modifyIndex = index
 	return Result{Node: s.meta(n, false)}, []Change{{Path: n.path, Type: ChangeData, Index: index}}
+}
+
+// mayChange refuses a write or delete of another session's ephemeral
+// node (a lock holder's node, an election candidate), unless from an
+// admin. The command's session, if any, was authenticated in ApplyEntry.
+func mayChange(c *Command, n *node) *api.Error {
+	if c.OwnOnly && (!n.ephemeral || c.Session != n.owner) {
+		return api.Errorf(api.CodeForbidden, "%s is not an ephemeral node of session %d: changing it needs the write role", n.path, c.Session)
+	}
+	if !n.ephemeral || c.Admin || c.Session == n.owner {
+		return nil
+	}
+	return api.Errorf(api.CodeForbidden, "%s is ephemeral node of session %d: only that session or an admin may change it", n.path, n.owner)
 }
 
 func (s *State) delete(index uint64, c *Command) (Result, []Change) {
@@ -763,6 +918,9 @@ func (s *State) delete(index uint64, c *Command) (Result, []Change) {
 	n, ok := s.nodes[c.Path]
 	if !ok {
 		return Result{Err: api.Errorf(api.CodeNoNode, "%s does not exist", c.Path)}, nil
+	}
+	if err := mayChange(c, n); err != nil {
+		return Result{Err: err}, nil
 	}
 	if c.Version != nil && *c.Version != n.version {
 		return Result{Err: api.Errorf(api.CodeVersionMismatch, "%s is at version %d, not %d", c.Path, n.version, *c.Version)}, nil
@@ -780,6 +938,7 @@ func (s *State) removeNode(index uint64, n *node) []Change {
 	delete(p.children, api.Base(n.path))
 	delete(s.nodes, n.path)
 	s.bytes -= nodeBytes(n)
+	s.use(n.tenant, 0, -1, -nodeBytes(n))
 	s.touch(p)
 	p.childIndex = index
 	if n.lock != api.LockNone {
@@ -988,6 +1147,35 @@ func cloneBytes(b []byte) []byte {
 	return append([]byte(nil), b...)
 }
 
+// checkUsage verifies each tenant's usage against the sessions and nodes.
+func (s *State) checkUsage() error {
+	want := map[string]usage{}
+	for _, sess := range s.sessions {
+		if sess.tenant != "" {
+			u := want[sess.tenant]
+			u.sessions++
+			want[sess.tenant] = u
+		}
+	}
+	for _, n := range s.nodes {
+		if n.tenant != "" {
+			u := want[n.tenant]
+			u.nodes++
+			u.bytes += nodeBytes(n)
+			want[n.tenant] = u
+		}
+	}
+	if len(want) != len(s.tenants) {
+		return fmt.Errorf("usage kept for %d tenants, %d hold something", len(s.tenants), len(want))
+	}
+	for t, u := range want {
+		if got := s.tenants[t]; got == nil || *got != u {
+			return fmt.Errorf("tenant %s usage %+v, holds %+v", t, got, u)
+		}
+	}
+	return nil
+}
+
 // CheckInvariants verifies the structure's internal consistency. Tests and
 // fuzzers call it after every apply.
 func (s *State) CheckInvariants() error {
@@ -997,6 +1185,9 @@ func (s *State) CheckInvariants() error {
 	}
 	if total != s.bytes {
 		return fmt.Errorf("byte count %d, the nodes hold %d", s.bytes, total)
+	}
+	if err := s.checkUsage(); err != nil {
+		return err
 	}
 	count := 0
 	var walk func(n *node) error

@@ -57,6 +57,11 @@ type Server struct {
 	requests *prometheus.HistogramVec
 	pprof    bool
 	backupFn func(ctx context.Context, cell string) (api.BackupResponse, error) // nil: no backup store
+	// auth: every request needs a token (EnableAuth); adminDigest is the
+	// bootstrap admin token's digest; writes holds tenants to their rate.
+	auth        bool
+	adminDigest string
+	writes      writeLimiter
 }
 
 // EnablePprof serves Go's profiles under /debug/pprof/ (off by default: a
@@ -102,15 +107,30 @@ func (s *Server) route(ctx *fasthttp.RequestCtx, route string) string {
 	case api.RouteMetrics:
 		s.metrics(ctx)
 		return "-"
+	}
+	p, err := s.authenticate(ctx)
+	if err != nil {
+		return s.reply(ctx, nil, err)
+	}
+	switch route {
 	case api.RouteStatus:
 		return s.reply(ctx, s.status(), nil)
 	case api.RouteDirectory:
 		cctx, cancel := context.WithTimeout(context.Background(), RequestTimeout)
 		defer cancel()
 		d, err := s.host.ReadDirectory(cctx)
+		if !p.admin {
+			d.Tenants = nil // token digests are for admins (and lockproxies, which run as one)
+		}
 		return s.reply(ctx, d, err)
+	case api.RouteAdminTenants:
+		v, err := s.tenants(p)
+		return s.reply(ctx, v, err)
 	}
 	if s.pprof && strings.HasPrefix(route, "/debug/pprof") {
+		if err := needAdmin(p); err != nil {
+			return s.reply(ctx, nil, err)
+		}
 		pprofhandler.PprofHandler(ctx)
 		return "-"
 	}
@@ -127,11 +147,23 @@ func (s *Server) route(ctx *fasthttp.RequestCtx, route string) string {
 	if route != api.RouteKeepAliveBatch && len(ctx.PostBody()) > api.MaxRequestBody {
 		return s.reply(ctx, nil, api.Errorf(api.CodeValueTooLarge, "request body over %d bytes", api.MaxRequestBody))
 	}
-	v, err := h(s, ctx)
+	v, err := h(s, ctx, p)
 	return s.reply(ctx, v, err)
 }
 
-type handler func(s *Server, ctx *fasthttp.RequestCtx) (any, error)
+// handler serves one POST route for principal p (authenticated; each
+// handler checks p's role on what the request names).
+type handler func(s *Server, ctx *fasthttp.RequestCtx, p principal) (any, error)
+
+// adminOnly wraps a cluster operation: the admin role on / is needed.
+func adminOnly(h func(s *Server, ctx *fasthttp.RequestCtx) (any, error)) handler {
+	return func(s *Server, ctx *fasthttp.RequestCtx, p principal) (any, error) {
+		if err := needAdmin(p); err != nil {
+			return nil, err
+		}
+		return h(s, ctx)
+	}
+}
 
 var postRoutes map[string]handler
 
@@ -140,8 +172,8 @@ func init() {
 		api.RouteSessionOpen:        (*Server).openSession,
 		api.RouteSessionKeepAlive:   (*Server).keepAlive,
 		api.RouteSessionClose:       (*Server).closeSession,
-		api.RouteKeepAliveBatch:     (*Server).keepAliveBatch,
-		api.RouteAdminProxyRegister: (*Server).registerProxy,
+		api.RouteKeepAliveBatch:     adminOnly((*Server).keepAliveBatch), // lockproxies run as admins
+		api.RouteAdminProxyRegister: adminOnly((*Server).registerProxy),
 		api.RouteCreate:             (*Server).create,
 		api.RoutePut:                (*Server).put,
 		api.RouteDelete:             (*Server).delete,
@@ -149,16 +181,18 @@ func init() {
 		api.RouteChildren:           (*Server).children,
 		api.RouteLockState:          (*Server).lockState,
 		api.RouteWatch:              (*Server).watch,
-		api.RouteAdminSnapshot:      (*Server).snapshot,
-		api.RouteAdminBackup:        (*Server).backup,
-		api.RouteAdminCellCreate:    (*Server).createCell,
-		api.RouteAdminPrefixAssign:  (*Server).assignPrefix,
-		api.RouteAdminRegister:      (*Server).registerLockd,
-		api.RouteAdminMigrate:       (*Server).migrate,
-		api.RouteAdminPrefixOp:      (*Server).prefixOp,
-		api.RouteAdminMember:        (*Server).member,
-		api.RouteAdminRestore:       (*Server).restoreCell,
-		api.RouteAdminTransfer:      (*Server).transfer,
+		api.RouteAdminSnapshot:      adminOnly((*Server).snapshot),
+		api.RouteAdminBackup:        adminOnly((*Server).backup),
+		api.RouteAdminCellCreate:    adminOnly((*Server).createCell),
+		api.RouteAdminPrefixAssign:  adminOnly((*Server).assignPrefix),
+		api.RouteAdminRegister:      adminOnly((*Server).registerLockd),
+		api.RouteAdminMigrate:       adminOnly((*Server).migrate),
+		api.RouteAdminPrefixOp:      adminOnly((*Server).prefixOp),
+		api.RouteAdminMember:        adminOnly((*Server).member),
+		api.RouteAdminRestore:       adminOnly((*Server).restoreCell),
+		api.RouteAdminTransfer:      adminOnly((*Server).transfer),
+		api.RouteAdminTenant:        (*Server).tenant,
+		api.RouteAdminTenantCommit:  adminOnly((*Server).commitTenant),
 	}
 }
 
@@ -173,7 +207,7 @@ func (s *Server) reply(ctx *fasthttp.RequestCtx, v any, err error) string {
 		case api.CodeInternal:
 			s.log.Error("internal error", "route", string(ctx.Path()), "err", err)
 		case api.CodeBadRequest, api.CodeInvalidPath, api.CodeValueTooLarge, api.CodeLimitExceeded,
-			api.CodeUnauthorized, api.CodeStaleRequest, api.CodeTokenExhausted:
+			api.CodeUnauthorized, api.CodeStaleRequest, api.CodeTokenExhausted, api.CodeForbidden, api.CodeQuotaExceeded:
 			// Refusals an operator traces to a client: one line each.
 			s.log.Info("request refused", "route", string(ctx.Path()), "code", ae.Code, "client", ctx.RemoteAddr().String(),
 				"cell", string(ctx.Request.Header.Peek(api.HeaderCell)), "err", ae.Message)
@@ -392,7 +426,7 @@ func needSession(id uint64, what string) error {
 	return nil
 }
 
-func (s *Server) openSession(ctx *fasthttp.RequestCtx) (any, error) {
+func (s *Server) openSession(ctx *fasthttp.RequestCtx, p principal) (any, error) {
 	var req api.OpenSessionRequest
 	return s.onCell(ctx, &req, func() string { return req.Cell }, func() error {
 		if len(req.Nonce) > api.MaxNonceLen {
@@ -400,11 +434,11 @@ func (s *Server) openSession(ctx *fasthttp.RequestCtx) (any, error) {
 		}
 		return nil
 	}, nil, func(cctx context.Context, c *cell.Cell) (any, error) {
-		return c.OpenSession(cctx, req)
+		return c.OpenSession(cctx, req, p.caller())
 	})
 }
 
-func (s *Server) keepAlive(ctx *fasthttp.RequestCtx) (any, error) {
+func (s *Server) keepAlive(ctx *fasthttp.RequestCtx, _ principal) (any, error) {
 	var req api.KeepAliveRequest
 	return s.onCell(ctx, &req, func() string { return req.Cell },
 		func() error { return needSession(req.Session, "keepalive") },
@@ -423,29 +457,73 @@ func (s *Server) keepAliveBatch(ctx *fasthttp.RequestCtx) (any, error) {
 		func(cctx context.Context, c *cell.Cell) (any, error) { return c.KeepAliveBatch(cctx, req) })
 }
 
-func (s *Server) closeSession(ctx *fasthttp.RequestCtx) (any, error) {
+func (s *Server) closeSession(ctx *fasthttp.RequestCtx, _ principal) (any, error) {
 	var req api.CloseSessionRequest
 	return s.onCell(ctx, &req, func() string { return req.Cell },
 		func() error { return needSession(req.Session, "close") }, nil,
 		func(cctx context.Context, c *cell.Cell) (any, error) { return struct{}{}, c.CloseSession(cctx, req) })
 }
 
-func (s *Server) create(ctx *fasthttp.RequestCtx) (any, error) {
+// A lock node needs the lock role (or write); any other node the write
+// role. With only the lock role, a tenant changes and deletes only its
+// own sessions' ephemeral nodes (OwnOnly: the state machine checks).
+func (s *Server) create(ctx *fasthttp.RequestCtx, p principal) (any, error) {
 	var req api.CreateRequest
-	return s.onPath(ctx, &req, func() string { return req.Path }, func() error { return checkValue(req.Value) },
-		func(cctx context.Context, c *cell.Cell) (any, error) { return c.Create(cctx, req) })
+	var who cell.Caller
+	return s.onPath(ctx, &req, func() string { return req.Path }, func() error {
+		role := api.RoleWrite
+		if req.Lock != api.LockNone && !p.allows(api.RoleWrite, req.Path) {
+			role = api.RoleLock
+		}
+		if err := need(p, role, req.Path); err != nil {
+			return err
+		}
+		who = p.caller()
+		return firstErr(checkValue(req.Value), s.limitWrites(p))
+	}, func(cctx context.Context, c *cell.Cell) (any, error) { return c.Create(cctx, req, who) })
 }
 
-func (s *Server) put(ctx *fasthttp.RequestCtx) (any, error) {
+func (s *Server) put(ctx *fasthttp.RequestCtx, p principal) (any, error) {
 	var req api.PutRequest
-	return s.onPath(ctx, &req, func() string { return req.Path }, func() error { return checkValue(req.Value) },
-		func(cctx context.Context, c *cell.Cell) (any, error) { return c.Put(cctx, req) })
+	var who cell.Caller
+	return s.onPath(ctx, &req, func() string { return req.Path }, func() error {
+		var err error
+		who, err = s.writer(p, req.Path, req.Session)
+		return firstErr(err, checkValue(req.Value), s.limitWrites(p))
+	}, func(cctx context.Context, c *cell.Cell) (any, error) { return c.Put(cctx, req, who) })
 }
 
-func (s *Server) delete(ctx *fasthttp.RequestCtx) (any, error) {
+func (s *Server) delete(ctx *fasthttp.RequestCtx, p principal) (any, error) {
 	var req api.DeleteRequest
-	return s.onPath(ctx, &req, func() string { return req.Path }, nil,
-		func(cctx context.Context, c *cell.Cell) (any, error) { return c.Delete(cctx, req) })
+	var who cell.Caller
+	return s.onPath(ctx, &req, func() string { return req.Path }, func() error {
+		var err error
+		who, err = s.writer(p, req.Path, req.Session)
+		return firstErr(err, s.limitWrites(p))
+	}, func(cctx context.Context, c *cell.Cell) (any, error) { return c.Delete(cctx, req, who) })
+}
+
+// writer authorizes a put or delete of path: the write role, or the lock
+// role for the request's own session's ephemeral nodes only.
+func (s *Server) writer(p principal, path string, session uint64) (cell.Caller, error) {
+	who := p.caller()
+	if p.allows(api.RoleWrite, path) {
+		return who, nil
+	}
+	if session != 0 && p.allows(api.RoleLock, path) {
+		who.OwnOnly = true
+		return who, nil
+	}
+	return who, need(p, api.RoleWrite, path)
+}
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkWatchKind accepts no watch or one of the allowed kinds.
@@ -456,25 +534,29 @@ func checkWatchKind(k api.WatchKind, allowed ...api.WatchKind) error {
 	return api.Errorf(api.CodeBadRequest, "watch kind %q is not one of %v here", k, allowed)
 }
 
-func (s *Server) get(ctx *fasthttp.RequestCtx) (any, error) {
+func (s *Server) get(ctx *fasthttp.RequestCtx, p principal) (any, error) {
 	var req api.ReadRequest
-	return s.onPath(ctx, &req, func() string { return req.Path }, func() error { return checkWatchKind(req.Watch, api.WatchData, api.WatchChildren) },
+	return s.onPath(ctx, &req, func() string { return req.Path }, func() error {
+		return firstErr(need(p, api.RoleRead, req.Path), checkWatchKind(req.Watch, api.WatchData, api.WatchChildren))
+	},
 		func(cctx context.Context, c *cell.Cell) (any, error) { return c.Get(cctx, req) })
 }
 
-func (s *Server) children(ctx *fasthttp.RequestCtx) (any, error) {
+func (s *Server) children(ctx *fasthttp.RequestCtx, p principal) (any, error) {
 	var req api.ReadRequest
-	return s.onPath(ctx, &req, func() string { return req.Path }, func() error { return checkWatchKind(req.Watch, api.WatchChildren) },
+	return s.onPath(ctx, &req, func() string { return req.Path }, func() error {
+		return firstErr(need(p, api.RoleRead, req.Path), checkWatchKind(req.Watch, api.WatchChildren))
+	},
 		func(cctx context.Context, c *cell.Cell) (any, error) { return c.Children(cctx, req) })
 }
 
-func (s *Server) lockState(ctx *fasthttp.RequestCtx) (any, error) {
+func (s *Server) lockState(ctx *fasthttp.RequestCtx, p principal) (any, error) {
 	var req api.LockStateRequest
-	return s.onPath(ctx, &req, func() string { return req.Path }, nil,
+	return s.onPath(ctx, &req, func() string { return req.Path }, func() error { return need(p, api.RoleRead, req.Path) },
 		func(cctx context.Context, c *cell.Cell) (any, error) { return c.LockState(cctx, req) })
 }
 
-func (s *Server) watch(ctx *fasthttp.RequestCtx) (any, error) {
+func (s *Server) watch(ctx *fasthttp.RequestCtx, p principal) (any, error) {
 	var req api.WatchRequest
 	return s.onCell(ctx, &req, func() string { return req.Cell }, func() error {
 		if len(req.Watches) > api.MaxWatchesPerCall {
@@ -482,6 +564,9 @@ func (s *Server) watch(ctx *fasthttp.RequestCtx) (any, error) {
 		}
 		for _, w := range req.Watches {
 			if err := api.ValidatePath(w.Path); err != nil {
+				return err
+			}
+			if err := need(p, api.RoleRead, w.Path); err != nil {
 				return err
 			}
 			if w.Kind != api.WatchData && w.Kind != api.WatchChildren {
@@ -562,6 +647,13 @@ func (s *Server) registerLockd(ctx *fasthttp.RequestCtx) (any, error) {
 	var req api.RegisterLockdRequest
 	return s.proposeDirectory(ctx, &req, func() *directory.Command {
 		return &directory.Command{Op: directory.OpRegister, Lockd: &req.LockdInfo}
+	})
+}
+
+func (s *Server) commitTenant(ctx *fasthttp.RequestCtx) (any, error) {
+	var req directory.TenantChange
+	return s.proposeDirectory(ctx, &req, func() *directory.Command {
+		return &directory.Command{Op: directory.OpTenant, Tenant: &req}
 	})
 }
 

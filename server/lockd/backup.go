@@ -164,10 +164,17 @@ func Restore(ctx context.Context, cfg Config, cellName string, store backup.Stor
 // the API of one of its replicas.
 func fetchRestorePlan(cfg Config, cellName string) (api.RestorePlan, error) {
 	client := &fasthttp.Client{Name: "lockd-restore", ReadTimeout: peerTimeout, WriteTimeout: peerTimeout}
+	var token string
+	if cfg.AdminTokenFile != "" {
+		var err error
+		if token, err = ReadToken(cfg.AdminTokenFile); err != nil {
+			return api.RestorePlan{}, err
+		}
+	}
 	var errs []error
 	for _, peer := range cfg.Peers {
 		var dir api.DirectoryResponse
-		err := callPeer(client, peerTimeout, peer.APIAddr, "GET", api.RouteDirectory, nil, &dir)
+		err := callPeer(client, token, peerTimeout, peer.APIAddr, "GET", api.RouteDirectory, nil, &dir)
 		if err == nil && dir.Index == 0 {
 			err = fmt.Errorf("its directory is not bootstrapped")
 		}

@@ -73,6 +73,24 @@ type Config struct {
 	// lockctl backup. Empty: no backups from this lockd.
 	BackupDir   string   `json:"backup_dir,omitempty"`
 	BackupEvery Duration `json:"backup_every,omitempty"`
+	// AdminTokenFile turns authentication on: every API request then
+	// needs a token, this file's (the cluster's bootstrap admin, which the
+	// lockds also use with each other) or a tenant's. Empty: no auth
+	// (development only).
+	AdminTokenFile string `json:"admin_token_file,omitempty"`
+}
+
+// ReadToken reads a token file: its first line, trimmed.
+func ReadToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	tok := strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0])
+	if len(tok) < 16 {
+		return "", fmt.Errorf("token file %s: the token is %d characters, at least 16 needed", path, len(tok))
+	}
+	return tok, nil
 }
 
 // Duration is a time.Duration that reads and writes JSON as "12s".

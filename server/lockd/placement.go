@@ -362,17 +362,20 @@ func (p *Process) peerCall(addr, method, route string, body, out any) error {
 }
 
 func (p *Process) peerCallWithin(within time.Duration, addr, method, route string, body, out any) error {
-	return callPeer(p.peerAPI, within, addr, method, route, body, out)
+	return callPeer(p.peerAPI, p.adminToken, within, addr, method, route, body, out)
 }
 
 // callPeer makes one API call to a lockd with client: its reply decoded
 // into out, its error as the API's (unavailable if it did not answer).
-func callPeer(client *fasthttp.Client, within time.Duration, addr, method, route string, body, out any) error {
+func callPeer(client *fasthttp.Client, token string, within time.Duration, addr, method, route string, body, out any) error {
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
 	req.SetRequestURI("http://" + addr + route)
 	req.Header.SetMethod(method)
+	if token != "" {
+		req.Header.Set(api.HeaderAuth, "Bearer "+token)
+	}
 	if body != nil {
 		b, _ := json.Marshal(body)
 		req.SetBody(b)
@@ -460,6 +463,8 @@ func directoryRoute(c *directory.Command) (string, any) {
 		return api.RouteAdminMigrate, c.Migrate
 	case directory.OpRestore:
 		return api.RouteAdminRestore, c.Restore
+	case directory.OpTenant:
+		return api.RouteAdminTenantCommit, c.Tenant
 	}
 	return "/v1/admin/none", nil
 }

@@ -53,6 +53,7 @@ type Process struct {
 	// cellMetrics are each running replica's collectors (cellsMu).
 	cellMetrics map[string][]prometheus.Collector
 	peerAPI     *fasthttp.Client // directory reads and registration, on a lockd without a directory replica
+	adminToken  string           // with auth on: what this lockd sends other lockds
 
 	store    backup.Store // nil without --backup-dir
 	backupMu sync.Mutex
@@ -122,6 +123,12 @@ func Start(cfg Config, log *slog.Logger) (*Process, error) {
 
 	p := &Process{cfg: cfg, log: log, cells: map[string]*cell.Cell{}, unloading: map[uint64]<-chan struct{}{}, cellMetrics: map[string][]prometheus.Collector{}, served: make(chan error, 1), stop: make(chan struct{})}
 	p.peerAPI = &fasthttp.Client{Name: "lockd", ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second}
+	if cfg.AdminTokenFile != "" {
+		var err error
+		if p.adminToken, err = ReadToken(cfg.AdminTokenFile); err != nil {
+			return nil, err
+		}
+	}
 	p.listener = &leaderEvents{cells: map[uint64]*cell.Cell{}, last: map[uint64]raftio.LeaderInfo{}}
 	p.unloads = newUnloads()
 	nhc := nodeHostConfig(cfg)
@@ -178,6 +185,9 @@ func Start(cfg Config, log *slog.Logger) (*Process, error) {
 	}
 
 	srv := httpapi.New(p, p.Status, p.metrics, log)
+	if p.adminToken != "" {
+		srv.EnableAuth(p.adminToken)
+	}
 	if cfg.Pprof {
 		srv.EnablePprof()
 	}

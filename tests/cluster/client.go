@@ -33,6 +33,8 @@ type Client struct {
 	MinBackoff, MaxBackoff time.Duration
 	// CallTimeout bounds a call whose context has no deadline. Default 60s.
 	CallTimeout time.Duration
+	// Token, if set, is sent as the bearer token of every request.
+	Token string
 
 	endpoints []string
 	http      *http.Client
@@ -216,6 +218,9 @@ func (c *Client) Once(ctx context.Context, endpoint, method, route string, body 
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

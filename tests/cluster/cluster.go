@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -63,6 +64,10 @@ type Options struct {
 	LogLevel string
 	// ExtraArgs are appended to every `lockd serve` command line.
 	ExtraArgs []string
+	// AdminToken turns auth on: every lockd gets it as its bootstrap
+	// admin token (--admin-token-file), and the harness sends it.
+	AdminToken string
+	tokenFile  string // where New wrote it
 	// StartTimeout bounds Start: every process healthy and every cell led
 	// by a ready leader. Default 60s.
 	StartTimeout time.Duration
@@ -194,6 +199,18 @@ func New(opts Options) (*Cluster, error) {
 	if opts.Replicas != 3 && opts.Replicas != 5 {
 		return nil, fmt.Errorf("replicas must be 3 or 5, not %d", opts.Replicas)
 	}
+	if opts.AdminToken != "" {
+		dir, err := os.MkdirTemp(opts.Dir, "auth-")
+		if err != nil {
+			return nil, err
+		}
+		file := filepath.Join(dir, "admin.token")
+		if err := os.WriteFile(file, []byte(opts.AdminToken+"\n"), 0o600); err != nil {
+			return nil, err
+		}
+		opts.ExtraArgs = append(slices.Clone(opts.ExtraArgs), "--admin-token-file", file)
+		opts.tokenFile = file
+	}
 	bin, err := Binary()
 	if err != nil {
 		return nil, err
@@ -201,7 +218,7 @@ func New(opts Options) (*Cluster, error) {
 	c := &Cluster{
 		opts: opts, bin: bin, dir: opts.Dir,
 		deploymentID: rand.Uint64N(1<<62) + 1,
-		http:         &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second}},
+		http:         &http.Client{Transport: withToken(&http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second}, opts.AdminToken)},
 	}
 	if c.dir == "" {
 		if c.dir, err = os.MkdirTemp("", "testcluster-"); err != nil {
@@ -666,7 +683,11 @@ func (c *Cluster) Options() Options { return c.opts }
 func (c *Cluster) Dir() string { return c.dir }
 
 // NewClient returns a test client over every endpoint.
-func (c *Cluster) NewClient() *Client { return NewClient(c.Endpoints()...) }
+func (c *Cluster) NewClient() *Client {
+	cl := NewClient(c.Endpoints()...)
+	cl.Token = c.opts.AdminToken
+	return cl
+}
 
 // LogTail returns the last n lines of replica id's output.
 func (c *Cluster) LogTail(id, n int) string {
@@ -702,4 +723,23 @@ func (c *Cluster) LogTails(n int) string {
 		fmt.Fprintf(&b, "----- replica %d (%s) last %d lines -----\n%s\n", id, c.Node(id).LogPath, n, c.LogTail(id, n))
 	}
 	return b.String()
+}
+
+// withToken makes every harness request carry token (when auth is on).
+func withToken(base http.RoundTripper, token string) http.RoundTripper {
+	if token == "" {
+		return base
+	}
+	return tokenTransport{base: base, token: token}
+}
+
+type tokenTransport struct {
+	base  http.RoundTripper
+	token string
+}
+
+func (t tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+t.token)
+	return t.base.RoundTrip(r)
 }

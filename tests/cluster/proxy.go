@@ -74,7 +74,11 @@ func (p *Proxy) start(bin string) error {
 		return err
 	}
 	eps := p.c.Endpoints()[:p.c.opts.Replicas]
-	cmd := exec.Command(bin, "--name", p.Name, "--listen", p.Addr, "--lockd", strings.Join(eps, ","), "--log-level", p.c.opts.LogLevel)
+	args := []string{"--name", p.Name, "--listen", p.Addr, "--lockd", strings.Join(eps, ","), "--log-level", p.c.opts.LogLevel}
+	if p.c.opts.tokenFile != "" {
+		args = append(args, "--token-file", p.c.opts.tokenFile)
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := start(cmd); err != nil {
 		f.Close()

@@ -177,7 +177,7 @@ func waitExpired(t *testing.T, cl *cluster.Client, s *session) {
 	t.Helper()
 	deadline := time.Now().Add(s.lease + 20*time.Second)
 	for i := 0; i < 10_000 && time.Now().Before(deadline); i++ {
-		err := do(cl, api.RouteWatch, api.WatchRequest{Cell: s.cell, Session: s.id}, nil)
+		err := do(cl, api.RouteWatch, api.WatchRequest{Cell: s.cell, Session: s.id, Secret: s.secret}, nil)
 		if isCode(err, api.CodeSessionExpired) {
 			return
 		}

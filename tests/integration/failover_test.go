@@ -154,7 +154,7 @@ func TestLeaderKillKeepsSessions(t *testing.T) {
 			t.Errorf("ephemeral %s of session %d: %v (owner %d)", nodes[i], s.id, err, g.Node.Owner)
 		}
 		var ka api.SessionResponse
-		if err := do(cl, api.RouteSessionKeepAlive, api.KeepAliveRequest{Cell: "demo", Session: s.id}, &ka); err != nil {
+		if err := do(cl, api.RouteSessionKeepAlive, api.KeepAliveRequest{Cell: "demo", Session: s.id, Secret: s.secret}, &ka); err != nil {
 			t.Errorf("keepalive of session %d: %v", s.id, err)
 		}
 	}

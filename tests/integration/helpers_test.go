@@ -53,6 +53,7 @@ type session struct {
 	lease time.Duration
 	req   atomic.Uint64
 
+	secret string // sent with every request naming the session
 	events chan api.Event
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -83,7 +84,7 @@ func tryOpenSession(cl *cluster.Client, cell string, lease time.Duration) (*sess
 		return nil, fmt.Errorf("open session: no id in %+v", resp)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &session{cl: cl, cell: cell, id: resp.Session, lease: time.Duration(resp.LeaseMS) * time.Millisecond,
+	s := &session{cl: cl, cell: cell, id: resp.Session, secret: resp.Secret, lease: time.Duration(resp.LeaseMS) * time.Millisecond,
 		events: make(chan api.Event, 4096), ctx: ctx, cancel: cancel}
 	s.lastEpoch.Store(resp.Epoch)
 	return s, nil
@@ -93,7 +94,7 @@ func tryOpenSession(cl *cluster.Client, cell string, lease time.Duration) (*sess
 // must be sequential (one goroutine): Ack says every earlier id has its reply.
 func (s *session) header() api.WriteHeader {
 	r := s.req.Add(1)
-	return api.WriteHeader{Session: s.id, Request: r, Ack: r}
+	return api.WriteHeader{Session: s.id, Secret: s.secret, Request: r, Ack: r}
 }
 
 // keepAlive starts the keepalive loop: long-polls of every wait, each
@@ -106,7 +107,7 @@ func (s *session) keepAlive(wait time.Duration) {
 		for i := 0; i < 1_000_000 && s.ctx.Err() == nil; i++ {
 			ctx, cancel := context.WithTimeout(s.ctx, wait+callTimeout)
 			var resp api.SessionResponse
-			err := s.cl.Do(ctx, api.RouteSessionKeepAlive, api.KeepAliveRequest{Cell: s.cell, Session: s.id, WaitMS: wait.Milliseconds()}, &resp)
+			err := s.cl.Do(ctx, api.RouteSessionKeepAlive, api.KeepAliveRequest{Cell: s.cell, Session: s.id, Secret: s.secret, WaitMS: wait.Milliseconds()}, &resp)
 			cancel()
 			if s.ctx.Err() != nil {
 				return
@@ -156,7 +157,7 @@ func (s *session) stop() {
 // close stops the keepalive loop and closes the session.
 func (s *session) close() error {
 	s.stop()
-	err := do(s.cl, api.RouteSessionClose, api.CloseSessionRequest{Cell: s.cell, Session: s.id}, nil)
+	err := do(s.cl, api.RouteSessionClose, api.CloseSessionRequest{Cell: s.cell, Session: s.id, Secret: s.secret}, nil)
 	if api.CodeOf(err) == api.CodeSessionExpired {
 		return nil
 	}
@@ -222,7 +223,7 @@ func (s *session) acquire(dir string) (lockGrant, error) {
 		}
 		g.waits++
 		var ls api.LockStateResponse
-		if err := do(s.cl, api.RouteLockState, api.LockStateRequest{Path: g.path, Session: s.id, Watch: true}, &ls); err != nil {
+		if err := do(s.cl, api.RouteLockState, api.LockStateRequest{Path: g.path, Session: s.id, Secret: s.secret, Watch: true}, &ls); err != nil {
 			return g, fmt.Errorf("lock state of %s: %w", g.path, err)
 		}
 		if !ls.Exists {

@@ -166,15 +166,15 @@ func TestProxySilentClientDelaysAWrite(t *testing.T) {
 	var sess api.SessionResponse
 	mustDo(t, raw, api.RouteSessionOpen, api.OpenSessionRequest{Cell: "demo"}, &sess)
 	var ka api.SessionResponse
-	mustDo(t, raw, api.RouteSessionKeepAlive, api.KeepAliveRequest{Cell: "demo", Session: sess.Session}, &ka)
+	mustDo(t, raw, api.RouteSessionKeepAlive, api.KeepAliveRequest{Cell: "demo", Session: sess.Session, Secret: sess.Secret}, &ka)
 	// The next KeepAlive names the proxy: the client speaks its protocol.
-	mustDo(t, raw, api.RouteSessionKeepAlive, api.KeepAliveRequest{Cell: "demo", Session: sess.Session, Proxy: ka.Proxy}, &ka)
+	mustDo(t, raw, api.RouteSessionKeepAlive, api.KeepAliveRequest{Cell: "demo", Session: sess.Session, Secret: sess.Secret, Proxy: ka.Proxy}, &ka)
 	var got api.GetResponse
-	mustDo(t, raw, api.RouteGet, api.ReadRequest{Path: path, Session: sess.Session, Cache: true}, &got)
+	mustDo(t, raw, api.RouteGet, api.ReadRequest{Path: path, Session: sess.Session, Secret: sess.Secret, Cache: true}, &got)
 	if !got.Cacheable || got.Proxy == "" || got.Proxy != ka.Proxy {
 		t.Fatalf("a cached read through the proxy: %+v (keepalive reply named proxy %q)", got, ka.Proxy)
 	}
-	mustDo(t, raw, api.RouteSessionKeepAlive, api.KeepAliveRequest{Cell: "demo", Session: sess.Session, Proxy: ka.Proxy}, &ka)
+	mustDo(t, raw, api.RouteSessionKeepAlive, api.KeepAliveRequest{Cell: "demo", Session: sess.Session, Secret: sess.Secret, Proxy: ka.Proxy}, &ka)
 	if ka.CacheMS <= 0 {
 		t.Fatalf("the proxy granted no cache: %+v", ka)
 	}

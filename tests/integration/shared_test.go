@@ -228,7 +228,7 @@ func testLeaseExpiry(t *testing.T, cl *cluster.Client) {
 		t.Errorf("no event for the expired holder's lock node %s", deadLock.path)
 	}
 	var ls api.LockStateResponse
-	mustDo(t, cl, api.RouteLockState, api.LockStateRequest{Path: waiter.Node.Path, Session: live.id}, &ls)
+	mustDo(t, cl, api.RouteLockState, api.LockStateRequest{Path: waiter.Node.Path, Session: live.id, Secret: live.secret}, &ls)
 	if !ls.Held || ls.Token <= deadLock.token {
 		t.Errorf("waiter after the holder expired: %+v (expired holder's token %d)", ls, deadLock.token)
 	}
@@ -264,7 +264,7 @@ func testLeaseExpiry(t *testing.T, cl *cluster.Client) {
 		t.Errorf("keepalived session ended: %v", err)
 	}
 	var ka api.SessionResponse
-	if err := do(cl, api.RouteSessionKeepAlive, api.KeepAliveRequest{Cell: "demo", Session: live.id}, &ka); err != nil {
+	if err := do(cl, api.RouteSessionKeepAlive, api.KeepAliveRequest{Cell: "demo", Session: live.id, Secret: live.secret}, &ka); err != nil {
 		t.Errorf("keepalive of the live session: %v", err)
 	}
 	t.Logf("live session %d: %d keepalives, %d retried", live.id, live.oks.Load(), live.transient.Load())

@@ -61,8 +61,10 @@ type sessionSim struct {
 	e       *env
 	proxies []*fasthttp.HostClient
 	// ids are the sessions, 0 until opened; gone marks those that ended.
-	ids  []atomic.Uint64
-	gone []atomic.Bool
+	ids []atomic.Uint64
+	// secrets[i] is written before ids[i] is stored, read after it is loaded.
+	secrets []string
+	gone    []atomic.Bool
 	// lastOK is when each session's last confirmed KeepAlive was sent
 	// (unix ns): an expiry with a gap under the lease is false, one after
 	// a longer gap is the simulator falling behind (CPU-starved).
@@ -77,7 +79,7 @@ type sessionSim struct {
 }
 
 func newSessionSim(e *env, proxies []api.ProxyInfo, n int) *sessionSim {
-	s := &sessionSim{e: e, ids: make([]atomic.Uint64, n), gone: make([]atomic.Bool, n), lastOK: make([]atomic.Int64, n)}
+	s := &sessionSim{e: e, ids: make([]atomic.Uint64, n), secrets: make([]string, n), gone: make([]atomic.Bool, n), lastOK: make([]atomic.Int64, n)}
 	for _, p := range proxies {
 		s.proxies = append(s.proxies, &fasthttp.HostClient{Addr: p.APIAddr, MaxConns: 1024, MaxConnWaitTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 10 * time.Second})
 	}
@@ -185,7 +187,7 @@ func (s *sessionSim) keepAlives(ctx context.Context, interval time.Duration, rec
 					}
 					t0 := time.Now()
 					var resp api.SessionResponse
-					err := s.post(i, api.RouteSessionKeepAlive, api.KeepAliveRequest{Cell: "demo", Session: id}, &resp)
+					err := s.post(i, api.RouteSessionKeepAlive, api.KeepAliveRequest{Cell: "demo", Session: id, Secret: s.secrets[i]}, &resp)
 					switch code := api.CodeOf(err); {
 					case err == nil:
 						s.kaOK.Add(1)
@@ -238,6 +240,7 @@ func proxySessions(ctx context.Context, e *env, proxies []api.ProxyInfo, n int, 
 			return err
 		}
 		sim.lastOK[i].Store(t0.UnixNano())
+		sim.secrets[i] = resp.Secret
 		sim.ids[i].Store(resp.Session)
 		mu.Lock()
 		openRec.Add(time.Since(t0), time.Now())
@@ -256,7 +259,7 @@ func proxySessions(ctx context.Context, e *env, proxies []api.ProxyInfo, n int, 
 			if id == 0 || !sim.gone[i].CompareAndSwap(false, true) {
 				return nil
 			}
-			err := sim.post(i, api.RouteSessionClose, api.CloseSessionRequest{Cell: "demo", Session: id}, nil)
+			err := sim.post(i, api.RouteSessionClose, api.CloseSessionRequest{Cell: "demo", Session: id, Secret: sim.secrets[i]}, nil)
 			if c := api.CodeOf(err); c == api.CodeSessionExpired || c == api.CodeNoSession {
 				return nil
 			}

@@ -27,9 +27,10 @@ func main() {
 
 func rootCommand() *cobra.Command {
 	var (
-		cfg      proxy.Config
-		lockds   string
-		logLevel string
+		cfg       proxy.Config
+		lockds    string
+		logLevel  string
+		tokenFile string
 	)
 	cmd := &cobra.Command{
 		Use:   "lockproxy",
@@ -50,6 +51,13 @@ func rootCommand() *cobra.Command {
 			}
 			if cfg.Name == "" || cfg.Listen == "" || len(cfg.Lockds) == 0 {
 				return fmt.Errorf("--name, --listen and --lockd are required")
+			}
+			if tokenFile != "" {
+				b, err := os.ReadFile(tokenFile)
+				if err != nil {
+					return fmt.Errorf("--token-file: %w", err)
+				}
+				cfg.Token = strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0])
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
@@ -72,5 +80,6 @@ func rootCommand() *cobra.Command {
 	f.StringVar(&cfg.Zone, "zone", "", "the proxy's zone")
 	f.StringVar(&lockds, "lockd", "", "API addresses of lockd processes, comma-separated (the directory is learned from them)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&tokenFile, "token-file", "", "when the lockds require tokens: a file holding an admin token (the proxy renews every client's session and reads the tenants)")
 	return cmd
 }

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/server/lockd"
 )
 
 // devCluster is the local cluster `make run` starts: six lockd processes
@@ -42,6 +45,10 @@ type devCluster struct {
 	proxies   int
 	proxyBase int
 	proxyBin  string
+	// auth: the lockds require tokens; tokenFile holds the admin token
+	// (made once in the data directory, kept across restarts).
+	auth      bool
+	tokenFile string
 }
 
 func devCommand() *cobra.Command {
@@ -67,6 +74,7 @@ func devCommand() *cobra.Command {
 	f.IntVar(&d.proxies, "proxies", 2, "lockproxy processes to run (clients send through them by default); 0 for none")
 	f.IntVar(&d.proxyBase, "proxy-port", 7201, "API port of proxy 1; proxy i listens on proxy-port+i-1")
 	f.StringVar(&d.proxyBin, "proxy-bin", "", "the lockproxy binary (default: lockproxy beside this lockd)")
+	f.BoolVar(&d.auth, "auth", false, "require API tokens: an admin token is made in DATA_DIR/admin.token (lockctl --auth-token $(cat it)); tenants with lockctl tenant")
 	f.StringVar(&d.logdb, "logdb", "tiny", "LogDB memory preset of every replica (tiny keeps five replicas small; small is lockd serve's default)")
 	return cmd
 }
@@ -93,6 +101,9 @@ func (d devCluster) args(id int) []string {
 	}
 	if d.pprof {
 		args = append(args, "--pprof")
+	}
+	if d.tokenFile != "" {
+		args = append(args, "--admin-token-file", d.tokenFile)
 	}
 	return args
 }
@@ -137,7 +148,24 @@ func (d devCluster) proxyArgs(i int) []string {
 	if d.zones > 0 {
 		args = append(args, "--zone", fmt.Sprintf("z%d", (i-1)%d.zones+1))
 	}
+	if d.tokenFile != "" {
+		args = append(args, "--token-file", d.tokenFile)
+	}
 	return args
+}
+
+// adminToken makes the dev cluster's admin token file, or keeps the one a
+// previous run made (the lockds' data outlives a run).
+func (d *devCluster) adminToken() error {
+	d.tokenFile = filepath.Join(d.dataDir, "admin.token")
+	if _, err := lockd.ReadToken(d.tokenFile); err == nil {
+		return nil
+	}
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return err
+	}
+	return os.WriteFile(d.tokenFile, []byte("lkd_admin_"+hex.EncodeToString(b[:])+"\n"), 0o600)
 }
 
 func (d devCluster) endpoints() []string {
@@ -148,7 +176,7 @@ func (d devCluster) endpoints() []string {
 	return out
 }
 
-func (d devCluster) run() error {
+func (d *devCluster) run() error {
 	if d.replicas != 5 && d.replicas != 3 {
 		return fmt.Errorf("--replicas must be 5 or 3")
 	}
@@ -167,6 +195,11 @@ func (d devCluster) run() error {
 	}
 	if err := checkPorts(d.ports()); err != nil {
 		return err
+	}
+	if d.auth {
+		if err := d.adminToken(); err != nil {
+			return fmt.Errorf("admin token: %w", err)
+		}
 	}
 	proxyBin := d.proxyBin
 	if d.proxies > 0 && proxyBin == "" {
@@ -227,6 +260,9 @@ func (d devCluster) run() error {
 			addrs = append(addrs, d.proxyAddr(i))
 		}
 		fmt.Printf("proxies: %s (clients send through them; lockctl --direct to bypass)\n", strings.Join(addrs, ","))
+	}
+	if d.auth {
+		fmt.Printf("auth: tokens required; admin token in %s (export LOCKCTL_AUTH_TOKEN=$(cat %s))\n", d.tokenFile, d.tokenFile)
 	}
 	created := make(chan error, 1)
 	go func() { created <- d.createCells(ctx) }()
@@ -289,6 +325,11 @@ func (d devCluster) createCells(ctx context.Context) error {
 				req, err := http.NewRequestWithContext(ctx, "POST", "http://"+ep+route, bytes.NewReader(b))
 				if err != nil {
 					return err
+				}
+				if d.tokenFile != "" {
+					if tok, err := lockd.ReadToken(d.tokenFile); err == nil {
+						req.Header.Set(api.HeaderAuth, "Bearer "+tok)
+					}
 				}
 				resp, err := http.DefaultClient.Do(req)
 				if err != nil {

@@ -61,6 +61,7 @@ func (sf *serveFlags) register(f *pflag.FlagSet) {
 	f.BoolVar(&sf.cfg.Pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on the API port")
 	f.StringVar(&sf.cfg.BackupDir, "backup-dir", "", "backup store: exported snapshots of the cells this lockd leads go here (lockctl backup, --backup-every)")
 	f.DurationVar(&sf.backupEvery, "backup-every", time.Hour, "with --backup-dir: back up every cell this lockd leads this often (0: only on lockctl backup)")
+	f.StringVar(&sf.cfg.AdminTokenFile, "admin-token-file", "", "require API tokens: this file holds the cluster's bootstrap admin token (the same on every lockd); tenants' tokens come from lockctl tenant")
 }
 
 // config builds the lockd's configuration: the file, then the flags given.
@@ -106,6 +107,9 @@ func (sf *serveFlags) config(cmd *cobra.Command) (lockd.Config, error) {
 		}
 		if f.Changed("api-addr") {
 			cfg.APIAddr = flags.APIAddr
+		}
+		if f.Changed("admin-token-file") {
+			cfg.AdminTokenFile = flags.AdminTokenFile
 		}
 	}
 	for _, s := range sf.peers {

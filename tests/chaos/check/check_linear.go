@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/lockservice/lockd/api"
 )
 
 // regState is one config key's state in the model: absent, or a value at a
@@ -80,7 +82,10 @@ var configModel = porcupine.NondeterministicModel{
 				}
 				return []interface{}{applied()}
 			case OutcomeFail:
-				if match {
+				// Only a version refusal says the version differed; any
+				// other definite failure (wrong_cell, …) applied nothing
+				// and says nothing of the version.
+				if match && (out.Err == string(api.CodeVersionMismatch) || out.Err == string(api.CodeNodeExists)) {
 					return nil
 				}
 				return []interface{}{st}

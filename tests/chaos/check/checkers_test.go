@@ -182,10 +182,12 @@ func TestLinearizabilityChecker(t *testing.T) {
 	k := "/demo/chaos/config/k0"
 	good := []ConfigOp{
 		{Client: 0, Key: k, Kind: ConfigGet, Call: ms(0), Return: ms(5), Outcome: OutcomeOK, Exists: false},
-		{Client: 1, Key: k, Kind: ConfigCAS, Value: "z", Expect: 0, Call: ms(0), Return: ms(8), Outcome: OutcomeFail}, // lost the race to the put below
+		{Client: 1, Key: k, Kind: ConfigCAS, Value: "z", Expect: 0, Call: ms(0), Return: ms(8), Outcome: OutcomeFail, Err: "node_exists"}, // lost the race to the put below
 		{Client: 0, Key: k, Kind: ConfigPut, Value: "a", Call: ms(6), Return: ms(20), Outcome: OutcomeOK, Version: 1},
 		{Client: 1, Key: k, Kind: ConfigCAS, Value: "b", Expect: 1, Call: ms(15), Return: ms(30), Outcome: OutcomeOK, Version: 2},
-		{Client: 2, Key: k, Kind: ConfigCAS, Value: "x", Expect: 1, Call: ms(31), Return: ms(40), Outcome: OutcomeFail},
+		{Client: 2, Key: k, Kind: ConfigCAS, Value: "x", Expect: 1, Call: ms(31), Return: ms(40), Outcome: OutcomeFail, Err: "version_mismatch"},
+		// Refused for routing (nothing applied), whatever the version.
+		{Client: 4, Key: k, Kind: ConfigCAS, Value: "q", Expect: 2, Call: ms(42), Return: ms(45), Outcome: OutcomeFail, Err: "wrong_cell"},
 		{Client: 2, Key: k, Kind: ConfigPut, Value: "c", Call: ms(41), Outcome: OutcomeUnknown},
 		{Client: 0, Key: k, Kind: ConfigGet, Call: ms(50), Return: ms(55), Outcome: OutcomeOK, Exists: true, GotValue: "b", Version: 2},
 		{Client: 0, Key: k, Kind: ConfigGet, Call: ms(60), Return: ms(65), Outcome: OutcomeOK, Exists: true, GotValue: "c", Version: 3},
@@ -194,10 +196,11 @@ func TestLinearizabilityChecker(t *testing.T) {
 		t.Fatalf("good history: %v %v", r.Result, r.Violations)
 	}
 	bad := map[string]ConfigOp{
-		"stale read":                   {Client: 3, Key: k, Kind: ConfigGet, Call: ms(32), Return: ms(33), Outcome: OutcomeOK, Exists: true, GotValue: "a", Version: 1},
-		"cas on a wrong version":       {Client: 3, Key: k, Kind: ConfigCAS, Value: "y", Expect: 1, Call: ms(31), Return: ms(40), Outcome: OutcomeOK, Version: 2},
-		"lost write":                   {Client: 3, Key: k, Kind: ConfigGet, Call: ms(70), Return: ms(75), Outcome: OutcomeOK, Exists: false},
-		"create over an existing node": {Client: 3, Key: k, Kind: ConfigCAS, Value: "w", Expect: 0, Call: ms(31), Return: ms(40), Outcome: OutcomeOK, Version: 1},
+		"stale read":                         {Client: 3, Key: k, Kind: ConfigGet, Call: ms(32), Return: ms(33), Outcome: OutcomeOK, Exists: true, GotValue: "a", Version: 1},
+		"cas on a wrong version":             {Client: 3, Key: k, Kind: ConfigCAS, Value: "y", Expect: 1, Call: ms(31), Return: ms(40), Outcome: OutcomeOK, Version: 2},
+		"lost write":                         {Client: 3, Key: k, Kind: ConfigGet, Call: ms(70), Return: ms(75), Outcome: OutcomeOK, Exists: false},
+		"create over an existing node":       {Client: 3, Key: k, Kind: ConfigCAS, Value: "w", Expect: 0, Call: ms(31), Return: ms(40), Outcome: OutcomeOK, Version: 1},
+		"cas refused on the current version": {Client: 3, Key: k, Kind: ConfigCAS, Value: "v", Expect: 2, Call: ms(31), Return: ms(40), Outcome: OutcomeFail, Err: "version_mismatch"},
 	}
 	for name, op := range bad {
 		r := CheckLinearizable(append(append([]ConfigOp(nil), good...), op), 10*time.Second)

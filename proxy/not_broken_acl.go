@@ -1,0 +1,5 @@
+//go:build !lockproxy_broken_acl
+
+package proxy
+
+const brokenACL = false

@@ -1,0 +1,5 @@
+//go:build !lockd_broken_secret
+
+package fsm
+
+const brokenSecret = false

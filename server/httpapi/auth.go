@@ -1,0 +1,190 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/directory"
+	"github.com/lockservice/lockd/server/cell"
+)
+
+// principal is who sent a request: a tenant (by its token), the bootstrap
+// admin (the lockd's --admin-token), or anyone at all with auth off.
+type principal struct {
+	name   string // tenant name; "" with auth off
+	tenant api.Tenant
+	admin  bool
+	quota  *api.Quota // the tenant's effective quota; nil: none
+}
+
+// allows reports whether p holds role on path.
+func (p principal) allows(role api.Role, path string) bool {
+	return p.admin || p.tenant.Allows(role, path) || brokenACL
+}
+
+// caller is what the cell puts in the entries p's request makes.
+func (p principal) caller() cell.Caller {
+	return cell.Caller{Tenant: p.name, Quota: p.quota, Admin: p.admin}
+}
+
+// EnableAuth makes every request but /healthz and /metrics carry a token:
+// adminToken (the cluster's bootstrap admin) or a tenant's.
+func (s *Server) EnableAuth(adminToken string) {
+	s.adminDigest = api.TokenDigest(adminToken)
+	s.auth = true
+}
+
+// authenticate finds the request's principal, or refuses it unauthorized.
+func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (principal, error) {
+	if !s.auth {
+		return principal{admin: true}, nil
+	}
+	tok, err := api.BearerToken(string(ctx.Request.Header.Peek(api.HeaderAuth)))
+	if err != nil {
+		return principal{}, api.Errorf(api.CodeUnauthorized, "%v", err)
+	}
+	if tok == "" {
+		return principal{}, api.Errorf(api.CodeUnauthorized, "this cluster requires an API token (Authorization: Bearer <token>; lockctl --auth-token)")
+	}
+	if subtle.ConstantTimeCompare([]byte(api.TokenDigest(tok)), []byte(s.adminDigest)) == 1 {
+		return principal{name: "admin", admin: true}, nil
+	}
+	t, ok := s.host.Directory().TenantByToken(tok)
+	if !ok {
+		// A token made a moment ago on another lockd: read the directory once.
+		rctx, cancel := context.WithTimeout(context.Background(), unknownCellRefresh)
+		s.host.RefreshDirectory(rctx)
+		cancel()
+		if t, ok = s.host.Directory().TenantByToken(tok); !ok {
+			return principal{}, api.Errorf(api.CodeUnauthorized, "unknown or revoked API token")
+		}
+	}
+	q := t.Quota.Effective()
+	return principal{name: t.Name, tenant: t, admin: t.IsAdmin(), quota: &q}, nil
+}
+
+// need refuses p unless it holds role on path.
+func need(p principal, role api.Role, path string) error {
+	if p.allows(role, path) {
+		return nil
+	}
+	return api.Errorf(api.CodeForbidden, "tenant %s has no %s role on %s", p.name, role, path)
+}
+
+// needAdmin refuses p unless it is an admin of the cluster.
+func needAdmin(p principal) error {
+	if p.admin {
+		return nil
+	}
+	return api.Errorf(api.CodeForbidden, "tenant %s is not an admin: cluster operations need the admin role on /", p.name)
+}
+
+// writeLimiter holds each tenant to its writes per second on this lockd
+// (a token bucket per tenant, refilled continuously, as deep as a second).
+type writeLimiter struct {
+	mu      sync.Mutex
+	buckets map[string]*bucket
+}
+
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+// allow takes one write from tenant's bucket, or reports it empty.
+func (l *writeLimiter) allow(tenant string, perSec int, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.buckets == nil {
+		l.buckets = map[string]*bucket{}
+	}
+	b := l.buckets[tenant]
+	if b == nil {
+		b = &bucket{tokens: float64(perSec), last: now}
+		l.buckets[tenant] = b
+	}
+	b.tokens = min(float64(perSec), b.tokens+now.Sub(b.last).Seconds()*float64(perSec))
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// limitWrites refuses a write past p's writes per second.
+func (s *Server) limitWrites(p principal) error {
+	if p.quota == nil || p.admin {
+		return nil
+	}
+	if !s.writes.allow(p.name, p.quota.WritesPerSec, time.Now()) {
+		return api.Errorf(api.CodeQuotaExceeded, "tenant %s is over its %d writes/s on this lockd", p.name, p.quota.WritesPerSec)
+	}
+	return nil
+}
+
+// newToken makes an API token: 256 random bits.
+func newToken() string {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("httpapi: no randomness for a token: " + err.Error())
+	}
+	return "lkd_" + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// tenant creates, changes or deletes a tenant (admin only). A new token
+// is made here and returned once; only its digest is committed.
+func (s *Server) tenant(ctx *fasthttp.RequestCtx, p principal) (any, error) {
+	if err := needAdmin(p); err != nil {
+		return nil, err
+	}
+	var req api.TenantRequest
+	if err := decode(ctx, &req); err != nil {
+		return nil, err
+	}
+	change := &directory.TenantChange{TenantRequest: req}
+	change.Tenant.Tokens = nil // digests are the service's to make
+	var token string
+	if req.NewToken && req.Action == api.TenantPut {
+		token = newToken()
+		change.TokenDigest = api.TokenDigest(token)
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), RequestTimeout)
+	defer cancel()
+	res, err := s.host.ProposeDirectory(cctx, &directory.Command{Op: directory.OpTenant, Tenant: change})
+	if err != nil {
+		return nil, err
+	}
+	s.log.Info("tenant changed", "tenant", req.Tenant.Name, "action", req.Action, "new_token", token != "", "by", p.name, "index", res.Index)
+	out := api.TenantResponse{Token: token, Index: res.Index}
+	if res.Tenant != nil {
+		out.Tenant = *res.Tenant
+		out.Tenant.Tokens = nil
+	}
+	return out, nil
+}
+
+// tenants lists the tenants (admin only), without their token digests.
+func (s *Server) tenants(p principal) (any, error) {
+	if err := needAdmin(p); err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), RequestTimeout)
+	defer cancel()
+	d, err := s.host.ReadDirectory(cctx)
+	if err != nil {
+		return nil, err
+	}
+	out := api.TenantsResponse{Auth: s.auth, Tenants: []api.TenantInfo{}}
+	for _, t := range d.Tenants {
+		out.Tenants = append(out.Tenants, api.TenantInfo{Name: t.Name, Grants: t.Grants, Quota: t.Quota.Effective(), Tokens: len(t.Tokens)})
+	}
+	return out, nil
+}

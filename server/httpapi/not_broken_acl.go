@@ -1,0 +1,5 @@
+//go:build !lockd_broken_acl
+
+package httpapi
+
+const brokenACL = false

@@ -148,7 +148,7 @@ func statusCmd(g *globals) *cobra.Command {
 			for i, ep := range eps {
 				wg.Go(func() {
 					rows[i].Endpoint = ep
-					st, err := sdk.FetchStatus(ctx, ep, g.authToken)
+					st, err := sdk.FetchStatus(ctx, ep, g.access())
 					if err != nil {
 						rows[i].Error = asAPIError(err)
 						return
@@ -189,7 +189,7 @@ func proxyRows(ctx context.Context, g *globals, rows []statusRow) []statusRow {
 	found := false
 	for _, r := range rows {
 		if r.Error == nil {
-			if d, err := sdk.FetchDirectory(ctx, r.Endpoint, g.authToken); err == nil {
+			if d, err := sdk.FetchDirectory(ctx, r.Endpoint, g.access()); err == nil {
 				dir, found = d, true
 				break
 			}
@@ -203,7 +203,7 @@ func proxyRows(ctx context.Context, g *globals, rows []statusRow) []statusRow {
 	for i, p := range dir.Proxies {
 		wg.Go(func() {
 			out[i].Endpoint = p.APIAddr
-			st, err := sdk.FetchProxyStatus(ctx, p.APIAddr, g.authToken)
+			st, err := sdk.FetchProxyStatus(ctx, p.APIAddr, g.access())
 			if err != nil {
 				out[i].Error = asAPIError(err)
 				out[i].Proxy = &api.ProxyStatus{Proxy: p}

@@ -5,6 +5,7 @@ package ctl
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/internal/tlsutil"
 	"github.com/lockservice/lockd/sdk"
 	"github.com/spf13/cobra"
 )
@@ -25,6 +27,9 @@ const DefaultEndpoints = "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003,127.0.0.1
 const (
 	EnvEndpoints = "LOCKCTL_ENDPOINTS"
 	EnvAuthToken = "LOCKCTL_AUTH_TOKEN"
+	EnvTLSCert   = "LOCKCTL_TLS_CERT"
+	EnvTLSKey    = "LOCKCTL_TLS_KEY"
+	EnvTLSCA     = "LOCKCTL_TLS_CA"
 )
 
 // globals are the persistent flags.
@@ -34,13 +39,19 @@ type globals struct {
 	timeout   time.Duration
 	output    string
 	direct    bool
+	tlsFiles  tlsutil.Files
+	tls       *tls.Config // loaded from tlsFiles before any command runs
 }
+
+// access is what a probe of one endpoint presents.
+func (g *globals) access() sdk.Access { return sdk.Access{AuthToken: g.authToken, TLS: g.tls} }
 
 // config is the SDK configuration the flags ask for.
 func (g *globals) config() sdk.Config {
 	return sdk.Config{
 		Endpoints:      g.endpointList(),
 		AuthToken:      g.authToken,
+		TLS:            g.tls,
 		RequestTimeout: min(g.timeout, sdk.DefaultRequestTimeout),
 		Direct:         g.direct,
 	}
@@ -88,6 +99,13 @@ func NewRootCommand() *cobra.Command {
 			if g.timeout <= 0 {
 				return usagef("--timeout must be positive")
 			}
+			if g.tlsFiles.Set() {
+				tc, err := g.tlsFiles.Client()
+				if err != nil {
+					return usagef("%v", err)
+				}
+				g.tls = tc
+			}
 			return nil
 		},
 	}
@@ -98,6 +116,9 @@ func NewRootCommand() *cobra.Command {
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.endpoints, "endpoints", endpoints, "comma-separated lockd API addresses (env "+EnvEndpoints+")")
 	pf.StringVar(&g.authToken, "auth-token", os.Getenv(EnvAuthToken), "auth token sent as a bearer token (env "+EnvAuthToken+")")
+	pf.StringVar(&g.tlsFiles.Cert, "tls-cert", os.Getenv(EnvTLSCert), "client certificate (PEM) for a cluster running TLS (env "+EnvTLSCert+")")
+	pf.StringVar(&g.tlsFiles.Key, "tls-key", os.Getenv(EnvTLSKey), "its key (env "+EnvTLSKey+")")
+	pf.StringVar(&g.tlsFiles.CA, "tls-ca", os.Getenv(EnvTLSCA), "the cluster's CA (PEM) (env "+EnvTLSCA+")")
 	pf.DurationVar(&g.timeout, "timeout", 10*time.Second, "deadline for the whole command")
 	pf.StringVarP(&g.output, "output", "o", "text", "output format: text or json")
 	pf.BoolVar(&g.direct, "direct", false, "talk to the cells' replicas even when the directory lists lockproxies (by default calls go through the proxies)")

@@ -8,6 +8,7 @@ package proxy
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/internal/tlsutil"
 	"github.com/lockservice/lockd/sdk"
 )
 
@@ -44,8 +46,12 @@ type Config struct {
 	// every client's session and holds watches for them), when the
 	// cluster requires tokens. It then serves a client's read from its
 	// shared cache only if the client's own token may read the path.
-	Token  string
-	Logger *slog.Logger
+	Token string
+	// TLS is the client listener's configuration (mutual: clients present
+	// certificates the cluster's CA signed); UpstreamTLS the proxy's own
+	// client configuration toward the lockds. Both nil: plain HTTP.
+	TLS, UpstreamTLS *tls.Config
+	Logger           *slog.Logger
 }
 
 // Proxy is one running lockproxy.
@@ -89,7 +95,7 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 	// are the proxy's own: their caches are the shared cache, and the
 	// gate holds back their acknowledgements for the proxy's clients.
 	g := &gate{}
-	up, err := sdk.New(ctx, sdk.Config{Endpoints: cfg.Lockds, Direct: true, Logger: cfg.Logger, Gate: g, AuthToken: cfg.Token})
+	up, err := sdk.New(ctx, sdk.Config{Endpoints: cfg.Lockds, Direct: true, Logger: cfg.Logger, Gate: g, AuthToken: cfg.Token, TLS: cfg.UpstreamTLS})
 	if err != nil {
 		return nil, fmt.Errorf("reach the lockds: %w", err)
 	}
@@ -121,6 +127,9 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 				p.clients.Add(-1)
 			}
 		},
+	}
+	if cfg.TLS != nil {
+		ln = tls.NewListener(ln, cfg.TLS)
 	}
 	p.wg.Add(2)
 	go func() {
@@ -244,6 +253,12 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx) {
 	case api.RouteMetrics:
 		p.metrics(ctx)
 		return
+	}
+	if p.cfg.TLS != nil && !tlsutil.HasClientCert(ctx.TLSConnectionState()) {
+		reply(ctx, nil, api.Errorf(api.CodeUnauthorized, "this lockproxy requires a client certificate its CA signed (mutual TLS)"))
+		return
+	}
+	switch route {
 	case api.RouteStatus:
 		reply(ctx, p.Status(), nil)
 		return

@@ -1,6 +1,7 @@
 package sdk
 
 import (
+	"crypto/tls"
 	"log/slog"
 	"time"
 
@@ -16,6 +17,11 @@ type Config struct {
 	// AuthToken, if set, is sent as "Authorization: Bearer <token>" on
 	// every request.
 	AuthToken string
+	// TLS, if set, makes every connection mutual TLS: the client's
+	// certificate, and the CA the servers' must be signed by
+	// (Certificates and RootCAs). Required against a cluster started with
+	// --tls-cert/--tls-key/--tls-ca.
+	TLS *tls.Config
 	// Lease is the session lease to ask for; 0 takes the cell's default
 	// (api.DefaultLease). The cell clamps it to [api.MinLease, api.MaxLease].
 	Lease time.Duration

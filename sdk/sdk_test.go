@@ -803,14 +803,14 @@ func TestCloseInterruptsRetryingCall(t *testing.T) {
 
 func TestFetchStatus(t *testing.T) {
 	fc := newFakeCell(t, 2)
-	st, err := FetchStatus(testCtx(t), fc.addr(1), "")
+	st, err := FetchStatus(testCtx(t), fc.addr(1), Access{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(st.Cells) != 1 || st.Cells[0].Role != "follower" || st.APIAddr != fc.addr(1) {
 		t.Fatalf("status %+v", st)
 	}
-	if _, err := FetchStatus(testCtx(t), deadAddr(t), ""); !errors.Is(err, ErrUnavailable) {
+	if _, err := FetchStatus(testCtx(t), deadAddr(t), Access{}); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("dead endpoint err = %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"net/http"
 
@@ -11,29 +12,36 @@ import (
 // FetchStatus asks the lockd process at endpoint for its status
 // (GET /v1/status). It makes one attempt, bounded by ctx (or
 // DefaultRequestTimeout), with no retries or redirects: it is a probe of
-// that one process. authToken may be empty.
-func FetchStatus(ctx context.Context, endpoint, authToken string) (api.StatusResponse, error) {
+// that one process.
+func FetchStatus(ctx context.Context, endpoint string, a Access) (api.StatusResponse, error) {
 	var out api.StatusResponse
-	return out, probe(ctx, endpoint, authToken, api.RouteStatus, &out)
+	return out, probe(ctx, endpoint, a, api.RouteStatus, &out)
+}
+
+// Access is what a probe presents: a token (may be empty) and, against a
+// cluster running TLS, the client's TLS configuration.
+type Access struct {
+	AuthToken string
+	TLS       *tls.Config
 }
 
 // FetchProxyStatus asks the lockproxy at endpoint for its status (its
 // clients, the sessions it renews per cell), like FetchStatus.
-func FetchProxyStatus(ctx context.Context, endpoint, authToken string) (api.ProxyStatus, error) {
+func FetchProxyStatus(ctx context.Context, endpoint string, a Access) (api.ProxyStatus, error) {
 	var out api.ProxyStatus
-	return out, probe(ctx, endpoint, authToken, api.RouteStatus, &out)
+	return out, probe(ctx, endpoint, a, api.RouteStatus, &out)
 }
 
 // FetchDirectory reads the directory from the lockd or lockproxy at
 // endpoint, like FetchStatus.
-func FetchDirectory(ctx context.Context, endpoint, authToken string) (api.DirectoryResponse, error) {
+func FetchDirectory(ctx context.Context, endpoint string, a Access) (api.DirectoryResponse, error) {
 	var out api.DirectoryResponse
-	return out, probe(ctx, endpoint, authToken, api.RouteDirectory, &out)
+	return out, probe(ctx, endpoint, a, api.RouteDirectory, &out)
 }
 
 // probe is one GET of route on endpoint, decoded into out.
-func probe(ctx context.Context, endpoint, authToken, route string, out any) error {
-	t := newTransport("status", authToken, 1)
+func probe(ctx context.Context, endpoint string, a Access, route string, out any) error {
+	t := newTransport("status", a.AuthToken, 1, a.TLS)
 	defer t.close()
 	status, body, _, err := t.roundTrip(ctx, exchange{method: http.MethodGet, addr: endpoint, path: route, timeout: DefaultRequestTimeout})
 	if err != nil {

@@ -2,7 +2,9 @@ package sdk
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -23,6 +25,11 @@ type transport struct {
 	name     string
 	auth     string // value of the Authorization header, "" for none
 	maxConns int
+	// tls, when set, is the mutual TLS every connection speaks (the
+	// handshake is part of the dial: a failed one is a dialError, so the
+	// request certainly was not sent); scheme is then https.
+	tls    *tls.Config
+	scheme string
 
 	mu     sync.Mutex
 	hosts  map[string]*fasthttp.HostClient
@@ -34,12 +41,17 @@ type transport struct {
 	wg sync.WaitGroup
 }
 
-func newTransport(name, authToken string, maxConns int) *transport {
+func newTransport(name, authToken string, maxConns int, tlsConfig *tls.Config) *transport {
 	t := &transport{
 		name:     name,
 		maxConns: maxConns,
 		hosts:    make(map[string]*fasthttp.HostClient),
 		conns:    make(map[*trackedConn]struct{}),
+		tls:      tlsConfig,
+		scheme:   "http",
+	}
+	if tlsConfig != nil {
+		t.scheme = "https"
 	}
 	if authToken != "" {
 		t.auth = "Bearer " + authToken
@@ -84,12 +96,27 @@ func (t *transport) dial(addr string, timeout time.Duration) (net.Conn, error) {
 	if timeout <= 0 {
 		timeout = 3 * time.Second
 	}
+	start := time.Now()
 	nc, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
 		return nil, &dialError{err}
 	}
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
+	}
+	if t.tls != nil {
+		cfg := t.tls.Clone()
+		if cfg.ServerName == "" {
+			cfg.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		tc := tls.Client(nc, cfg)
+		_ = tc.SetDeadline(start.Add(timeout))
+		if err := tc.Handshake(); err != nil {
+			_ = nc.Close()
+			return nil, &dialError{fmt.Errorf("TLS handshake with %s: %w", addr, err)}
+		}
+		_ = tc.SetDeadline(time.Time{})
+		nc = tc
 	}
 	c := &trackedConn{Conn: nc, t: t}
 	t.mu.Lock()
@@ -100,8 +127,18 @@ func (t *transport) dial(addr string, timeout time.Duration) (net.Conn, error) {
 	}
 	t.conns[c] = struct{}{}
 	t.mu.Unlock()
+	if t.tls != nil {
+		return handshaken{c}, nil
+	}
 	return c, nil
 }
+
+// handshaken is a TLS connection whose handshake the dial did: fasthttp
+// takes a connection with a Handshake method for TLS already, and must
+// not wrap it in a second TLS layer.
+type handshaken struct{ *trackedConn }
+
+func (handshaken) Handshake() error { return nil }
 
 func (t *transport) host(addr string) (*fasthttp.HostClient, error) {
 	t.mu.Lock()
@@ -114,6 +151,7 @@ func (t *transport) host(addr string) (*fasthttp.HostClient, error) {
 		hc = &fasthttp.HostClient{
 			Addr:                      addr,
 			Name:                      "lockd-sdk",
+			IsTLS:                     t.tls != nil, // the dial did the handshake
 			DialTimeout:               t.dial,
 			MaxConns:                  t.maxConns,
 			MaxConnWaitTimeout:        maxConnWait, // queue for a connection rather than fail at once
@@ -171,7 +209,7 @@ func (t *transport) roundTrip(ctx context.Context, x exchange) (status int, body
 	req := fasthttp.AcquireRequest()
 	resp := fasthttp.AcquireResponse()
 	req.Header.SetMethod(x.method)
-	req.SetRequestURI("http://" + x.addr + x.path)
+	req.SetRequestURI(t.scheme + "://" + x.addr + x.path)
 	if x.auth != "" {
 		req.Header.Set("Authorization", x.auth)
 	} else if t.auth != "" {

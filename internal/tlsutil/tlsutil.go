@@ -66,8 +66,11 @@ func LoadCA(path string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// Server is the configuration of a listener that requires and verifies
-// a client certificate signed by the CA.
+// Server is the configuration of a listener that verifies a client
+// certificate against the CA when one is given. The API requires one on
+// every route but /healthz and /metrics (RequireClientCert), so that
+// probes and scrapers need no certificate; dragonboat's Raft transport
+// has its own configuration, which requires one.
 func (f Files) Server() (*tls.Config, error) {
 	cert, pool, err := f.load()
 	if err != nil {
@@ -76,7 +79,7 @@ func (f Files) Server() (*tls.Config, error) {
 	return &tls.Config{
 		Certificates: []tls.Certificate{cert},
 		ClientCAs:    pool,
-		ClientAuth:   tls.RequireAndVerifyClientCert,
+		ClientAuth:   tls.VerifyClientCertIfGiven,
 		MinVersion:   tls.VersionTLS12,
 	}, nil
 }
@@ -93,6 +96,12 @@ func (f Files) Client() (*tls.Config, error) {
 		RootCAs:      pool,
 		MinVersion:   tls.VersionTLS12,
 	}, nil
+}
+
+// HasClientCert reports whether a connection's TLS state carries a
+// verified client certificate (nil: not TLS).
+func HasClientCert(st *tls.ConnectionState) bool {
+	return st != nil && len(st.VerifiedChains) > 0
 }
 
 // DevCA writes, into dir, a development CA (ca.pem, ca-key.pem) and two

@@ -21,6 +21,7 @@ import (
 
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/directory"
+	"github.com/lockservice/lockd/internal/tlsutil"
 	"github.com/lockservice/lockd/server/cell"
 )
 
@@ -62,7 +63,14 @@ type Server struct {
 	auth        bool
 	adminDigest string
 	writes      writeLimiter
+	// clientCerts: the API runs TLS and every route but /healthz and
+	// /metrics needs a verified client certificate.
+	clientCerts bool
 }
+
+// RequireClientCerts refuses (401) a request on any route but /healthz
+// and /metrics whose connection presented no certificate the CA signed.
+func (s *Server) RequireClientCerts() { s.clientCerts = true }
 
 // EnablePprof serves Go's profiles under /debug/pprof/ (off by default: a
 // profile costs the replica CPU, and the heap dump shows request data).
@@ -107,6 +115,9 @@ func (s *Server) route(ctx *fasthttp.RequestCtx, route string) string {
 	case api.RouteMetrics:
 		s.metrics(ctx)
 		return "-"
+	}
+	if s.clientCerts && !tlsutil.HasClientCert(ctx.TLSConnectionState()) && !brokenClientCerts {
+		return s.reply(ctx, nil, api.Errorf(api.CodeUnauthorized, "this lockd requires a client certificate its CA signed (mutual TLS: --tls-cert, --tls-key, --tls-ca)"))
 	}
 	p, err := s.authenticate(ctx)
 	if err != nil {

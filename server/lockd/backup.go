@@ -10,7 +10,6 @@ import (
 
 	"github.com/lni/dragonboat/v4/config"
 	"github.com/lni/dragonboat/v4/tools"
-	"github.com/valyala/fasthttp"
 
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/directory"
@@ -30,6 +29,12 @@ func nodeHostConfig(cfg Config) config.NodeHostConfig {
 		RTTMillisecond: cfg.RTTMillisecond,
 		RaftAddress:    cfg.Self().RaftAddr,
 		Expert:         expert,
+		// Replicas talk mutual TLS: each presents its certificate and
+		// checks the other's against the cluster's CA.
+		MutualTLS: cfg.TLSFiles().Set(),
+		CAFile:    cfg.TLSCA,
+		CertFile:  cfg.TLSCert,
+		KeyFile:   cfg.TLSKey,
 	}
 }
 
@@ -163,18 +168,14 @@ func Restore(ctx context.Context, cfg Config, cellName string, store backup.Stor
 // fetchRestorePlan reads a cell's restore plan from the directory, through
 // the API of one of its replicas.
 func fetchRestorePlan(cfg Config, cellName string) (api.RestorePlan, error) {
-	client := &fasthttp.Client{Name: "lockd-restore", ReadTimeout: peerTimeout, WriteTimeout: peerTimeout}
-	var token string
-	if cfg.AdminTokenFile != "" {
-		var err error
-		if token, err = ReadToken(cfg.AdminTokenFile); err != nil {
-			return api.RestorePlan{}, err
-		}
+	pc, err := newPeerClient(cfg, "lockd-restore")
+	if err != nil {
+		return api.RestorePlan{}, err
 	}
 	var errs []error
 	for _, peer := range cfg.Peers {
 		var dir api.DirectoryResponse
-		err := callPeer(client, token, peerTimeout, peer.APIAddr, "GET", api.RouteDirectory, nil, &dir)
+		err := callPeer(pc, peerTimeout, peer.APIAddr, "GET", api.RouteDirectory, nil, &dir)
 		if err == nil && dir.Index == 0 {
 			err = fmt.Errorf("its directory is not bootstrapped")
 		}

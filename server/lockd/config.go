@@ -13,6 +13,7 @@ import (
 	"github.com/lni/dragonboat/v4/config"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/internal/tlsutil"
 )
 
 // Peer is one lockd of the cluster.
@@ -78,6 +79,21 @@ type Config struct {
 	// lockds also use with each other) or a tenant's. Empty: no auth
 	// (development only).
 	AdminTokenFile string `json:"admin_token_file,omitempty"`
+	// TLSCert, TLSKey and TLSCA: this lockd's certificate (server and
+	// client use: replicas dial each other), its key, and the cluster's
+	// CA. They secure the Raft transport (dragonboat's mutual TLS) and
+	// the API (clients must present a certificate the CA signed).
+	TLSCert string `json:"tls_cert,omitempty"`
+	TLSKey  string `json:"tls_key,omitempty"`
+	TLSCA   string `json:"tls_ca,omitempty"`
+	// PlainHTTP runs the API and Raft without TLS: development only, and
+	// only when asked for.
+	PlainHTTP bool `json:"plain_http,omitempty"`
+}
+
+// TLSFiles are the TLS flags as one value.
+func (c Config) TLSFiles() tlsutil.Files {
+	return tlsutil.Files{Cert: c.TLSCert, Key: c.TLSKey, CA: c.TLSCA}
 }
 
 // ReadToken reads a token file: its first line, trimmed.
@@ -188,6 +204,15 @@ func (c Config) Validate() error {
 	}
 	if _, err := logDBConfig(c.LogDB); err != nil {
 		return err
+	}
+	if err := c.TLSFiles().Check(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if !c.TLSFiles().Set() && !c.PlainHTTP {
+		return fmt.Errorf("config: no TLS: give --tls-cert, --tls-key and --tls-ca (lockd certs makes a development set), or --plain-http to run without (development only)")
+	}
+	if c.TLSFiles().Set() && c.PlainHTTP {
+		return fmt.Errorf("config: --plain-http and TLS files both given")
 	}
 	return nil
 }

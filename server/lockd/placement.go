@@ -362,20 +362,21 @@ func (p *Process) peerCall(addr, method, route string, body, out any) error {
 }
 
 func (p *Process) peerCallWithin(within time.Duration, addr, method, route string, body, out any) error {
-	return callPeer(p.peerAPI, p.adminToken, within, addr, method, route, body, out)
+	return callPeer(p.peers, within, addr, method, route, body, out)
 }
 
 // callPeer makes one API call to a lockd with client: its reply decoded
 // into out, its error as the API's (unavailable if it did not answer).
-func callPeer(client *fasthttp.Client, token string, within time.Duration, addr, method, route string, body, out any) error {
+func callPeer(pc peerClient, within time.Duration, addr, method, route string, body, out any) error {
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
-	req.SetRequestURI("http://" + addr + route)
+	req.SetRequestURI(pc.scheme + "://" + addr + route)
 	req.Header.SetMethod(method)
-	if token != "" {
-		req.Header.Set(api.HeaderAuth, "Bearer "+token)
+	if pc.token != "" {
+		req.Header.Set(api.HeaderAuth, "Bearer "+pc.token)
 	}
+	client := pc.http
 	if body != nil {
 		b, _ := json.Marshal(body)
 		req.SetBody(b)
@@ -392,6 +393,33 @@ func callPeer(client *fasthttp.Client, token string, within time.Duration, addr,
 		return api.Errorf(api.CodeUnavailable, "%s: HTTP %d", addr, resp.StatusCode())
 	}
 	return json.Unmarshal(resp.Body(), out)
+}
+
+// peerClient is how a lockd calls another's API: over TLS with its own
+// certificate when the cluster runs TLS, with the admin token when it
+// requires tokens.
+type peerClient struct {
+	http          *fasthttp.Client
+	token, scheme string
+}
+
+func newPeerClient(cfg Config, name string) (peerClient, error) {
+	pc := peerClient{http: &fasthttp.Client{Name: name, ReadTimeout: peerTimeout, WriteTimeout: peerTimeout}, scheme: "http"}
+	if cfg.TLSFiles().Set() {
+		tc, err := cfg.TLSFiles().Client()
+		if err != nil {
+			return pc, err
+		}
+		pc.http.TLSConfig, pc.scheme = tc, "https"
+	}
+	if cfg.AdminTokenFile != "" {
+		tok, err := ReadToken(cfg.AdminTokenFile)
+		if err != nil {
+			return pc, err
+		}
+		pc.token = tok
+	}
+	return pc, nil
 }
 
 // ReadDirectory is GET /v1/directory: linearizable on a directory

@@ -1,6 +1,7 @@
 package lockd
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"math"
@@ -52,8 +53,7 @@ type Process struct {
 	fanout    *prometheus.HistogramVec
 	// cellMetrics are each running replica's collectors (cellsMu).
 	cellMetrics map[string][]prometheus.Collector
-	peerAPI     *fasthttp.Client // directory reads and registration, on a lockd without a directory replica
-	adminToken  string           // with auth on: what this lockd sends other lockds
+	peers       peerClient // directory reads and registration, on a lockd without a directory replica
 
 	store    backup.Store // nil without --backup-dir
 	backupMu sync.Mutex
@@ -122,10 +122,13 @@ func Start(cfg Config, log *slog.Logger) (*Process, error) {
 	log = log.With("replica", self.ID)
 
 	p := &Process{cfg: cfg, log: log, cells: map[string]*cell.Cell{}, unloading: map[uint64]<-chan struct{}{}, cellMetrics: map[string][]prometheus.Collector{}, served: make(chan error, 1), stop: make(chan struct{})}
-	p.peerAPI = &fasthttp.Client{Name: "lockd", ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second}
-	if cfg.AdminTokenFile != "" {
-		var err error
-		if p.adminToken, err = ReadToken(cfg.AdminTokenFile); err != nil {
+	var err error
+	if p.peers, err = newPeerClient(cfg, "lockd"); err != nil {
+		return nil, err
+	}
+	var serverTLS *tls.Config
+	if cfg.TLSFiles().Set() {
+		if serverTLS, err = cfg.TLSFiles().Server(); err != nil {
 			return nil, err
 		}
 	}
@@ -185,8 +188,11 @@ func Start(cfg Config, log *slog.Logger) (*Process, error) {
 	}
 
 	srv := httpapi.New(p, p.Status, p.metrics, log)
-	if p.adminToken != "" {
-		srv.EnableAuth(p.adminToken)
+	if p.peers.token != "" {
+		srv.EnableAuth(p.peers.token)
+	}
+	if serverTLS != nil {
+		srv.RequireClientCerts()
 	}
 	if cfg.Pprof {
 		srv.EnablePprof()
@@ -213,6 +219,9 @@ func Start(cfg Config, log *slog.Logger) (*Process, error) {
 	if err != nil {
 		p.Close()
 		return nil, fmt.Errorf("api listen: %w", err)
+	}
+	if serverTLS != nil {
+		ln = tls.NewListener(ln, serverTLS) // clients must present a certificate the CA signed
 	}
 	p.ln = ln
 	go func() { p.served <- p.http.Serve(ln) }()

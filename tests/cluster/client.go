@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,6 +39,7 @@ type Client struct {
 
 	endpoints []string
 	http      *http.Client
+	scheme    string
 
 	mu        sync.Mutex
 	preferred map[string]string // routing key (cell or prefix) → endpoint
@@ -62,7 +64,14 @@ func NewClient(endpoints ...string) *Client {
 			DisableCompression:  true,
 		}},
 		preferred: map[string]string{},
+		scheme:    "http",
 	}
+}
+
+// UseTLS makes the client speak HTTPS with cfg (its certificate and the CA).
+func (c *Client) UseTLS(cfg *tls.Config) {
+	c.http.Transport.(*http.Transport).TLSClientConfig = cfg
+	c.scheme = "https"
 }
 
 // Close drops idle connections.
@@ -212,7 +221,7 @@ func (c *Client) Once(ctx context.Context, endpoint, method, route string, body 
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+endpoint+route, rd)
+	req, err := http.NewRequestWithContext(ctx, method, c.scheme+"://"+endpoint+route, rd)
 	if err != nil {
 		return 0, nil, err
 	}

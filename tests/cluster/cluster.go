@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lockservice/lockd/internal/tlsutil"
 )
 
 // CellSpec is one cell of the cluster: a Raft shard with a replica on every
@@ -68,6 +70,12 @@ type Options struct {
 	// admin token (--admin-token-file), and the harness sends it.
 	AdminToken string
 	tokenFile  string // where New wrote it
+	// TLS runs every lockd and lockproxy with mutual TLS on a development
+	// CA New makes (API and Raft); the harness and NewClient use its
+	// client certificate. Without it the processes get --plain-http.
+	TLS       bool
+	tlsNode   tlsutil.Files
+	tlsClient tlsutil.Files
 	// StartTimeout bounds Start: every process healthy and every cell led
 	// by a ready leader. Default 60s.
 	StartTimeout time.Duration
@@ -211,6 +219,21 @@ func New(opts Options) (*Cluster, error) {
 		opts.ExtraArgs = append(slices.Clone(opts.ExtraArgs), "--admin-token-file", file)
 		opts.tokenFile = file
 	}
+	var transport http.RoundTripper = &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second}
+	if opts.TLS {
+		dir, err := os.MkdirTemp(opts.Dir, "tls-")
+		if err != nil {
+			return nil, err
+		}
+		if opts.tlsNode, opts.tlsClient, err = tlsutil.DevCA(dir, []string{"127.0.0.1", "localhost"}); err != nil {
+			return nil, err
+		}
+		tc, err := opts.tlsClient.Client()
+		if err != nil {
+			return nil, err
+		}
+		transport = &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second, TLSClientConfig: tc}
+	}
 	bin, err := Binary()
 	if err != nil {
 		return nil, err
@@ -218,7 +241,7 @@ func New(opts Options) (*Cluster, error) {
 	c := &Cluster{
 		opts: opts, bin: bin, dir: opts.Dir,
 		deploymentID: rand.Uint64N(1<<62) + 1,
-		http:         &http.Client{Transport: withToken(&http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second}, opts.AdminToken)},
+		http:         &http.Client{Transport: withToken(transport, opts.AdminToken)},
 	}
 	if c.dir == "" {
 		if c.dir, err = os.MkdirTemp("", "testcluster-"); err != nil {
@@ -327,8 +350,31 @@ func (c *Cluster) args(id int) []string {
 	for _, cell := range c.opts.Cells {
 		args = append(args, "--cell", fmt.Sprintf("%s,%d,%s", cell.Name, cell.ShardID, strings.Join(cell.Prefixes, "+")))
 	}
+	args = append(args, c.tlsArgs()...)
 	return append(args, c.opts.ExtraArgs...)
 }
+
+// tlsArgs are a lockd's or lockproxy's TLS flags: the node certificate,
+// or plain HTTP.
+func (c *Cluster) tlsArgs() []string {
+	if !c.opts.TLS {
+		return []string{"--plain-http"}
+	}
+	f := c.opts.tlsNode
+	return []string{"--tls-cert", f.Cert, "--tls-key", f.Key, "--tls-ca", f.CA}
+}
+
+// Scheme is the API's URL scheme: https with TLS.
+func (c *Cluster) Scheme() string {
+	if c.opts.TLS {
+		return "https"
+	}
+	return "http"
+}
+
+// ClientTLS are the files of a client certificate the cluster's CA signed
+// (with TLS on).
+func (c *Cluster) ClientTLS() tlsutil.Files { return c.opts.tlsClient }
 
 // ServeArgs is replica id's lockd command line after "serve": the flags a
 // command that must describe the same lockd (lockd restore) is given.
@@ -385,7 +431,7 @@ func (c *Cluster) waitHealthy(ctx context.Context, p *proc) error {
 	p.mu.Lock()
 	done := p.done
 	p.mu.Unlock()
-	url := "http://" + p.node.APIAddr + "/healthz"
+	url := c.Scheme() + "://" + p.node.APIAddr + "/healthz"
 	for attempt := 0; attempt < 10_000; attempt++ {
 		select {
 		case <-done:
@@ -686,6 +732,13 @@ func (c *Cluster) Dir() string { return c.dir }
 func (c *Cluster) NewClient() *Client {
 	cl := NewClient(c.Endpoints()...)
 	cl.Token = c.opts.AdminToken
+	if c.opts.TLS {
+		tc, err := c.opts.tlsClient.Client()
+		if err != nil {
+			panic(fmt.Sprintf("testcluster: client certificate: %v", err)) // New loaded it already
+		}
+		cl.UseTLS(tc)
+	}
 	return cl
 }
 

@@ -26,7 +26,7 @@ func (c *Cluster) Status(ctx context.Context, id int) (api.StatusResponse, error
 	}
 	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.node.APIAddr+api.RouteStatus, nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.Scheme()+"://"+p.node.APIAddr+api.RouteStatus, nil)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return st, err
@@ -162,7 +162,7 @@ func (c *Cluster) WaitLeaders(timeout time.Duration) (map[string]int, error) {
 func (c *Cluster) probe(ctx context.Context, id int, body []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.APIAddr(id)+api.RouteGet, bytes.NewReader(body))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.Scheme()+"://"+c.APIAddr(id)+api.RouteGet, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.http.Do(req)
 	if err != nil {

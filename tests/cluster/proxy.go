@@ -78,6 +78,7 @@ func (p *Proxy) start(bin string) error {
 	if p.c.opts.tokenFile != "" {
 		args = append(args, "--token-file", p.c.opts.tokenFile)
 	}
+	args = append(args, p.c.tlsArgs()...)
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := start(cmd); err != nil {
@@ -113,7 +114,7 @@ func (c *Cluster) waitProxyListed(ctx context.Context, p *Proxy) error {
 			} `json:"proxies"`
 		}
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
-		req, _ := http.NewRequestWithContext(rctx, http.MethodGet, "http://"+p.Addr+"/v1/directory", nil)
+		req, _ := http.NewRequestWithContext(rctx, http.MethodGet, c.Scheme()+"://"+p.Addr+"/v1/directory", nil)
 		resp, err := c.http.Do(req)
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)

@@ -166,7 +166,7 @@ func TestPortInUse(t *testing.T) {
 
 			args := devArgs(t, replicas, apiBase, raftBase)
 			if !tc.dev {
-				args = []string{"serve", "--id", fmt.Sprint(id), "--data-dir", t.TempDir(), "--cell", "demo,1,/demo"}
+				args = []string{"serve", "--id", fmt.Sprint(id), "--data-dir", t.TempDir(), "--cell", "demo,1,/demo", "--plain-http"}
 				for i := 1; i <= replicas; i++ {
 					args = append(args, "--peer", fmt.Sprintf("%d,127.0.0.1:%d,127.0.0.1:%d", i, raftBase+i-1, apiBase+i-1))
 				}

@@ -117,7 +117,7 @@ func leaderIndex(ctx context.Context, endpoints []string, cell string) (int, err
 func replicaStatus(ctx context.Context, ep, cell string, timeout time.Duration) (api.ReplicaStatus, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	st, err := sdk.FetchStatus(ctx, ep, "")
+	st, err := sdk.FetchStatus(ctx, ep, sdk.Access{})
 	if err != nil {
 		return api.ReplicaStatus{}, err
 	}

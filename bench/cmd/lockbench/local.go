@@ -167,7 +167,7 @@ func binary(path, name string) (string, error) {
 // waitProxies waits until the directory lists n proxies.
 func waitProxies(ctx context.Context, ep string, n int) error {
 	for n > 0 {
-		if d, err := sdk.FetchDirectory(ctx, ep, ""); err == nil && len(d.Proxies) >= n {
+		if d, err := sdk.FetchDirectory(ctx, ep, sdk.Access{}); err == nil && len(d.Proxies) >= n {
 			return nil
 		}
 		select {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lockservice/lockd/internal/tlsutil"
 	"github.com/lockservice/lockd/proxy"
 )
 
@@ -31,6 +32,8 @@ func rootCommand() *cobra.Command {
 		lockds    string
 		logLevel  string
 		tokenFile string
+		tlsFiles  tlsutil.Files
+		plain     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "lockproxy",
@@ -51,6 +54,20 @@ func rootCommand() *cobra.Command {
 			}
 			if cfg.Name == "" || cfg.Listen == "" || len(cfg.Lockds) == 0 {
 				return fmt.Errorf("--name, --listen and --lockd are required")
+			}
+			switch {
+			case tlsFiles.Set() && plain:
+				return fmt.Errorf("--plain-http and TLS files both given")
+			case tlsFiles.Set():
+				var err error
+				if cfg.TLS, err = tlsFiles.Server(); err != nil {
+					return err
+				}
+				if cfg.UpstreamTLS, err = tlsFiles.Client(); err != nil {
+					return err
+				}
+			case !plain:
+				return fmt.Errorf("no TLS: give --tls-cert, --tls-key and --tls-ca (lockd certs makes a development set), or --plain-http to run without (development only)")
 			}
 			if tokenFile != "" {
 				b, err := os.ReadFile(tokenFile)
@@ -80,6 +97,10 @@ func rootCommand() *cobra.Command {
 	f.StringVar(&cfg.Zone, "zone", "", "the proxy's zone")
 	f.StringVar(&lockds, "lockd", "", "API addresses of lockd processes, comma-separated (the directory is learned from them)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&tlsFiles.Cert, "tls-cert", "", "the proxy's TLS certificate (PEM; server and client use, like a lockd's)")
+	f.StringVar(&tlsFiles.Key, "tls-key", "", "the key of --tls-cert")
+	f.StringVar(&tlsFiles.CA, "tls-ca", "", "the cluster's CA (PEM): clients must present certificates it signed, and so do the lockds")
+	f.BoolVar(&plain, "plain-http", false, "serve clients and talk to the lockds without TLS (development only)")
 	f.StringVar(&tokenFile, "token-file", "", "when the lockds require tokens: a file holding an admin token (the proxy renews every client's session and reads the tenants)")
 	return cmd
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/internal/tlsutil"
 	"github.com/lockservice/lockd/server/lockd"
 )
 
@@ -49,6 +50,11 @@ type devCluster struct {
 	// (made once in the data directory, kept across restarts).
 	auth      bool
 	tokenFile string
+	// tls: a development CA and certificates in DATA_DIR/tls; node and
+	// client are their files (unset: plain HTTP).
+	tls          bool
+	node, client tlsutil.Files
+	http         *http.Client // the supervisor's own calls (cell creation)
 }
 
 func devCommand() *cobra.Command {
@@ -74,6 +80,7 @@ func devCommand() *cobra.Command {
 	f.IntVar(&d.proxies, "proxies", 2, "lockproxy processes to run (clients send through them by default); 0 for none")
 	f.IntVar(&d.proxyBase, "proxy-port", 7201, "API port of proxy 1; proxy i listens on proxy-port+i-1")
 	f.StringVar(&d.proxyBin, "proxy-bin", "", "the lockproxy binary (default: lockproxy beside this lockd)")
+	f.BoolVar(&d.tls, "tls", false, "run mutual TLS everywhere: a development CA and certificates are made in DATA_DIR/tls (lockctl --tls-ca/--tls-cert/--tls-key with its client.pem)")
 	f.BoolVar(&d.auth, "auth", false, "require API tokens: an admin token is made in DATA_DIR/admin.token (lockctl --auth-token $(cat it)); tenants with lockctl tenant")
 	f.StringVar(&d.logdb, "logdb", "tiny", "LogDB memory preset of every replica (tiny keeps five replicas small; small is lockd serve's default)")
 	return cmd
@@ -87,6 +94,7 @@ func (d devCluster) args(id int) []string {
 		"--rtt-ms", fmt.Sprint(d.rttMS),
 		"--logdb", d.logdb,
 	}
+	args = append(args, d.tlsArgs()...)
 	for _, c := range d.cellSpecs() {
 		args = append(args, "--cell", c)
 	}
@@ -151,7 +159,39 @@ func (d devCluster) proxyArgs(i int) []string {
 	if d.tokenFile != "" {
 		args = append(args, "--token-file", d.tokenFile)
 	}
-	return args
+	return append(args, d.tlsArgs()...)
+}
+
+// tlsArgs are the TLS flags of every lockd and lockproxy: the node
+// certificate, or plain HTTP.
+func (d devCluster) tlsArgs() []string {
+	if !d.tls {
+		return []string{"--plain-http"}
+	}
+	return []string{"--tls-cert", d.node.Cert, "--tls-key", d.node.Key, "--tls-ca", d.node.CA}
+}
+
+// call makes one API request to a lockd as the supervisor (the client
+// certificate and admin token when the cluster has them).
+func (d devCluster) call(ctx context.Context, method, ep, route string, body []byte) (*http.Response, error) {
+	scheme := "http"
+	if d.tls {
+		scheme = "https"
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, scheme+"://"+ep+route, rd)
+	if err != nil {
+		return nil, err
+	}
+	if d.tokenFile != "" {
+		if tok, err := lockd.ReadToken(d.tokenFile); err == nil {
+			req.Header.Set(api.HeaderAuth, "Bearer "+tok)
+		}
+	}
+	return d.http.Do(req)
 }
 
 // adminToken makes the dev cluster's admin token file, or keeps the one a
@@ -200,6 +240,17 @@ func (d *devCluster) run() error {
 		if err := d.adminToken(); err != nil {
 			return fmt.Errorf("admin token: %w", err)
 		}
+	}
+	d.http = &http.Client{Timeout: 10 * time.Second}
+	if d.tls {
+		if d.node, d.client, err = tlsutil.DevCA(filepath.Join(d.dataDir, "tls"), []string{"127.0.0.1", "localhost"}); err != nil {
+			return fmt.Errorf("development certificates: %w", err)
+		}
+		tc, err := d.client.Client()
+		if err != nil {
+			return err
+		}
+		d.http.Transport = &http.Transport{TLSClientConfig: tc}
 	}
 	proxyBin := d.proxyBin
 	if d.proxies > 0 && proxyBin == "" {
@@ -264,6 +315,9 @@ func (d *devCluster) run() error {
 	if d.auth {
 		fmt.Printf("auth: tokens required; admin token in %s (export LOCKCTL_AUTH_TOKEN=$(cat %s))\n", d.tokenFile, d.tokenFile)
 	}
+	if d.tls {
+		fmt.Printf("tls: mutual TLS; clients: lockctl --tls-ca %s --tls-cert %s --tls-key %s\n", d.client.CA, d.client.Cert, d.client.Key)
+	}
 	created := make(chan error, 1)
 	go func() { created <- d.createCells(ctx) }()
 
@@ -322,16 +376,7 @@ func (d devCluster) createCells(ctx context.Context) error {
 		var last error
 		for attempt := 0; attempt < 300; attempt++ {
 			for _, ep := range eps {
-				req, err := http.NewRequestWithContext(ctx, "POST", "http://"+ep+route, bytes.NewReader(b))
-				if err != nil {
-					return err
-				}
-				if d.tokenFile != "" {
-					if tok, err := lockd.ReadToken(d.tokenFile); err == nil {
-						req.Header.Set(api.HeaderAuth, "Bearer "+tok)
-					}
-				}
-				resp, err := http.DefaultClient.Do(req)
+				resp, err := d.call(ctx, "POST", ep, route, b)
 				if err != nil {
 					last = err
 					continue
@@ -361,7 +406,7 @@ func (d devCluster) createCells(ctx context.Context) error {
 	// sees them all.
 	for attempt := 0; attempt < 300 && d.cells >= 3; attempt++ {
 		var dir api.DirectoryResponse
-		if resp, err := http.Get("http://" + eps[0] + api.RouteDirectory); err == nil {
+		if resp, err := d.call(ctx, "GET", eps[0], api.RouteDirectory, nil); err == nil {
 			_ = json.NewDecoder(resp.Body).Decode(&dir)
 			resp.Body.Close()
 		}

@@ -25,7 +25,7 @@ func rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCommand(), restoreCommand(), devCommand(), versionCommand())
+	root.AddCommand(serveCommand(), restoreCommand(), devCommand(), certsCommand(), versionCommand())
 	return root
 }
 
@@ -61,6 +61,10 @@ func (sf *serveFlags) register(f *pflag.FlagSet) {
 	f.BoolVar(&sf.cfg.Pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on the API port")
 	f.StringVar(&sf.cfg.BackupDir, "backup-dir", "", "backup store: exported snapshots of the cells this lockd leads go here (lockctl backup, --backup-every)")
 	f.DurationVar(&sf.backupEvery, "backup-every", time.Hour, "with --backup-dir: back up every cell this lockd leads this often (0: only on lockctl backup)")
+	f.StringVar(&sf.cfg.TLSCert, "tls-cert", "", "this lockd's TLS certificate (PEM; server and client use): the API and Raft run mutual TLS")
+	f.StringVar(&sf.cfg.TLSKey, "tls-key", "", "the key of --tls-cert")
+	f.StringVar(&sf.cfg.TLSCA, "tls-ca", "", "the cluster's CA (PEM): replicas and API clients must present certificates it signed")
+	f.BoolVar(&sf.cfg.PlainHTTP, "plain-http", false, "run the API and Raft without TLS (development only; without TLS files lockd refuses to start unless given this)")
 	f.StringVar(&sf.cfg.AdminTokenFile, "admin-token-file", "", "require API tokens: this file holds the cluster's bootstrap admin token (the same on every lockd); tenants' tokens come from lockctl tenant")
 }
 
@@ -110,6 +114,18 @@ func (sf *serveFlags) config(cmd *cobra.Command) (lockd.Config, error) {
 		}
 		if f.Changed("admin-token-file") {
 			cfg.AdminTokenFile = flags.AdminTokenFile
+		}
+		if f.Changed("tls-cert") {
+			cfg.TLSCert = flags.TLSCert
+		}
+		if f.Changed("tls-key") {
+			cfg.TLSKey = flags.TLSKey
+		}
+		if f.Changed("tls-ca") {
+			cfg.TLSCA = flags.TLSCA
+		}
+		if f.Changed("plain-http") {
+			cfg.PlainHTTP = flags.PlainHTTP
 		}
 	}
 	for _, s := range sf.peers {

@@ -1,0 +1,5 @@
+//go:build !lockd_broken_tls
+
+package httpapi
+
+const brokenClientCerts = false

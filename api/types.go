@@ -44,7 +44,13 @@ const (
 	// RouteAdminTenant creates, changes or deletes a tenant (admin);
 	// RouteAdminTenants (GET) lists them; RouteAdminTenantCommit is a
 	// lockd's forward of a tenant change to a directory replica.
-	RouteAdminTenant       = "/v1/admin/tenant"
+	RouteAdminTenant = "/v1/admin/tenant"
+	// RouteStatusPage (GET) is the status page: plain HTML and JS that
+	// reads RouteStatusCluster (GET: every lockd's status, gathered by
+	// the lockd asked) and RouteLockQueue (a lock's holders and waiters).
+	RouteStatusPage        = "/status"
+	RouteStatusCluster     = "/v1/status/cluster"
+	RouteLockQueue         = "/v1/lock/queue"
 	RouteAdminTenants      = "/v1/admin/tenants"
 	RouteAdminTenantCommit = "/v1/admin/tenant/commit"
 
@@ -68,6 +74,9 @@ const (
 	// directory routes it; without it the lockd routes by its own view.
 	// Either way the cell's state decides (moved, wrong_cell).
 	HeaderCell = "Lockd-Cell"
+	// HeaderForwarded marks a request one lockd makes to another for its
+	// own client (the status page's lock queue): it is not forwarded again.
+	HeaderForwarded = "Lockd-Forwarded"
 )
 
 // LockMode marks an ephemeral sequential node as a lock waiter.
@@ -804,3 +813,49 @@ type BackupResponse struct {
 	SnapshotResponse
 	Location string `json:"location"` // where the store keeps it
 }
+
+// ClusterStatus is every lockd's status as one lockd gathered it (each
+// asked at once, a second at most); Error says why one did not answer.
+type ClusterStatus struct {
+	Self   string        `json:"self"`
+	Lockds []LockdStatus `json:"lockds"`
+}
+
+// LockdStatus is one lockd of the directory and what it answered.
+type LockdStatus struct {
+	ID      uint64          `json:"id"`
+	APIAddr string          `json:"api_addr"`
+	Zone    string          `json:"zone,omitempty"`
+	Status  *StatusResponse `json:"status,omitempty"`
+	Error   string          `json:"error,omitempty"`
+}
+
+// LockQueueRequest asks for the lock nodes under Path (a Mutex's or an
+// Election's directory), in queue order.
+type LockQueueRequest struct {
+	Path string `json:"path"`
+}
+
+// LockQueueResponse is a lock's queue, linearizable (ReadIndex): the
+// holders first (one exclusive, or the leading shared ones), then the
+// waiters; at most MaxLockQueue entries (More: there are others).
+type LockQueueResponse struct {
+	Path    string      `json:"path"`
+	Index   uint64      `json:"index"`
+	Entries []LockEntry `json:"entries"`
+	More    bool        `json:"more,omitempty"`
+}
+
+// LockEntry is one lock node: its mode, owning session, whether it holds
+// the lock and its fencing token.
+type LockEntry struct {
+	Node        string   `json:"node"`
+	Mode        LockMode `json:"mode"`
+	Session     uint64   `json:"session"`
+	Held        bool     `json:"held"`
+	Token       uint64   `json:"token"`
+	CreateIndex uint64   `json:"create_index"`
+}
+
+// MaxLockQueue bounds the entries of a LockQueueResponse.
+const MaxLockQueue = 1000

@@ -970,6 +970,15 @@ func (c *Cell) LockState(ctx context.Context, req api.LockStateRequest) (api.Loc
 	return v.(api.LockStateResponse), nil
 }
 
+// LockQueue is a lock's holders and waiters, linearizable.
+func (c *Cell) LockQueue(ctx context.Context, path string) (api.LockQueueResponse, error) {
+	v, err := c.read(ctx, lockQueueQuery{path: path})
+	if err != nil {
+		return api.LockQueueResponse{}, err
+	}
+	return v.(api.LockQueueResponse), nil
+}
+
 // Watch re-arms watches with the last index the client saw.
 func (c *Cell) Watch(ctx context.Context, req api.WatchRequest) (api.WatchResponse, error) {
 	if err := c.CheckSecret(req.Session, req.Secret); err != nil {

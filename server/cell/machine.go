@@ -164,8 +164,9 @@ type (
 		session uint64
 		epoch   uint64
 	}
-	statsQuery  struct{}
-	prefixQuery struct{ prefix string }
+	statsQuery     struct{}
+	prefixQuery    struct{ prefix string }
+	lockQueueQuery struct{ path string }
 	// secretQuery checks sessions' secrets (parallel slices) and, with
 	// tenants, answers the tenant of each session.
 	secretQuery struct {
@@ -310,6 +311,15 @@ func (c *Cell) lookup(s *fsm.State, q interface{}) (interface{}, error) {
 			r.tenants[i] = s.SessionTenant(id)
 		}
 		return r, nil
+	case lockQueueQuery:
+		if err := s.CheckServes(q.path); err != nil {
+			return nil, err
+		}
+		entries, more, err := s.LockQueue(q.path, api.MaxLockQueue)
+		if err != nil {
+			return nil, err
+		}
+		return api.LockQueueResponse{Path: q.path, Index: s.Index(), Entries: entries, More: more}, nil
 	case statsQuery:
 		return stats{index: s.Index(), epoch: s.Epoch(), sessions: s.NumSessions(), nodes: s.NumNodes(), tokenHeadroom: s.TokenHeadroom()}, nil
 	}

@@ -1071,6 +1071,23 @@ func (s *State) LockState(path string) (exists, held bool, waitingFor string, to
 	return true, true, "", s.token(n)
 }
 
+// LockQueue lists the lock nodes under dir in queue order (at most limit;
+// more reports the rest), each with whether it holds and its token.
+func (s *State) LockQueue(dir string, limit int) (entries []api.LockEntry, more bool, err *api.Error) {
+	n, ok := s.nodes[dir]
+	if !ok {
+		return nil, false, api.Errorf(api.CodeNoNode, "%s does not exist", dir)
+	}
+	for i, k := range n.lockKids {
+		if i == limit {
+			return entries, true, nil
+		}
+		entries = append(entries, api.LockEntry{Node: k.path, Mode: k.lock, Session: k.owner, Held: waitFor(k) == nil,
+			Token: s.token(k), CreateIndex: k.createIndex})
+	}
+	return entries, false, nil
+}
+
 // SessionExists reports whether a session is live, and its error if not.
 func (s *State) SessionExists(id uint64) *api.Error {
 	_, err := s.liveSession(id)

@@ -29,6 +29,10 @@ func (h noCells) ReadDirectory(context.Context) (api.DirectoryResponse, error) {
 func (h noCells) ProposeDirectory(context.Context, *directory.Command) (directory.Result, error) {
 	return directory.Result{}, api.Errorf(api.CodeUnavailable, "no directory here")
 }
+func (h noCells) ClusterStatus(context.Context) api.ClusterStatus { return api.ClusterStatus{} }
+func (h noCells) CallLockd(context.Context, string, string, string, any, any) error {
+	return api.Errorf(api.CodeUnavailable, "no lockd")
+}
 func (h noCells) ChangeMember(context.Context, *cell.Cell, api.MemberRequest) (api.CellInfo, error) {
 	return api.CellInfo{}, api.Errorf(api.CodeUnavailable, "no cell here")
 }

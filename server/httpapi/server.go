@@ -47,6 +47,11 @@ type Host interface {
 	RefreshDirectory(ctx context.Context)
 	// ChangeMember makes one membership change of c, which this lockd leads.
 	ChangeMember(ctx context.Context, c *cell.Cell, req api.MemberRequest) (api.CellInfo, error)
+	// ClusterStatus asks every lockd of the directory for its status.
+	ClusterStatus(ctx context.Context) api.ClusterStatus
+	// CallLockd makes one API call to another lockd as this lockd (its
+	// certificate and admin token).
+	CallLockd(ctx context.Context, addr, method, route string, body, out any) error
 }
 
 // Server answers the API for the cells hosted by one lockd.
@@ -115,6 +120,13 @@ func (s *Server) route(ctx *fasthttp.RequestCtx, route string) string {
 	case api.RouteMetrics:
 		s.metrics(ctx)
 		return "-"
+	case api.RouteStatusPage:
+		// The page holds no data: it reads the API (with the token the
+		// user gives it), so it needs no credential itself.
+		ctx.SetContentType("text/html; charset=utf-8")
+		ctx.Response.Header.Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'")
+		ctx.SetBody(statusPage)
+		return "-"
 	}
 	if s.clientCerts && !tlsutil.HasClientCert(ctx.TLSConnectionState()) && !brokenClientCerts {
 		return s.reply(ctx, nil, api.Errorf(api.CodeUnauthorized, "this lockd requires a client certificate its CA signed (mutual TLS: --tls-cert, --tls-key, --tls-ca)"))
@@ -137,6 +149,10 @@ func (s *Server) route(ctx *fasthttp.RequestCtx, route string) string {
 	case api.RouteAdminTenants:
 		v, err := s.tenants(p)
 		return s.reply(ctx, v, err)
+	case api.RouteStatusCluster:
+		cctx, cancel := context.WithTimeout(context.Background(), RequestTimeout)
+		defer cancel()
+		return s.reply(ctx, s.host.ClusterStatus(cctx), nil)
 	}
 	if s.pprof && strings.HasPrefix(route, "/debug/pprof") {
 		if err := needAdmin(p); err != nil {
@@ -191,6 +207,7 @@ func init() {
 		api.RouteGet:                (*Server).get,
 		api.RouteChildren:           (*Server).children,
 		api.RouteLockState:          (*Server).lockState,
+		api.RouteLockQueue:          (*Server).lockQueue,
 		api.RouteWatch:              (*Server).watch,
 		api.RouteAdminSnapshot:      adminOnly((*Server).snapshot),
 		api.RouteAdminBackup:        adminOnly((*Server).backup),
@@ -565,6 +582,41 @@ func (s *Server) lockState(ctx *fasthttp.RequestCtx, p principal) (any, error) {
 	var req api.LockStateRequest
 	return s.onPath(ctx, &req, func() string { return req.Path }, func() error { return need(p, api.RoleRead, req.Path) },
 		func(cctx context.Context, c *cell.Cell) (any, error) { return c.LockState(cctx, req) })
+}
+
+// lockQueue answers a lock's queue for the status page, which can reach
+// only the lockd that served it: a lockd that does not lead the cell asks
+// the one that does (at most a few hops; a forwarded request is not
+// forwarded again), once the caller's read role is checked here.
+func (s *Server) lockQueue(ctx *fasthttp.RequestCtx, p principal) (any, error) {
+	var req api.LockQueueRequest
+	v, err := s.onPath(ctx, &req, func() string { return req.Path }, func() error { return need(p, api.RoleRead, req.Path) },
+		func(cctx context.Context, c *cell.Cell) (any, error) { return c.LockQueue(cctx, req.Path) })
+	code := api.CodeOf(err)
+	if len(ctx.Request.Header.Peek(api.HeaderForwarded)) > 0 || (code != api.CodeNotLeader && code != api.CodeWrongCell) {
+		return v, err
+	}
+	addr := ""
+	var ae *api.Error
+	if errors.As(err, &ae) && ae.Leader != "" {
+		addr = ae.Leader
+	} else if info, derr := s.host.Directory().CellFor(req.Path); derr == nil && len(info.Endpoints) > 0 {
+		addr = info.Endpoints[0]
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), RequestTimeout)
+	defer cancel()
+	for hop := 0; hop < 3 && addr != ""; hop++ {
+		var resp api.LockQueueResponse
+		err = s.host.CallLockd(cctx, addr, "POST", api.RouteLockQueue, req, &resp)
+		if err == nil {
+			return resp, nil
+		}
+		addr = ""
+		if errors.As(err, &ae) && ae.Code == api.CodeNotLeader {
+			addr = ae.Leader
+		}
+	}
+	return nil, err
 }
 
 func (s *Server) watch(ctx *fasthttp.RequestCtx, p principal) (any, error) {

@@ -376,6 +376,9 @@ func callPeer(pc peerClient, within time.Duration, addr, method, route string, b
 	if pc.token != "" {
 		req.Header.Set(api.HeaderAuth, "Bearer "+pc.token)
 	}
+	if pc.forwarded {
+		req.Header.Set(api.HeaderForwarded, "1")
+	}
 	client := pc.http
 	if body != nil {
 		b, _ := json.Marshal(body)
@@ -401,6 +404,7 @@ func callPeer(pc peerClient, within time.Duration, addr, method, route string, b
 type peerClient struct {
 	http          *fasthttp.Client
 	token, scheme string
+	forwarded     bool // marks the call as made for another's client (Lockd-Forwarded)
 }
 
 func newPeerClient(cfg Config, name string) (peerClient, error) {

@@ -4,6 +4,7 @@
 package deploy_test
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -215,3 +216,66 @@ func TestKubernetesAgrees(t *testing.T) {
 }
 
 func itoa(i int) string { return string(rune('0' + i)) }
+
+// TestMonitoringNamesRealSeries: the dashboard is valid JSON, and every
+// metric the dashboard and the alert rules query is one lockd, lockproxy
+// or the SDK's fence defines (a renamed metric must not leave a silent
+// panel or an alert that never fires).
+func TestMonitoringNamesRealSeries(t *testing.T) {
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	b, err := os.ReadFile("monitoring/grafana-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatalf("dashboard: %v", err)
+	}
+	exprs := ""
+	for _, p := range dash.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q queries nothing", p.Title)
+		}
+		for _, q := range p.Targets {
+			exprs += q.Expr + "\n"
+		}
+	}
+	rules, err := os.ReadFile("monitoring/alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(rules), "- alert: "); n < 6 {
+		t.Fatalf("alerts.yml has %d alerts", n)
+	}
+	exprs += string(rules)
+	var code strings.Builder
+	err = filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() && (d.Name() == ".git" || d.Name() == "tests") || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		code.Write(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, m := range regexp.MustCompile(`\b(lockd|lockproxy)_[a-z_]+`).FindAllString(exprs, -1) {
+		names[regexp.MustCompile(`_(bucket|count|sum)$`).ReplaceAllString(m, "")] = true
+	}
+	if len(names) < 10 {
+		t.Fatalf("only %d metrics named: %v", len(names), names)
+	}
+	for n := range names {
+		if !strings.Contains(code.String(), `"`+n+`"`) {
+			t.Errorf("monitoring names %s, which no lockd, lockproxy or fence code defines", n)
+		}
+	}
+}

@@ -56,7 +56,7 @@ type Config struct {
 	DefaultLease time.Duration
 	// Fanout, if set, is told how many watch events each applied entry that
 	// changed a path delivered (a herd shows up as large values).
-	Fanout func(events int)
+	Fanout func(prefix string, events int)
 	Logger *slog.Logger
 }
 
@@ -390,7 +390,7 @@ func (c *Cell) afterApply(s *fsm.State, a *fsm.Applied) {
 	}
 	if n := c.watches.Apply(a.Changes, by); len(a.Changes) > 0 && c.cfg.Fanout != nil {
 		if active, _ := c.sessions.Active(); active {
-			c.cfg.Fanout(n)
+			c.cfg.Fanout(api.Prefix(a.Changes[0].Path), n) // one entry changes one prefix
 		}
 	}
 	cmd, res := &a.Cmd, &a.Result

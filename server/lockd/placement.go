@@ -141,7 +141,7 @@ func (p *Process) startCell(info api.CellInfo, replicaID uint64, members map[uin
 		ElectionRTT: p.cfg.ElectionRTT, HeartbeatRTT: p.cfg.HeartbeatRTT,
 		SnapshotEntries: p.cfg.SnapshotEntries, CompactionOverhead: p.cfg.CompactionOverhead,
 		DefaultLease: time.Duration(p.cfg.Lease), Logger: p.log,
-		Fanout: observeInt(p.fanout.WithLabelValues(info.Name)),
+		Fanout: observeFanout(p.fanout, info.Name),
 	})
 	if err != nil {
 		return err

@@ -52,6 +52,7 @@ type Process struct {
 	unloading map[uint64]<-chan struct{}
 	metrics   *prometheus.Registry
 	fanout    *prometheus.HistogramVec
+	health    *healthMetrics
 	// cellMetrics are each running replica's collectors (cellsMu).
 	cellMetrics map[string][]prometheus.Collector
 	peers       peerClient // directory reads and registration, on a lockd without a directory replica
@@ -155,10 +156,11 @@ func Start(cfg Config, log *slog.Logger) (*Process, error) {
 	p.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	p.fanout = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "lockd_watch_events_per_write",
-		Help:    "Watch events delivered by each committed write that changed a path, on the leader. A lock release should deliver 1; thousands mean a herd.",
+		Help:    "Watch events delivered by each committed write that changed a path, on the leader, by cell and top-level prefix. A lock release should deliver 1; thousands mean a herd.",
 		Buckets: []float64{0, 1, 2, 5, 10, 100, 1000, 10000},
-	}, []string{"cell"})
+	}, []string{"cell", "prefix"})
 	p.metrics.MustRegister(p.fanout)
+	p.health = newHealthMetrics(p.metrics)
 
 	if cfg.Member() {
 		members := map[uint64]string{}
@@ -226,8 +228,10 @@ func Start(cfg Config, log *slog.Logger) (*Process, error) {
 	}
 	p.ln = ln
 	go func() { p.served <- p.http.Serve(ln) }()
-	p.wg.Add(1)
+	p.wg.Add(3)
 	go p.followDirectory()
+	go p.fsyncProbe()
+	go p.every(5*time.Second, p.checkQuorums)
 	if p.dir != nil && !cfg.NoLeaderBalance {
 		p.wg.Add(1)
 		go p.balanceLeaders()
@@ -307,8 +311,9 @@ func (p *Process) Cell(name string) (*cell.Cell, bool) {
 // Directory is the latest directory this lockd knows.
 func (p *Process) Directory() *directory.Directory { return p.view.Load() }
 
-func observeInt(o prometheus.Observer) func(int) {
-	return func(n int) { o.Observe(float64(n)) }
+// observeFanout records a write's watch events under its cell and prefix.
+func observeFanout(h *prometheus.HistogramVec, cell string) func(prefix string, events int) {
+	return func(prefix string, n int) { h.WithLabelValues(cell, prefix).Observe(float64(n)) }
 }
 
 // registerCellMetrics registers c's metrics and returns them, so that

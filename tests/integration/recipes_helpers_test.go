@@ -98,9 +98,9 @@ func parseFanout(r io.Reader, cell string) (fanout, error) {
 		name := line[:strings.IndexByte(line, '{')]
 		switch name {
 		case fanoutMetric + "_count":
-			f.count = v
+			f.count += v // summed over the cell's prefixes
 		case fanoutMetric + "_sum":
-			f.sum = v
+			f.sum += v
 		case fanoutMetric + "_bucket":
 			i := strings.Index(line, `le="`)
 			if i < 0 {
@@ -108,7 +108,7 @@ func parseFanout(r io.Reader, cell string) (fanout, error) {
 			}
 			le := line[i+4:]
 			le = le[:strings.IndexByte(le, '"')]
-			f.buckets[le] = v
+			f.buckets[le] += v
 		}
 	}
 	return f, sc.Err()

@@ -29,6 +29,10 @@ const (
 	// clients; past it, the proxy arms its clients' watches on their own
 	// sessions). A lock's own waits are never refused.
 	MaxWatchesPerSession = 100_000
+	// MaxConnectionsPerProxy bounds the client connections one lockproxy
+	// serves at once; past it a new connection is answered 503 and
+	// closed (its client tries another proxy).
+	MaxConnectionsPerProxy = 100_000
 
 	// MaxOpenNonces is how many recent session opens a cell remembers by
 	// nonce, so that a retried open returns the session the first attempt

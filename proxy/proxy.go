@@ -6,6 +6,7 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -51,7 +52,10 @@ type Config struct {
 	// certificates the cluster's CA signed); UpstreamTLS the proxy's own
 	// client configuration toward the lockds. Both nil: plain HTTP.
 	TLS, UpstreamTLS *tls.Config
-	Logger           *slog.Logger
+	// MaxConns bounds the client connections served at once (0:
+	// api.MaxConnectionsPerProxy; only tests set it lower).
+	MaxConns int
+	Logger   *slog.Logger
 }
 
 // Proxy is one running lockproxy.
@@ -118,7 +122,7 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 		WriteTimeout:       api.MaxKeepAliveWait + 10*time.Second,
 		IdleTimeout:        2 * time.Minute,
 		CloseOnShutdown:    true,
-		Concurrency:        1 << 20,
+		Concurrency:        cmp.Or(cfg.MaxConns, api.MaxConnectionsPerProxy),
 		ConnState: func(_ net.Conn, st fasthttp.ConnState) {
 			switch st {
 			case fasthttp.StateNew:

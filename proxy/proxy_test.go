@@ -1,7 +1,10 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,5 +75,62 @@ func TestForwardPassesTheClientsAuthorization(t *testing.T) {
 	}
 	if n := len(fc.Requests(api.RouteDirectory)); n > 3 {
 		t.Fatalf("%d directory reads for 20 requests naming an unknown cell", n)
+	}
+}
+
+// TestConnectionLimit: past its connection limit (the named limit
+// MaxConnectionsPerProxy, shrunk here) the proxy answers a new connection
+// 503 and serves the ones it has.
+func TestConnectionLimit(t *testing.T) {
+	fc, err := fake.New(fake.Options{Name: "demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := Start(ctx, Config{Name: "p1", Listen: "127.0.0.1:0", Lockds: fc.Endpoints(), MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	get := func(c net.Conn) string {
+		t.Helper()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Write([]byte("GET /healthz HTTP/1.1\r\nHost: p\r\n\r\n")); err != nil {
+			return err.Error()
+		}
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil {
+			return err.Error()
+		}
+		return strings.TrimSpace(line)
+	}
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for i := 0; i < 2; i++ {
+		c, err := net.Dial("tcp", p.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+		if got := get(c); got != "HTTP/1.1 200 OK" {
+			t.Fatalf("connection %d: %q", i+1, got)
+		}
+	}
+	extra, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	if got := get(extra); !strings.Contains(got, "503") {
+		t.Fatalf("a third connection past the limit of 2: %q, want 503", got)
+	}
+	if got := get(held[0]); got != "HTTP/1.1 200 OK" {
+		t.Fatalf("a held connection after the refusal: %q", got)
 	}
 }

@@ -87,7 +87,8 @@ func needAdmin(p principal) error {
 }
 
 // writeLimiter holds each tenant to its writes per second on this lockd
-// (a token bucket per tenant, refilled continuously, as deep as a second).
+// (a token bucket per tenant, refilled continuously, as deep as a second;
+// refusals draw on it too, so a flood is paced to the quota).
 type writeLimiter struct {
 	mu      sync.Mutex
 	buckets map[string]*bucket
@@ -98,8 +99,9 @@ type bucket struct {
 	last   time.Time
 }
 
-// allow takes one write from tenant's bucket, or reports it empty.
-func (l *writeLimiter) allow(tenant string, perSec int, now time.Time) bool {
+// allow takes one write from tenant's bucket, or reports it empty and
+// how long until it holds one again.
+func (l *writeLimiter) allow(tenant string, perSec int, now time.Time) (bool, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.buckets == nil {
@@ -113,18 +115,26 @@ func (l *writeLimiter) allow(tenant string, perSec int, now time.Time) bool {
 	b.tokens = min(float64(perSec), b.tokens+now.Sub(b.last).Seconds()*float64(perSec))
 	b.last = now
 	if b.tokens < 1 {
-		return false
+		// A refusal costs a token too (down to a second's worth owed):
+		// a tenant hammering past its quota pushes its next write back,
+		// so retrying at once does not multiply the refusals.
+		b.tokens = max(b.tokens-1, -float64(perSec))
+		return false, time.Duration((1 - b.tokens) / float64(perSec) * float64(time.Second))
 	}
 	b.tokens--
-	return true
+	return true, 0
 }
 
-// limitWrites refuses a write past p's writes per second.
+// limitWrites refuses a write past p's writes per second. The refusal
+// is answered only when the tenant's bucket would take a write again (at
+// most a second later): a client that retries at once is paced to its
+// quota instead of costing the lockd a refusal per round trip.
 func (s *Server) limitWrites(p principal) error {
 	if p.quota == nil || p.admin {
 		return nil
 	}
-	if !s.writes.allow(p.name, p.quota.WritesPerSec, time.Now()) {
+	if ok, wait := s.writes.allow(p.name, p.quota.WritesPerSec, time.Now()); !ok {
+		time.Sleep(min(wait, time.Second))
 		return api.Errorf(api.CodeQuotaExceeded, "tenant %s is over its %d writes/s on this lockd", p.name, p.quota.WritesPerSec)
 	}
 	return nil
@@ -187,4 +197,44 @@ func (s *Server) tenants(p principal) (any, error) {
 		out.Tenants = append(out.Tenants, api.TenantInfo{Name: t.Name, Grants: t.Grants, Quota: t.Quota.Effective(), Tokens: len(t.Tokens)})
 	}
 	return out, nil
+}
+
+// refusalLogBurst is how many refusals of one code a lockd logs a second.
+const refusalLogBurst = 20
+
+// logLimiter lets through refusalLogBurst lines a second per key and
+// counts the rest, reported with the next line let through.
+type logLimiter struct {
+	mu      sync.Mutex
+	windows map[string]*logWindow
+}
+
+type logWindow struct {
+	start          time.Time
+	logged, missed int
+}
+
+func (l *logLimiter) allow(key string, now time.Time) (ok bool, missedBefore int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.windows == nil {
+		l.windows = map[string]*logWindow{}
+	}
+	w := l.windows[key]
+	if w == nil || now.Sub(w.start) >= time.Second {
+		missed := 0
+		if w != nil {
+			missed = w.missed
+		}
+		l.windows[key] = &logWindow{start: now, logged: 1}
+		return true, missed
+	}
+	if w.logged < refusalLogBurst {
+		w.logged++
+		missed := w.missed
+		w.missed = 0
+		return true, missed
+	}
+	w.missed++
+	return false, 0
 }

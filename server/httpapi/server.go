@@ -71,6 +71,7 @@ type Server struct {
 	// clientCerts: the API runs TLS and every route but /healthz and
 	// /metrics needs a verified client certificate.
 	clientCerts bool
+	refusals    logLimiter
 }
 
 // RequireClientCerts refuses (401) a request on any route but /healthz
@@ -236,9 +237,14 @@ func (s *Server) reply(ctx *fasthttp.RequestCtx, v any, err error) string {
 			s.log.Error("internal error", "route", string(ctx.Path()), "err", err)
 		case api.CodeBadRequest, api.CodeInvalidPath, api.CodeValueTooLarge, api.CodeLimitExceeded,
 			api.CodeUnauthorized, api.CodeStaleRequest, api.CodeTokenExhausted, api.CodeForbidden, api.CodeQuotaExceeded:
-			// Refusals an operator traces to a client: one line each.
-			s.log.Info("request refused", "route", string(ctx.Path()), "code", ae.Code, "client", ctx.RemoteAddr().String(),
-				"cell", string(ctx.Request.Header.Peek(api.HeaderCell)), "err", ae.Message)
+			// Refusals an operator traces to a client: one line each, up
+			// to refusalLogBurst a second per code (a flood refused by
+			// its quota must not become a flood of log lines); the next
+			// line says how many were left out.
+			if ok, skipped := s.refusals.allow(string(ae.Code), time.Now()); ok {
+				s.log.Info("request refused", "route", string(ctx.Path()), "code", ae.Code, "client", ctx.RemoteAddr().String(),
+					"cell", string(ctx.Request.Header.Peek(api.HeaderCell)), "err", ae.Message, "unlogged_before", skipped)
+			}
 		default:
 			// Routine answers (not_leader, no_node, version_mismatch, …).
 			s.log.Debug("request refused", "route", string(ctx.Path()), "code", ae.Code, "client", ctx.RemoteAddr().String(), "err", ae.Message)

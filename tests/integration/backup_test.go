@@ -117,8 +117,15 @@ func TestBackupAndRestore(t *testing.T) {
 	_, err = c.WaitLeader("demo", 30*time.Second)
 	must(t, err)
 
-	// Every replica loaded exactly the backup's bytes.
+	// Every replica loaded exactly the backup's bytes. A replica may start
+	// its cell a moment after the leader is elected: wait for each.
 	for _, id := range c.IDs() {
+		for i := 0; ; i++ {
+			if _, ok := replicaOf(t, c, id, "demo"); ok || i == 300 {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 		st := cellStatus(t, c, id)
 		if st.RestoredIndex != b.Index || st.RestoredSHA256 != b.SHA256 {
 			t.Fatalf("replica %d restored index %d sha256 %s; the backup is index %d sha256 %s", id, st.RestoredIndex, st.RestoredSHA256, b.Index, b.SHA256)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -19,15 +20,16 @@ import (
 // localCluster is a `lockd dev` cluster lockbench started itself: real
 // processes, fsync on, production timing (100 ms ticks, 12 s lease).
 type localCluster struct {
-	cmd       *exec.Cmd
-	dir       string
-	endpoints []string
-	exited    chan struct{}
+	cmd        *exec.Cmd
+	dir        string
+	endpoints  []string
+	adminToken string // with auth: lockd dev's admin token
+	exited     chan struct{}
 }
 
 // startLocal runs `lockd dev` with five replicas on free loopback ports and
 // waits until every replica answers /v1/status.
-func startLocal(ctx context.Context, lockd string, lease time.Duration, cells int, logdb string, proxies int) (*localCluster, error) {
+func startLocal(ctx context.Context, lockd string, lease time.Duration, cells int, logdb string, proxies int, auth bool) (*localCluster, error) {
 	lockd, err := binary(lockd, "lockd")
 	if err != nil {
 		return nil, err
@@ -61,6 +63,9 @@ func startLocal(ctx context.Context, lockd string, lease time.Duration, cells in
 		}
 		args = append(args, "--proxy-bin", proxyBin, "--proxy-port", fmt.Sprint(proxyBase))
 	}
+	if auth {
+		args = append(args, "--auth")
+	}
 	cmd := exec.Command(lockd, args...)
 	logf, err := os.Create(filepath.Join(dir, "lockd-dev.log"))
 	if err != nil {
@@ -77,17 +82,30 @@ func startLocal(ctx context.Context, lockd string, lease time.Duration, cells in
 	}
 	wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
+	for auth && lc.adminToken == "" { // lockd dev writes it before it starts the lockds
+		b, err := os.ReadFile(filepath.Join(dir, "admin.token"))
+		if tok := strings.TrimSpace(string(b)); err == nil && tok != "" {
+			lc.adminToken = tok
+			break
+		}
+		select {
+		case <-wctx.Done():
+			lc.stop()
+			return nil, fmt.Errorf("lockd dev --auth wrote no admin token: %w", wctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 	for _, ep := range lc.endpoints {
-		if err := waitStatus(wctx, ep, lc.exited); err != nil {
+		if err := waitStatus(wctx, ep, lc.adminToken, lc.exited); err != nil {
 			lc.stop()
 			return nil, fmt.Errorf("local cluster (log in %s): %w", filepath.Join(dir, "lockd-dev.log"), err)
 		}
 	}
-	if err := waitCells(wctx, lc.endpoints, localPrefixes(cells)); err != nil {
+	if err := waitCells(wctx, lc.endpoints, lc.adminToken, localPrefixes(cells)); err != nil {
 		lc.stop()
 		return nil, fmt.Errorf("local cluster (log in %s): %w", filepath.Join(dir, "lockd-dev.log"), err)
 	}
-	if err := waitProxies(wctx, lc.endpoints[0], proxies); err != nil {
+	if err := waitProxies(wctx, lc.endpoints[0], lc.adminToken, proxies); err != nil {
 		lc.stop()
 		return nil, fmt.Errorf("local cluster (log in %s): %w", filepath.Join(dir, "lockd-dev.log"), err)
 	}
@@ -107,11 +125,15 @@ func (lc *localCluster) stop() {
 	_ = os.RemoveAll(lc.dir)
 }
 
-func waitStatus(ctx context.Context, ep string, exited <-chan struct{}) error {
+func waitStatus(ctx context.Context, ep, token string, exited <-chan struct{}) error {
 	hc := &http.Client{Timeout: 2 * time.Second}
 	defer hc.CloseIdleConnections()
 	for {
-		resp, err := hc.Get("http://" + ep + "/v1/status")
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+ep+"/v1/status", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := hc.Do(req)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -165,9 +187,9 @@ func binary(path, name string) (string, error) {
 }
 
 // waitProxies waits until the directory lists n proxies.
-func waitProxies(ctx context.Context, ep string, n int) error {
+func waitProxies(ctx context.Context, ep, token string, n int) error {
 	for n > 0 {
-		if d, err := sdk.FetchDirectory(ctx, ep, sdk.Access{}); err == nil && len(d.Proxies) >= n {
+		if d, err := sdk.FetchDirectory(ctx, ep, sdk.Access{AuthToken: token}); err == nil && len(d.Proxies) >= n {
 			return nil
 		}
 		select {
@@ -181,8 +203,8 @@ func waitProxies(ctx context.Context, ep string, n int) error {
 
 // waitCells waits until every prefix is in the directory and served (the
 // cells past the first two are created through the directory after start).
-func waitCells(ctx context.Context, endpoints, prefixes []string) error {
-	c, err := sdk.New(ctx, sdk.Config{Endpoints: endpoints})
+func waitCells(ctx context.Context, endpoints []string, token string, prefixes []string) error {
+	c, err := sdk.New(ctx, sdk.Config{Endpoints: endpoints, AuthToken: token})
 	if err != nil {
 		return err
 	}

@@ -58,6 +58,13 @@ type options struct {
 	proxies       int
 	viaProxies    bool
 	proxySessions []int
+	// auth: --start a cluster that requires tokens; adminToken: the
+	// admin token of a running one (--endpoints). floodWriters and
+	// floodQuota: the flood scenario's noisy tenant.
+	auth         bool
+	adminToken   string
+	floodWriters int
+	floodQuota   int
 }
 
 func rootCommand() *cobra.Command {
@@ -71,7 +78,7 @@ func rootCommand() *cobra.Command {
 	return root
 }
 
-var scenarioNames = []string{"acquire", "writes", "herd", "sessions", "cache", "state", "migrate", "takeover", "failover", "disk", "proxy"}
+var scenarioNames = []string{"acquire", "writes", "herd", "sessions", "cache", "state", "migrate", "takeover", "failover", "disk", "proxy", "flood"}
 
 func runCommand() *cobra.Command {
 	var o options
@@ -132,22 +139,26 @@ func runCommand() *cobra.Command {
 	f.StringVarP(&o.output, "output", "o", "table", "table or json on stdout")
 	f.StringVar(&o.jsonFile, "json", "", "also write the results as JSON to this file")
 	f.StringVar(&o.htmlFile, "html", "", "also write a self-contained HTML report with charts to this file")
+	f.BoolVar(&o.auth, "auth", false, "with --start: the cluster requires tokens (lockd dev --auth); lockbench acts as its admin")
+	f.StringVar(&o.adminToken, "admin-token", "", "with --endpoints: the cluster's admin token, when it requires tokens")
+	f.IntVar(&o.floodWriters, "flood-writers", 64, "flood: the noisy tenant's concurrent writers")
+	f.IntVar(&o.floodQuota, "flood-quota", 0, "flood: the noisy tenant's writes per second (0: the default quota)")
 	f.StringVar(&o.profileDir, "profile-dir", "", "save a CPU profile of the demo cell's leader per case in this folder (the cluster must run with --pprof, as --start's does)")
 	return cmd
 }
 
 func run(ctx context.Context, o options, scenarios []string, stdout, stderr io.Writer) error {
-	e := &env{endpoints: o.endpoints, lease: o.lease, duration: o.duration, viaProxies: o.viaProxies,
+	e := &env{adminToken: o.adminToken, endpoints: o.endpoints, lease: o.lease, duration: o.duration, viaProxies: o.viaProxies,
 		run: fmt.Sprintf("%d", time.Now().UnixNano()), progress: progressLine(stderr), profileDir: o.profileDir}
 	var procs []int // the replicas' PIDs, when lockbench started them
 	if o.start {
 		fmt.Fprintln(stderr, "starting a local five-replica cluster (lockd dev)…")
-		lc, err := startLocal(ctx, o.lockd, o.lease, o.cells, o.logdb, o.proxies)
+		lc, err := startLocal(ctx, o.lockd, o.lease, o.cells, o.logdb, o.proxies, o.auth)
 		if err != nil {
 			return err
 		}
 		defer lc.stop()
-		e.endpoints = lc.endpoints
+		e.endpoints, e.adminToken = lc.endpoints, lc.adminToken
 		defer func() { // before lc.stop: the replicas lockbench restarted itself
 			for _, f := range e.exitFns {
 				f()
@@ -187,6 +198,8 @@ func run(ctx context.Context, o options, scenarios []string, stdout, stderr io.W
 			res, err = disk(ctx, e, o.diskDir)
 		case "proxy":
 			res, err = proxyScenario(ctx, e, o.proxySessions, procs)
+		case "flood":
+			res, err = flood(ctx, e, o.floodWriters, o.floodQuota)
 		}
 		r.Results = append(r.Results, res...)
 		if err != nil {

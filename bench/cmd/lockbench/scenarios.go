@@ -30,13 +30,16 @@ type env struct {
 	exitFns    []func() // run when lockbench ends (a replica it restarted)
 	// viaProxies sends the scenarios' SDK calls through the proxies.
 	viaProxies bool
+	// adminToken: the cluster requires tokens; the scenarios' clients act
+	// as its admin, and flood makes its tenants with it.
+	adminToken string
 }
 
 // atExit runs f when the run ends.
 func (e *env) atExit(f func()) { e.exitFns = append(e.exitFns, f) }
 
 func (e *env) client(ctx context.Context) (*sdk.Client, error) {
-	return sdk.New(ctx, sdk.Config{Endpoints: e.endpoints, Lease: e.lease, Direct: !e.viaProxies})
+	return sdk.New(ctx, sdk.Config{Endpoints: e.endpoints, Lease: e.lease, Direct: !e.viaProxies, AuthToken: e.adminToken})
 }
 
 // clients opens n clients (each with its own sessions and connections).

@@ -706,17 +706,7 @@ func (c *Cell) CheckSecret(session uint64, secret string) error {
 	if err != nil {
 		return raftError(err)
 	}
-	return v.(secretResult).errs[0]
-}
-
-// SessionTenant is the tenant that opened a session, from this replica's
-// applied state ("" if none or unknown).
-func (c *Cell) SessionTenant(session uint64) string {
-	v, err := c.nh.StaleRead(c.cfg.Info.ShardID, secretQuery{sessions: []uint64{session}, secrets: []string{""}})
-	if err != nil {
-		return ""
-	}
-	return v.(secretResult).tenants[0]
+	return v.([]error)[0]
 }
 
 // KeepAlive renews a session and long-polls for its events. The reply is
@@ -831,7 +821,7 @@ func (c *Cell) checkBatchSecrets(req api.KeepAliveBatchRequest, entries []sessio
 	if err != nil {
 		return nil, nil, raftError(err)
 	}
-	errs := v.(secretResult).errs
+	errs := v.([]error)
 	var denied []api.BatchSession
 	kept := entries[:0:0]
 	for i, e := range entries {
@@ -931,11 +921,15 @@ func (c *Cell) Delete(ctx context.Context, req api.DeleteRequest, who Caller) (a
 // recording the session as a cacher of it (before the read, so that a
 // change racing with it invalidates it).
 func (c *Cell) Get(ctx context.Context, req api.ReadRequest) (api.GetResponse, error) {
-	if err := c.CheckSecret(req.Session, req.Secret); err != nil {
-		return api.GetResponse{}, err
+	if req.Cache {
+		// Before the cacher is recorded (an entry): the read's own
+		// check comes after it.
+		if err := c.CheckSecret(req.Session, req.Secret); err != nil {
+			return api.GetResponse{}, err
+		}
 	}
 	epoch := c.registerCacher(ctx, req)
-	v, err := c.read(ctx, getQuery{path: req.Path, session: req.Session, watch: req.Watch})
+	v, err := c.read(ctx, getQuery{path: req.Path, session: req.Session, secret: req.Secret, watch: req.Watch})
 	if err != nil {
 		return api.GetResponse{}, err
 	}
@@ -948,10 +942,7 @@ func (c *Cell) Get(ctx context.Context, req api.ReadRequest) (api.GetResponse, e
 
 // Children is a linearizable list of a node's children.
 func (c *Cell) Children(ctx context.Context, req api.ReadRequest) (api.ChildrenResponse, error) {
-	if err := c.CheckSecret(req.Session, req.Secret); err != nil {
-		return api.ChildrenResponse{}, err
-	}
-	v, err := c.read(ctx, childrenQuery{path: req.Path, session: req.Session, watch: req.Watch != ""})
+	v, err := c.read(ctx, childrenQuery{path: req.Path, session: req.Session, secret: req.Secret, watch: req.Watch != ""})
 	if err != nil {
 		return api.ChildrenResponse{}, err
 	}
@@ -960,10 +951,7 @@ func (c *Cell) Children(ctx context.Context, req api.ReadRequest) (api.ChildrenR
 
 // LockState re-checks a lock node.
 func (c *Cell) LockState(ctx context.Context, req api.LockStateRequest) (api.LockStateResponse, error) {
-	if err := c.CheckSecret(req.Session, req.Secret); err != nil {
-		return api.LockStateResponse{}, err
-	}
-	v, err := c.read(ctx, lockStateQuery{path: req.Path, session: req.Session, watch: req.Watch})
+	v, err := c.read(ctx, lockStateQuery{path: req.Path, session: req.Session, secret: req.Secret, watch: req.Watch})
 	if err != nil {
 		return api.LockStateResponse{}, err
 	}
@@ -981,10 +969,7 @@ func (c *Cell) LockQueue(ctx context.Context, path string) (api.LockQueueRespons
 
 // Watch re-arms watches with the last index the client saw.
 func (c *Cell) Watch(ctx context.Context, req api.WatchRequest) (api.WatchResponse, error) {
-	if err := c.CheckSecret(req.Session, req.Secret); err != nil {
-		return api.WatchResponse{}, err
-	}
-	v, err := c.read(ctx, watchQuery{session: req.Session, specs: req.Watches})
+	v, err := c.read(ctx, watchQuery{session: req.Session, secret: req.Secret, specs: req.Watches})
 	if err != nil {
 		return api.WatchResponse{}, err
 	}

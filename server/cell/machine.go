@@ -139,22 +139,24 @@ func (s *stickyEOF) Read(p []byte) (int, error) {
 
 // Queries answered by lookup, under dragonboat's read lock.
 type (
+	// The reads naming a session carry its secret, checked in the lookup.
 	getQuery struct {
-		path    string
-		session uint64
-		watch   api.WatchKind
+		path, secret string
+		session      uint64
+		watch        api.WatchKind
 	}
 	childrenQuery struct {
-		path    string
-		session uint64
-		watch   bool
+		path, secret string
+		session      uint64
+		watch        bool
 	}
 	lockStateQuery struct {
-		path    string
-		session uint64
-		watch   bool
+		path, secret string
+		session      uint64
+		watch        bool
 	}
 	watchQuery struct {
+		secret  string
 		session uint64
 		specs   []api.WatchSpec
 	}
@@ -167,8 +169,7 @@ type (
 	statsQuery     struct{}
 	prefixQuery    struct{ prefix string }
 	lockQueueQuery struct{ path string }
-	// secretQuery checks sessions' secrets (parallel slices) and, with
-	// tenants, answers the tenant of each session.
+	// secretQuery checks sessions' secrets (parallel slices): []error.
 	secretQuery struct {
 		sessions []uint64
 		secrets  []string
@@ -178,11 +179,6 @@ type (
 		limit         int
 	}
 )
-
-type secretResult struct {
-	errs    []error
-	tenants []string
-}
 
 type prefixState struct {
 	fsm.PrefixInfo
@@ -200,6 +196,11 @@ var errNotLeading = api.Errorf(api.CodeNotLeader, "this replica does not lead th
 func (c *Cell) lookup(s *fsm.State, q interface{}) (interface{}, error) {
 	switch q := q.(type) {
 	case getQuery:
+		if q.session != 0 {
+			if err := s.CheckSecret(q.session, q.secret); err != nil {
+				return nil, err
+			}
+		}
 		if err := s.CheckServes(q.path); err != nil {
 			return nil, err
 		}
@@ -219,6 +220,11 @@ func (c *Cell) lookup(s *fsm.State, q interface{}) (interface{}, error) {
 		}
 		return api.GetResponse{Exists: ok, Node: n, Index: s.Index()}, nil
 	case childrenQuery:
+		if q.session != 0 {
+			if err := s.CheckSecret(q.session, q.secret); err != nil {
+				return nil, err
+			}
+		}
 		if err := s.CheckServes(q.path); err != nil {
 			return nil, err
 		}
@@ -234,6 +240,11 @@ func (c *Cell) lookup(s *fsm.State, q interface{}) (interface{}, error) {
 		}
 		return api.ChildrenResponse{Node: n, Children: names, Index: s.Index()}, nil
 	case lockStateQuery:
+		if q.session != 0 {
+			if err := s.CheckSecret(q.session, q.secret); err != nil {
+				return nil, err
+			}
+		}
 		if err := s.CheckServes(q.path); err != nil {
 			return nil, err
 		}
@@ -256,6 +267,11 @@ func (c *Cell) lookup(s *fsm.State, q interface{}) (interface{}, error) {
 		}
 		return api.LockStateResponse{Exists: exists, Held: held, WaitFor: waitFor, Token: token, Version: version, Index: s.Index()}, nil
 	case watchQuery:
+		if q.session != 0 {
+			if err := s.CheckSecret(q.session, q.secret); err != nil {
+				return nil, err
+			}
+		}
 		if err := c.canWatch(s, q.session, len(q.specs)); err != nil {
 			return nil, err
 		}
@@ -303,14 +319,13 @@ func (c *Cell) lookup(s *fsm.State, q interface{}) (interface{}, error) {
 		}
 		return api.PrefixOpResponse{Index: s.Index(), State: fsm.PrefixSealed, Nodes: nodes, More: more}, nil
 	case secretQuery:
-		r := secretResult{errs: make([]error, len(q.sessions)), tenants: make([]string, len(q.sessions))}
+		errs := make([]error, len(q.sessions))
 		for i, id := range q.sessions {
 			if err := s.CheckSecret(id, q.secrets[i]); err != nil {
-				r.errs[i] = err
+				errs[i] = err
 			}
-			r.tenants[i] = s.SessionTenant(id)
 		}
-		return r, nil
+		return errs, nil
 	case lockQueueQuery:
 		if err := s.CheckServes(q.path); err != nil {
 			return nil, err

@@ -280,14 +280,6 @@ func (s *State) WatchQuota(id uint64) int {
 	return 0
 }
 
-// SessionTenant is the tenant that opened a live session ("" if none).
-func (s *State) SessionTenant(id uint64) string {
-	if sess, ok := s.sessions[id]; ok {
-		return sess.tenant
-	}
-	return ""
-}
-
 // Usage is what tenant holds in the cell: sessions, nodes, bytes.
 func (s *State) Usage(tenant string) (sessions, nodes int, bytes int64) {
 	if u := s.tenants[tenant]; u != nil {

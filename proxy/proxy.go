@@ -86,6 +86,10 @@ type Proxy struct {
 	wg          sync.WaitGroup
 }
 
+// ErrLockdsUnreachable is Start's error when no lockd served the directory
+// in time: worth retrying, as lockds may start after their proxies.
+var ErrLockdsUnreachable = errors.New("reach the lockds")
+
 // Start connects to the lockds, starts serving clients and registers the
 // proxy in the directory.
 func Start(ctx context.Context, cfg Config) (*Proxy, error) {
@@ -101,7 +105,7 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 	g := &gate{}
 	up, err := sdk.New(ctx, sdk.Config{Endpoints: cfg.Lockds, Direct: true, Logger: cfg.Logger, Gate: g, AuthToken: cfg.Token, TLS: cfg.UpstreamTLS})
 	if err != nil {
-		return nil, fmt.Errorf("reach the lockds: %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrLockdsUnreachable, err)
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {

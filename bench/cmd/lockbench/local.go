@@ -80,7 +80,9 @@ func startLocal(ctx context.Context, lockd string, lease time.Duration, cells in
 	for i := 0; i < replicas; i++ {
 		lc.endpoints = append(lc.endpoints, fmt.Sprintf("127.0.0.1:%d", apiBase+i))
 	}
-	wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	// Generous: on a loaded 2-core machine five fsyncing replicas can take
+	// a minute or more to elect and serve.
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	for auth && lc.adminToken == "" { // lockd dev writes it before it starts the lockds
 		b, err := os.ReadFile(filepath.Join(dir, "admin.token"))
@@ -97,19 +99,26 @@ func startLocal(ctx context.Context, lockd string, lease time.Duration, cells in
 	}
 	for _, ep := range lc.endpoints {
 		if err := waitStatus(wctx, ep, lc.adminToken, lc.exited); err != nil {
-			lc.stop()
-			return nil, fmt.Errorf("local cluster (log in %s): %w", filepath.Join(dir, "lockd-dev.log"), err)
+			return nil, lc.failed(err)
 		}
 	}
 	if err := waitCells(wctx, lc.endpoints, lc.adminToken, localPrefixes(cells)); err != nil {
-		lc.stop()
-		return nil, fmt.Errorf("local cluster (log in %s): %w", filepath.Join(dir, "lockd-dev.log"), err)
+		return nil, lc.failed(err)
 	}
 	if err := waitProxies(wctx, lc.endpoints[0], lc.adminToken, proxies); err != nil {
-		lc.stop()
-		return nil, fmt.Errorf("local cluster (log in %s): %w", filepath.Join(dir, "lockd-dev.log"), err)
+		return nil, lc.failed(err)
 	}
 	return lc, nil
+}
+
+// failed stops a cluster that did not come up and returns err with the end
+// of its log, which stop removes with the data.
+func (lc *localCluster) failed(err error) error {
+	b, _ := os.ReadFile(filepath.Join(lc.dir, "lockd-dev.log"))
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	lines = lines[max(0, len(lines)-40):]
+	lc.stop()
+	return fmt.Errorf("local cluster: %w\nthe last lines of its log:\n%s", err, strings.Join(lines, "\n"))
 }
 
 // stop ends the cluster by PID (SIGTERM: replicas hand off leadership and

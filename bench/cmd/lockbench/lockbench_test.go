@@ -20,7 +20,7 @@ func TestRunAgainstLocalCluster(t *testing.T) {
 		t.Skip("starts a cluster")
 	}
 	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	for _, pkg := range []string{"../../../server/cmd/lockd", "../../../proxy/cmd/lockproxy", "."} {
 		name := filepath.Base(pkg)

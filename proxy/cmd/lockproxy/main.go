@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -78,9 +79,7 @@ func rootCommand() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			start, cancel := context.WithTimeout(ctx, time.Minute)
-			p, err := proxy.Start(start, cfg)
-			cancel()
+			p, err := startProxy(ctx, cfg)
 			if err != nil {
 				return err
 			}
@@ -103,4 +102,24 @@ func rootCommand() *cobra.Command {
 	f.BoolVar(&plain, "plain-http", false, "serve clients and talk to the lockds without TLS (development only)")
 	f.StringVar(&tokenFile, "token-file", "", "when the lockds require tokens: a file holding an admin token (the proxy renews every client's session and reads the tenants)")
 	return cmd
+}
+
+// startProxy starts the proxy, waiting for its lockds as long as it takes
+// (they may start after it, or be down for a while): only a signal or an
+// error that waiting cannot mend ends the wait.
+func startProxy(ctx context.Context, cfg proxy.Config) (*proxy.Proxy, error) {
+	for {
+		attempt, cancel := context.WithTimeout(ctx, 30*time.Second)
+		p, err := proxy.Start(attempt, cfg)
+		cancel()
+		if err == nil || !errors.Is(err, proxy.ErrLockdsUnreachable) || ctx.Err() != nil {
+			return p, err
+		}
+		cfg.Logger.Warn("no lockd serves the directory yet; still trying", "lockds", cfg.Lockds, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(time.Second):
+		}
+	}
 }

@@ -17,9 +17,10 @@ import (
 // cellsCmd lists the cells and where their replicas are.
 func cellsCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "cells",
-		Short: "List the cells: shard, prefixes and the lockds (and zones) of their replicas",
-		Args:  exactArgs(),
+		Use:     "cells",
+		Example: "  lockctl cells\n  lockctl cells -o json",
+		Short:   "List the cells: shard, prefixes and the lockds (and zones) of their replicas",
+		Args:    exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
 				if err := c.RefreshDirectory(ctx); err != nil {
@@ -50,7 +51,7 @@ func orDash(s string) string {
 
 // cellCmd groups the cell administration commands.
 func cellCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "cell", Short: "Create cells"}
+	cmd := &cobra.Command{Use: "cell", Short: "Create cells", Example: "  lockctl cell create orders"}
 	var replicas int
 	var on string
 	create := &cobra.Command{
@@ -99,7 +100,7 @@ func lockdIDs(on string) ([]uint64, error) {
 
 // prefixCmd groups the prefix commands.
 func prefixCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "prefix", Short: "Assign and show top-level prefixes"}
+	cmd := &cobra.Command{Use: "prefix", Short: "Assign and show top-level prefixes", Example: "  lockctl prefix assign /orders orders\n  lockctl prefix show /orders"}
 	cmd.AddCommand(&cobra.Command{
 		Use:     "assign PREFIX CELL",
 		Short:   "Give an unassigned prefix to a cell (a served one moves with lockctl migrate)",
@@ -119,9 +120,10 @@ func prefixCmd(g *globals) *cobra.Command {
 			})
 		},
 	}, &cobra.Command{
-		Use:   "show PREFIX",
-		Short: "Show the cell serving a prefix, its epoch, and any migration in flight",
-		Args:  exactArgs("PREFIX"),
+		Use:     "show PREFIX",
+		Example: "  lockctl prefix show /payments",
+		Short:   "Show the cell serving a prefix, its epoch, and any migration in flight",
+		Args:    exactArgs("PREFIX"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
 				if err := c.RefreshDirectory(ctx); err != nil {
@@ -203,8 +205,9 @@ func migrateCmd(g *globals) *cobra.Command {
 // memberCmd changes a cell's membership, one replica at a time.
 func memberCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "member",
-		Short: "Replace a cell's replicas: add (--learner), promote, remove",
+		Use:     "member",
+		Example: "  lockctl member add payments 6 --learner\n  lockctl member promote payments 6\n  lockctl member remove payments 2",
+		Short:   "Replace a cell's replicas: add (--learner), promote, remove",
 		Long: "Change one cell's membership, one replica at a time. To replace a dead replica:\n" +
 			"  lockctl member add CELL NEW-LOCKD --learner   (it catches up from a snapshot)\n" +
 			"  lockctl member promote CELL NEW-LOCKD\n" +
@@ -226,11 +229,11 @@ func memberCmd(g *globals) *cobra.Command {
 			})
 		}
 	}
-	add := &cobra.Command{Use: "add CELL LOCKD", Short: "Add a replica of CELL on lockd LOCKD", Args: exactArgs("CELL", "LOCKD"), RunE: run(api.MemberAdd)}
+	add := &cobra.Command{Use: "add CELL LOCKD", Short: "Add a replica of CELL on lockd LOCKD", Example: "  lockctl member add payments 6 --learner", Args: exactArgs("CELL", "LOCKD"), RunE: run(api.MemberAdd)}
 	add.Flags().BoolVar(&learner, "learner", false, "add it without a vote: it catches up first (then member promote)")
 	cmd.AddCommand(add,
-		&cobra.Command{Use: "promote CELL LOCKD", Short: "Give CELL's learner on lockd LOCKD a vote", Args: exactArgs("CELL", "LOCKD"), RunE: run(api.MemberPromote)},
-		&cobra.Command{Use: "remove CELL LOCKD", Short: "Remove CELL's replica on lockd LOCKD", Args: exactArgs("CELL", "LOCKD"), RunE: run(api.MemberRemove)})
+		&cobra.Command{Use: "promote CELL LOCKD", Short: "Give CELL's learner on lockd LOCKD a vote", Example: "  lockctl member promote payments 6", Args: exactArgs("CELL", "LOCKD"), RunE: run(api.MemberPromote)},
+		&cobra.Command{Use: "remove CELL LOCKD", Short: "Remove CELL's replica on lockd LOCKD", Example: "  lockctl member remove payments 2", Args: exactArgs("CELL", "LOCKD"), RunE: run(api.MemberRemove)})
 	return cmd
 }
 

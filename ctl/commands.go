@@ -17,8 +17,9 @@ import (
 func putCmd(g *globals) *cobra.Command {
 	var version uint64
 	cmd := &cobra.Command{
-		Use:   "put PATH VALUE",
-		Short: "Write a persistent node's value (create or overwrite; CAS with --version)",
+		Use:     "put PATH VALUE",
+		Example: "  lockctl put /demo/config '{\"replicas\": 3}'\n  lockctl put /demo/config v2 --version 4   (only if still at version 4)",
+		Short:   "Write a persistent node's value (create or overwrite; CAS with --version)",
 		Long: "Write VALUE to the persistent node PATH and print its new version.\n" +
 			"With --version N the write is a compare-and-set on version N;\n" +
 			"--version 0 means the node must not exist yet.",
@@ -47,9 +48,10 @@ func putCmd(g *globals) *cobra.Command {
 
 func getCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "get PATH",
-		Short: "Print a node's value and version",
-		Args:  exactArgs("PATH"),
+		Use:     "get PATH",
+		Example: "  lockctl get /demo/config\n  lockctl get /demo/config -o json",
+		Short:   "Print a node's value and version",
+		Args:    exactArgs("PATH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
 				n, err := c.Get(ctx, args[0])
@@ -75,9 +77,10 @@ type lsOutput struct {
 
 func lsCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "ls PATH",
-		Short: "List a node's children, one per line",
-		Args:  exactArgs("PATH"),
+		Use:     "ls PATH",
+		Example: "  lockctl ls /demo\n  lockctl ls /demo/locks/orders",
+		Short:   "List a node's children, one per line",
+		Args:    exactArgs("PATH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
 				kids, n, err := c.Children(ctx, args[0])
@@ -104,9 +107,10 @@ func lsCmd(g *globals) *cobra.Command {
 func rmCmd(g *globals) *cobra.Command {
 	var version uint64
 	cmd := &cobra.Command{
-		Use:   "rm PATH",
-		Short: "Delete a childless node (only at --version N, if given)",
-		Args:  exactArgs("PATH"),
+		Use:     "rm PATH",
+		Example: "  lockctl rm /demo/config",
+		Short:   "Delete a childless node (only at --version N, if given)",
+		Args:    exactArgs("PATH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var opts []sdk.DeleteOption
 			if cmd.Flags().Changed("version") {
@@ -132,8 +136,9 @@ type statusRow struct {
 
 func statusCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "status",
-		Short: "Show every endpoint's view of its cells",
+		Use:     "status",
+		Example: "  lockctl status\n  lockctl status --endpoints 10.0.0.1:7001,10.0.0.2:7001 -o json",
+		Short:   "Show every endpoint's view of its cells",
 		Long: "Query /v1/status on every endpoint and print one row per cell replica,\n" +
 			"then one row per lockproxy the directory lists (its clients and the\n" +
 			"sessions it renews). An endpoint that does not answer gets a row saying\n" +
@@ -175,7 +180,7 @@ func statusCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if answered == 0 {
-				return api.Errorf(api.CodeUnavailable, "no endpoint answered (%d tried)", len(eps))
+				return api.Errorf(api.CodeUnavailable, "no endpoint answered (%d tried: %s; is a cluster running? make run starts a local one)", len(eps), strings.Join(eps, ", "))
 			}
 			return nil
 		},

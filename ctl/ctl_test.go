@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/spf13/cobra"
 	"go.uber.org/goleak"
 )
 
@@ -224,4 +226,46 @@ func TestFormatError(t *testing.T) {
 	if ExitCode(nil) != 0 || ExitCode(usagef("x")) != 2 || ExitCode(api.ErrNoNode) != 1 {
 		t.Fatal("exit codes")
 	}
+}
+
+// TestNoClusterFailsFast: with nothing listening at any endpoint, a
+// command says so (naming them, and how to start a cluster) long before
+// its --timeout, rather than retrying for all of it.
+func TestNoClusterFailsFast(t *testing.T) {
+	var dead []string
+	for range 2 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dead = append(dead, ln.Addr().String())
+		_ = ln.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, args := range [][]string{{"get", "/demo/x"}, {"put", "/demo/x", "y"}, {"lock", "/demo/l", "--", "true"}} {
+		var out, errb bytes.Buffer
+		code := Main(ctx, append([]string{"--endpoints", strings.Join(dead, ","), "--timeout", "90s"}, args...), &out, &errb)
+		r := result{code, out.String(), errb.String()}
+		r.failed(t, 1, api.CodeUnavailable)
+		for _, want := range append(dead, "no lockd listens", "make run") {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("%v: stderr %q does not name %q", args, r.stderr, want)
+			}
+		}
+	}
+}
+
+// TestEveryCommandHasAnExample: each command's --help shows one.
+func TestEveryCommandHasAnExample(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Example == "" && c.Name() != "help" && c.Name() != "completion" && !c.Hidden {
+			t.Errorf("lockctl %s has no example", c.CommandPath())
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(NewRootCommand())
 }

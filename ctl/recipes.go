@@ -53,8 +53,9 @@ func lockCmd(g *globals) *cobra.Command {
 		timeout time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "lock PATH [--shared] [--timeout DUR] -- COMMAND [ARGS...]",
-		Short: "Run COMMAND while holding the lock PATH",
+		Use:     "lock PATH [--shared] [--timeout DUR] -- COMMAND [ARGS...]",
+		Example: "  lockctl lock /demo/locks/nightly -- ./nightly-job.sh\n  lockctl lock /demo/locks/nightly --timeout 30s -- sh -c 'echo token $LOCK_TOKEN'\n  lockctl lock /demo/locks/cache --shared -- ./read-only-job",
+		Short:   "Run COMMAND while holding the lock PATH",
 		Long: "Acquire the lock PATH (exclusive, or shared with --shared), run COMMAND with the\n" +
 			"fencing token in LOCK_TOKEN, release the lock when COMMAND exits and exit with\n" +
 			"its status. With --timeout, give up if the lock is not acquired in time.\n" +
@@ -152,9 +153,10 @@ func exitStatus(err error) error {
 
 func electCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "elect NAME VALUE",
-		Short: "Campaign for leadership of NAME with VALUE; hold it until interrupted",
-		Args:  exactArgs("NAME", "VALUE"),
+		Use:     "elect NAME VALUE",
+		Example: "  lockctl elect /demo/elections/scheduler host-a:8080",
+		Short:   "Campaign for leadership of NAME with VALUE; hold it until interrupted",
+		Args:    exactArgs("NAME", "VALUE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withLongClient(cmd, func(ctx context.Context, c *sdk.Client) error {
 				e := c.NewElection(args[0])
@@ -186,9 +188,10 @@ func electCmd(g *globals) *cobra.Command {
 
 func leaderCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "leader NAME",
-		Short: "Print the current leader's value of NAME (non-zero exit if nobody leads)",
-		Args:  exactArgs("NAME"),
+		Use:     "leader NAME",
+		Example: "  lockctl leader /demo/elections/scheduler",
+		Short:   "Print the current leader's value of NAME (non-zero exit if nobody leads)",
+		Args:    exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
 				l, err := c.NewElection(args[0]).Leader(ctx)
@@ -221,9 +224,10 @@ type memberOutput struct {
 
 func membersCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "members GROUP",
-		Short: "Print the live members of GROUP, one per line",
-		Args:  exactArgs("GROUP"),
+		Use:     "members GROUP",
+		Example: "  lockctl members /demo/groups/workers",
+		Short:   "Print the live members of GROUP, one per line",
+		Args:    exactArgs("GROUP"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
 				ms, err := c.Members(ctx, args[0])
@@ -260,9 +264,10 @@ type watchLine struct {
 
 func watchCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "watch PATH",
-		Short: "Print one line per change of PATH's value, children or existence, until interrupted",
-		Args:  exactArgs("PATH"),
+		Use:     "watch PATH",
+		Example: "  lockctl watch /demo/config",
+		Short:   "Print one line per change of PATH's value, children or existence, until interrupted",
+		Args:    exactArgs("PATH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withLongClient(cmd, func(ctx context.Context, c *sdk.Client) error {
 				return watchLoop(ctx, c, args[0], g.output == "json", cmd.OutOrStdout())

@@ -43,6 +43,10 @@ type globals struct {
 	tls       *tls.Config // loaded from tlsFiles before any command runs
 }
 
+// noClusterAfter is how long every endpoint must refuse connections before
+// a command says no cluster is running.
+const noClusterAfter = 1500 * time.Millisecond
+
 // access is what a probe of one endpoint presents.
 func (g *globals) access() sdk.Access { return sdk.Access{AuthToken: g.authToken, TLS: g.tls} }
 
@@ -54,6 +58,9 @@ func (g *globals) config() sdk.Config {
 		TLS:            g.tls,
 		RequestTimeout: min(g.timeout, sdk.DefaultRequestTimeout),
 		Direct:         g.direct,
+		// Refusals from every endpoint mean nothing listens there: say so
+		// at once rather than after the whole --timeout.
+		NoClusterAfter: noClusterAfter,
 	}
 }
 
@@ -84,6 +91,7 @@ func NewRootCommand() *cobra.Command {
 	g := &globals{}
 	root := &cobra.Command{
 		Use:           "lockctl",
+		Example:       "  make run                      (a local cluster, in another terminal)\n  lockctl put /demo/hello world\n  lockctl get /demo/hello\n  lockctl lock /demo/locks/job -- ./job.sh\n  lockctl status",
 		Short:         "lockctl is the command-line client of the lockd lock service",
 		SilenceErrors: true,
 		SilenceUsage:  true,

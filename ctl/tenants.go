@@ -13,7 +13,8 @@ import (
 
 // tenantCmd groups the tenant commands (admin only).
 func tenantCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "tenant", Short: "Manage tenants: their prefixes and roles, quotas and API tokens (admin)"}
+	cmd := &cobra.Command{Use: "tenant", Short: "Manage tenants: their prefixes and roles, quotas and API tokens (admin)",
+		Example: "  lockctl tenant put payments --grant /payments=write,lock --new-token\n  lockctl tenant list"}
 	var (
 		grants   []string
 		quota    api.Quota

@@ -95,6 +95,13 @@ func (cs *cellState) pick() string {
 	return cs.endpoints[cs.next%len(cs.endpoints)]
 }
 
+// endpointList is a copy of the cell's endpoints.
+func (cs *cellState) endpointList() []string {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return slices.Clone(cs.endpoints)
+}
+
 // failed forgets addr as leader and moves the rotation past it.
 func (cs *cellState) failed(addr string) {
 	cs.mu.Lock()
@@ -166,7 +173,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		proxyStart: rand.IntN(1 << 16),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	if err := c.RefreshDirectory(ctx); err != nil {
+	if err := c.refreshDirectory(ctx, cfg.NoClusterAfter); err != nil {
 		c.cancel()
 		c.bulk.close()
 		c.ka.close()
@@ -179,6 +186,12 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 // New loads it once; call this after a prefix has moved or a cell was
 // added. Leader knowledge of cells that stay is kept.
 func (c *Client) RefreshDirectory(ctx context.Context) error {
+	return c.refreshDirectory(ctx, 0)
+}
+
+// refreshDirectory is RefreshDirectory, giving up with ErrNoCluster once
+// every endpoint has refused connections for noClusterAfter (0: never).
+func (c *Client) refreshDirectory(ctx context.Context, noClusterAfter time.Duration) error {
 	c.dirMu.Lock()
 	defer c.dirMu.Unlock()
 	// Seeds first, then every replica the current directory knows of.
@@ -194,7 +207,7 @@ func (c *Client) RefreshDirectory(ctx context.Context) error {
 		c.seeds.setEndpoints(eps)
 	}
 	var resp api.DirectoryResponse
-	if err := c.do(ctx, c.seeds, &call{method: "GET", route: api.RouteDirectory, resp: &resp, anyReplica: true, retryUnsure: true}); err != nil {
+	if err := c.do(ctx, c.seeds, &call{method: "GET", route: api.RouteDirectory, resp: &resp, anyReplica: true, retryUnsure: true, noClusterAfter: noClusterAfter}); err != nil {
 		return err
 	}
 	dir, err := directory.New(resp)

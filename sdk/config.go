@@ -31,6 +31,13 @@ type Config struct {
 	// one replica); the call as a whole is bounded by its context. 0 means
 	// DefaultRequestTimeout.
 	RequestTimeout time.Duration
+	// NoClusterAfter, if set, makes New give up when every endpoint has
+	// refused its connections for this long (nothing listens there: no
+	// cluster running, or wrong addresses) with ErrNoCluster, instead of
+	// retrying for the whole context. Refusals only: a timeout or a
+	// leader election in progress is retried as always. For tools
+	// (lockctl); a service that starts before its cluster leaves it 0.
+	NoClusterAfter time.Duration
 	// Grace is how long a session in jeopardy keeps trying every endpoint
 	// before the client gives it up and reports SessionExpired. 0 means
 	// api.DefaultGrace (45 s, Chubby's default).

@@ -30,6 +30,17 @@ var (
 // closed. It is the one error the SDK returns that is not an *api.Error.
 var ErrClosed = errors.New("sdk: client closed")
 
+// ErrNoCluster is New's error when every endpoint refused connections for
+// Config.NoClusterAfter: nothing listens at the addresses given. It also
+// matches ErrUnavailable.
+var ErrNoCluster = errors.New("sdk: no lockd listens at any endpoint")
+
+// noClusterError is an unavailable *api.Error matching ErrNoCluster.
+type noClusterError struct{ apiErr *api.Error }
+
+func (e *noClusterError) Error() string   { return e.apiErr.Error() }
+func (e *noClusterError) Unwrap() []error { return []error{e.apiErr, ErrNoCluster} }
+
 // ErrOutcomeUnknown marks a write that may or may not have been applied:
 // an attempt may have reached the cell and its reply was lost, and no
 // later answer settled it. Such errors also match ErrUnavailable. Read the

@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/lockservice/lockd/api"
@@ -49,6 +51,9 @@ type call struct {
 	// cell is the cell the call is routed to (api.HeaderCell); "" for
 	// directory calls.
 	cell string
+	// noClusterAfter: give up with ErrNoCluster once every endpoint has
+	// refused connections for this long (0: never).
+	noClusterAfter time.Duration
 	// auth, if set, is sent as the Authorization header instead of the
 	// client's own (a proxy passes on its client's).
 	auth string
@@ -101,6 +106,9 @@ type outcome struct {
 	notSent   bool     // ... and the request certainly never left (dial failure, no free connection)
 	ctxDone   bool     // the call's context ended (during a failed exchange)
 	closed    bool     // the client (or its transport) is closing
+	// noCluster: every endpoint has refused connections for the call's
+	// noClusterAfter (nothing listens there).
+	noCluster bool
 
 	unreachable []string // the endpoints the call failed to reach (call.unreachable)
 	retryUnsure bool     // the call may be resent after an unsure failure
@@ -112,14 +120,15 @@ type outcome struct {
 type action uint8
 
 const (
-	actDone     action = iota // 2xx: decode the reply and return
-	actFail                   // return the reply's error: a definite answer, or not retryable
-	actUnknown                // return outcome-unknown: the call may have applied and may not be resent
-	actRefresh                // wrong_cell or moved: reload the directory, then return the error
-	actCanceled               // the context ended: give up
-	actClosed                 // the client is closing: ErrClosed
-	actRetry                  // send again at once (to the hinted leader)
-	actBackoff                // wait a jittered backoff, then send again
+	actDone      action = iota // 2xx: decode the reply and return
+	actFail                    // return the reply's error: a definite answer, or not retryable
+	actUnknown                 // return outcome-unknown: the call may have applied and may not be resent
+	actRefresh                 // wrong_cell or moved: reload the directory, then return the error
+	actCanceled                // the context ended: give up
+	actClosed                  // the client is closing: ErrClosed
+	actNoCluster               // nothing listens at any endpoint: ErrNoCluster
+	actRetry                   // send again at once (to the hinted leader)
+	actBackoff                 // wait a jittered backoff, then send again
 )
 
 // decision is decide's verdict: the action, plus what the loop first
@@ -141,6 +150,8 @@ func decide(o outcome) decision {
 		return decision{act: actCanceled}
 	case o.transport && o.closed:
 		return decision{act: actClosed}
+	case o.transport && o.notSent && o.noCluster:
+		return decision{act: actNoCluster}
 	case o.transport && !o.notSent && !o.retryUnsure:
 		return decision{act: actUnknown, forget: true}
 	case o.transport:
@@ -230,6 +241,10 @@ func (c *Client) do(ctx context.Context, cs *cellState, cl *call) error {
 		lastAddr  string
 		unavail   int // consecutive unavailable replies from lastAddr
 		retries   int
+		// refused are the endpoints that refused connections since
+		// refusedSince, with nothing else heard in between.
+		refused      []string
+		refusedSince time.Time
 	)
 	giveUp := func(err error) error {
 		if c.closed.Load() && !cl.duringClose {
@@ -291,11 +306,23 @@ func (c *Client) do(ctx context.Context, cs *cellState, cl *call) error {
 			if !o.notSent {
 				cl.reached = true
 			}
+			if errors.As(err, &de) && errors.Is(err, syscall.ECONNREFUSED) {
+				if len(refused) == 0 {
+					refusedSince = time.Now()
+				}
+				if !slices.Contains(refused, addr) {
+					refused = append(refused, addr)
+				}
+				o.noCluster = cl.noClusterAfter > 0 && len(refused) >= len(cs.endpointList()) && time.Since(refusedSince) >= cl.noClusterAfter
+			} else {
+				refused = refused[:0]
+			}
 			if !slices.Contains(cl.unreachable, addr) && len(cl.unreachable) < maxUnreachable {
 				cl.unreachable = append(cl.unreachable, addr)
 			}
 			last = api.Errorf(api.CodeUnavailable, "%s %s: %v", addr, cl.route, err)
 		} else {
+			refused = refused[:0]
 			if i := slices.Index(cl.unreachable, addr); i >= 0 {
 				cl.unreachable = slices.Delete(cl.unreachable, i, i+1) // it answers again
 			}
@@ -348,6 +375,10 @@ func (c *Client) do(ctx context.Context, cs *cellState, cl *call) error {
 			return giveUp(ctx.Err())
 		case actClosed:
 			return ErrClosed
+		case actNoCluster:
+			return &noClusterError{apiErr: api.Errorf(api.CodeUnavailable,
+				"no lockd listens at %s: every endpoint refused the connection for %v (is a cluster running? make run starts a local one; or give its addresses with --endpoints)",
+				strings.Join(refused, ", "), time.Since(refusedSince).Round(100*time.Millisecond))}
 		case actUnknown:
 			if cl.write {
 				return outcomeUnknown(nil, "%s", last.Message)

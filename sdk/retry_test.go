@@ -22,6 +22,8 @@ func TestDecide(t *testing.T) {
 		{"204", outcome{addr: a, status: 204}, decision{act: actDone}},
 		{"transport, context ended", outcome{addr: a, transport: true, ctxDone: true, closed: true}, decision{act: actCanceled}},
 		{"transport, client closing", outcome{addr: a, transport: true, closed: true}, decision{act: actClosed}},
+		{"every endpoint refused long enough", outcome{addr: a, transport: true, notSent: true, noCluster: true, retryUnsure: true}, decision{act: actNoCluster}},
+		{"every endpoint refused, context ended", outcome{addr: a, transport: true, notSent: true, noCluster: true, ctxDone: true}, decision{act: actCanceled}},
 		{"transport after sending, not resendable", outcome{addr: a, transport: true}, decision{act: actUnknown, forget: true}},
 		{"transport after sending, resendable", outcome{addr: a, transport: true, retryUnsure: true}, decision{act: actBackoff, forget: true}},
 		{"transport before sending, not resendable", outcome{addr: a, transport: true, notSent: true}, decision{act: actBackoff, forget: true}},

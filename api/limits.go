@@ -34,6 +34,11 @@ const (
 	// closed (its client tries another proxy).
 	MaxConnectionsPerProxy = 100_000
 
+	// MaxLockDelay bounds a lock node's lock-delay: after its holder's
+	// session ends while holding, nobody is granted the lock for that long
+	// (Chubby's bound). The default is 0, no delay.
+	MaxLockDelay = time.Minute
+
 	// MaxOpenNonces is how many recent session opens a cell remembers by
 	// nonce, so that a retried open returns the session the first attempt
 	// opened instead of a second one.

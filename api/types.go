@@ -48,9 +48,13 @@ const (
 	// RouteStatusPage (GET) is the status page: plain HTML and JS that
 	// reads RouteStatusCluster (GET: every lockd's status, gathered by
 	// the lockd asked) and RouteLockQueue (a lock's holders and waiters).
-	RouteStatusPage        = "/status"
-	RouteStatusCluster     = "/v1/status/cluster"
-	RouteLockQueue         = "/v1/lock/queue"
+	RouteStatusPage    = "/status"
+	RouteStatusCluster = "/v1/status/cluster"
+	RouteLockQueue     = "/v1/lock/queue"
+	// RouteLockCheck answers whether a fencing token is a current holder's
+	// (Chubby's CheckSequencer), for resources that cannot keep a
+	// high-water mark of their own.
+	RouteLockCheck         = "/v1/lock/check"
 	RouteAdminTenants      = "/v1/admin/tenants"
 	RouteAdminTenantCommit = "/v1/admin/tenant/commit"
 
@@ -302,6 +306,10 @@ type CreateRequest struct {
 	Sequential  bool     `json:"sequential,omitempty"`
 	Lock        LockMode `json:"lock,omitempty"`
 	MakeParents bool     `json:"make_parents,omitempty"`
+	// LockDelayMS, for a lock node: if its session ends while the node
+	// holds the lock (an expiry or a close, not a delete), nobody is
+	// granted the lock for this long. 0 to MaxLockDelay.
+	LockDelayMS int64 `json:"lock_delay_ms,omitempty"`
 }
 
 // CreateResponse answers a create.
@@ -414,6 +422,9 @@ type LockStateResponse struct {
 	// conditional on it).
 	Version uint64 `json:"version,omitempty"`
 	Index   uint64 `json:"index"`
+	// Delay is set while the node waits for its lock's lock-delay
+	// (WaitFor is then the lock's directory).
+	Delay *LockDelayInfo `json:"delay,omitempty"`
 }
 
 // WatchSpec re-arms a watch after a reconnect or fail-over: Since is the
@@ -446,6 +457,9 @@ const (
 	EventDataChanged     EventType = "data_changed"
 	EventDeleted         EventType = "deleted"
 	EventChildrenChanged EventType = "children_changed"
+	// EventLockDelayEnded: the lock directory's lock-delay ended (its
+	// data did not change); its waiters re-check.
+	EventLockDelayEnded EventType = "lock_delay_ended"
 	// EventResync says events were dropped (the session's queue overflowed or
 	// the leader could not tell): re-read and re-arm every watch.
 	EventResync EventType = "resync"
@@ -844,6 +858,20 @@ type LockQueueResponse struct {
 	Index   uint64      `json:"index"`
 	Entries []LockEntry `json:"entries"`
 	More    bool        `json:"more,omitempty"`
+	// Delay is set while the lock is in lock-delay.
+	Delay *LockDelayInfo `json:"delay,omitempty"`
+}
+
+// LockDelayInfo is a lock in lock-delay: its holder's session ended while
+// holding (the release at index Since), and nobody else is granted it
+// until the delay, MS long, has run on the leader's clock. ReleasedAtMS
+// and UntilMS are the leader's wall clock (Unix ms) at the release and
+// that plus MS: the earliest the lock can be granted again.
+type LockDelayInfo struct {
+	Since        uint64 `json:"since"`
+	MS           int64  `json:"ms"`
+	ReleasedAtMS int64  `json:"released_at_ms,omitempty"`
+	UntilMS      int64  `json:"until_ms,omitempty"`
 }
 
 // LockEntry is one lock node: its mode, owning session, whether it holds
@@ -855,6 +883,24 @@ type LockEntry struct {
 	Held        bool     `json:"held"`
 	Token       uint64   `json:"token"`
 	CreateIndex uint64   `json:"create_index"`
+}
+
+// LockCheckRequest asks whether Token is held on the lock Path (a Mutex's
+// or an Election's directory) right now.
+type LockCheckRequest struct {
+	Path  string `json:"path"`
+	Token uint64 `json:"token"`
+}
+
+// LockCheckResponse answers a check, linearizably (a ReadIndex on the
+// leader): Valid when a lock node holding Path's lock has Token. Holders
+// are the tokens that hold it now (one exclusive, or the shared ones;
+// none while free or in its lock-delay). The answer can be stale the
+// moment it arrives: the holder may lose the lock just after.
+type LockCheckResponse struct {
+	Valid   bool     `json:"valid"`
+	Holders []uint64 `json:"holders,omitempty"`
+	Index   uint64   `json:"index"`
 }
 
 // MaxLockQueue bounds the entries of a LockQueueResponse.

@@ -269,3 +269,19 @@ func TestEveryCommandHasAnExample(t *testing.T) {
 	}
 	walk(NewRootCommand())
 }
+
+func TestPrintQueue(t *testing.T) {
+	now := time.UnixMilli(1_700_000_010_000)
+	var b bytes.Buffer
+	q := api.LockQueueResponse{Path: "/demo/l", Entries: []api.LockEntry{{Node: "/demo/l/w-0000000002", Mode: api.LockExclusive, Session: 7}},
+		Delay: &api.LockDelayInfo{Since: 41, MS: 30_000, ReleasedAtMS: 1_700_000_000_000, UntilMS: 1_700_000_030_000}}
+	if err := printQueue(&b, q, now); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"lock-delay", "index 41", "for 30s", "(20s left)", "waiter 0", "/demo/l/w-0000000002"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -49,12 +50,13 @@ func (g *globals) withLongClient(cmd *cobra.Command, fn func(ctx context.Context
 
 func lockCmd(g *globals) *cobra.Command {
 	var (
-		shared  bool
-		timeout time.Duration
+		shared    bool
+		timeout   time.Duration
+		lockDelay time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:     "lock PATH [--shared] [--timeout DUR] -- COMMAND [ARGS...]",
-		Example: "  lockctl lock /demo/locks/nightly -- ./nightly-job.sh\n  lockctl lock /demo/locks/nightly --timeout 30s -- sh -c 'echo token $LOCK_TOKEN'\n  lockctl lock /demo/locks/cache --shared -- ./read-only-job",
+		Use:     "lock PATH [--shared] [--timeout DUR] [--lock-delay DUR] -- COMMAND [ARGS...]",
+		Example: "  lockctl lock /demo/locks/nightly -- ./nightly-job.sh\n  lockctl lock /demo/locks/nightly --timeout 30s -- sh -c 'echo token $LOCK_TOKEN'\n  lockctl lock /demo/locks/billing --lock-delay 30s -- ./billing-run\n  lockctl lock /demo/locks/cache --shared -- ./read-only-job",
 		Short:   "Run COMMAND while holding the lock PATH",
 		Long: "Acquire the lock PATH (exclusive, or shared with --shared), run COMMAND with the\n" +
 			"fencing token in LOCK_TOKEN, release the lock when COMMAND exits and exit with\n" +
@@ -72,6 +74,12 @@ func lockCmd(g *globals) *cobra.Command {
 			if shared {
 				opts = append(opts, sdk.Shared())
 			}
+			if lockDelay < 0 || lockDelay > api.MaxLockDelay {
+				return usagef("--lock-delay %v is outside 0 to %v", lockDelay, api.MaxLockDelay)
+			}
+			if lockDelay > 0 {
+				opts = append(opts, sdk.WithLockDelay(lockDelay.Truncate(time.Millisecond)))
+			}
 			return g.withLongClient(cmd, func(ctx context.Context, c *sdk.Client) error {
 				return runLocked(ctx, c.NewMutex(args[0], opts...), timeout, args[1:], cmd.OutOrStdout(), cmd.ErrOrStderr())
 			})
@@ -79,7 +87,59 @@ func lockCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&shared, "shared", false, "take a shared (read) lock")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up if the lock is not held within this time (0: wait)")
+	cmd.Flags().DurationVar(&lockDelay, "lock-delay", 0, "if this holder dies holding the lock (lockctl killed, its lease expired), nobody gets the lock for this long (at most "+api.MaxLockDelay.String()+"); a clean exit releases at once")
 	return cmd
+}
+
+// queueCmd shows a lock: its holders and waiters, and its lock-delay.
+func queueCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:     "queue PATH",
+		Example: "  lockctl queue /demo/locks/nightly\n  lockctl queue /demo/locks/nightly -o json",
+		Short:   "Show a lock: its holders, its waiters in order, and its lock-delay if it is in one",
+		Args:    exactArgs("PATH"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				q, err := c.LockQueue(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				if g.output == "json" {
+					return writeJSON(cmd.OutOrStdout(), q)
+				}
+				return printQueue(cmd.OutOrStdout(), q, time.Now())
+			})
+		},
+	}
+}
+
+func printQueue(w io.Writer, q api.LockQueueResponse, now time.Time) error {
+	if d := q.Delay; d != nil {
+		left := ""
+		if d.UntilMS > 0 {
+			left = fmt.Sprintf(" until %s (%v left)", time.UnixMilli(d.UntilMS).Format(time.TimeOnly),
+				max(0, time.UnixMilli(d.UntilMS).Sub(now)).Round(100*time.Millisecond))
+		}
+		fmt.Fprintf(w, "lock-delay: its holder's session ended while holding (index %d): nobody is granted %s for %v%s\n",
+			d.Since, q.Path, time.Duration(d.MS)*time.Millisecond, left)
+	}
+	if len(q.Entries) == 0 {
+		_, err := fmt.Fprintf(w, "%s: no holder, no waiter\n", q.Path)
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ROLE\tNODE\tMODE\tSESSION\tTOKEN")
+	for i, e := range q.Entries {
+		role, token := fmt.Sprintf("waiter %d", i), "-"
+		if e.Held {
+			role, token = "holder", fmt.Sprint(e.Token)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", role, e.Node, e.Mode, e.Session, token)
+	}
+	if q.More {
+		fmt.Fprintf(tw, "...\t(more than %d)\t\t\t\n", len(q.Entries))
+	}
+	return tw.Flush()
 }
 
 func runLocked(ctx context.Context, m *sdk.Mutex, timeout time.Duration, argv []string, stdout, stderr io.Writer) error {

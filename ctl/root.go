@@ -133,7 +133,7 @@ func NewRootCommand() *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usagef("%v", err) })
 
 	root.AddCommand(putCmd(g), getCmd(g), lsCmd(g), rmCmd(g), statusCmd(g), backupCmd(g), restoreCmd(g),
-		lockCmd(g), electCmd(g), leaderCmd(g), membersCmd(g), watchCmd(g),
+		lockCmd(g), queueCmd(g), electCmd(g), leaderCmd(g), membersCmd(g), watchCmd(g),
 		cellsCmd(g), cellCmd(g), prefixCmd(g), migrateCmd(g), memberCmd(g), tenantCmd(g))
 	return root
 }

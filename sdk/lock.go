@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/lockservice/lockd/api"
 )
@@ -39,6 +40,14 @@ func lockCreateRequest(parent string, mode api.LockMode, value []byte) (*api.Cre
 		Lock:        mode,
 		MakeParents: true,
 	}, nil
+}
+
+// checkLockDelay refuses a lock-delay the cell would refuse.
+func checkLockDelay(d time.Duration) error {
+	if d < 0 || d > api.MaxLockDelay || d%time.Millisecond != 0 {
+		return api.Errorf(api.CodeBadRequest, "lock-delay %v is outside 0 to %v (whole milliseconds)", d, api.MaxLockDelay)
+	}
+	return nil
 }
 
 // CreateLockNode is the first step of the lock recipe: it creates an
@@ -156,4 +165,42 @@ func WaitForPath(path, waitFor string) string {
 		return waitFor
 	}
 	return api.Join(api.Parent(path), waitFor)
+}
+
+// CheckToken asks the cell whether token is held on the lock at path right
+// now (Chubby's CheckSequencer): a linearizable read on the cell's leader.
+// It is for resources that cannot keep a high-water mark of their own, and
+// it has a window: the holder may lose the lock the moment after the
+// answer, so a resource that can store the highest token it has seen and
+// refuse lower ones (package fence) is the safer check.
+func (c *Client) CheckToken(ctx context.Context, path string, token uint64) (api.LockCheckResponse, error) {
+	if err := api.ValidatePath(path); err != nil {
+		return api.LockCheckResponse{}, err
+	}
+	var resp api.LockCheckResponse
+	err := c.routed(ctx, path, func(cs *cellState) error {
+		return c.do(ctx, cs, &call{route: api.RouteLockCheck, req: api.LockCheckRequest{Path: path, Token: token}, resp: &resp, retryUnsure: true})
+	})
+	return resp, err
+}
+
+// TokenValid reports whether token holds the lock at path right now
+// (CheckToken's answer); it makes a Client a fence.Checker.
+func (c *Client) TokenValid(ctx context.Context, path string, token uint64) (bool, error) {
+	r, err := c.CheckToken(ctx, path, token)
+	return r.Valid, err
+}
+
+// LockQueue lists the lock at path: its holders (one exclusive, or the
+// leading shared ones), then its waiters in order, and its lock-delay if
+// it is in one. A linearizable read, for operators (lockctl queue).
+func (c *Client) LockQueue(ctx context.Context, path string) (api.LockQueueResponse, error) {
+	if err := api.ValidatePath(path); err != nil {
+		return api.LockQueueResponse{}, err
+	}
+	var resp api.LockQueueResponse
+	err := c.routed(ctx, path, func(cs *cellState) error {
+		return c.do(ctx, cs, &call{route: api.RouteLockQueue, req: api.LockQueueRequest{Path: path}, resp: &resp, retryUnsure: true})
+	})
+	return resp, err
 }

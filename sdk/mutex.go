@@ -22,6 +22,16 @@ func (f lockOptionFunc) applyLock(m *Mutex) { f(m) }
 // exclusive.
 func Shared() LockOption { return lockOptionFunc(func(m *Mutex) { m.mode = api.LockShared }) }
 
+// WithLockDelay gives the lock a lock-delay (Chubby's): if this holder's
+// session ends while it holds the lock (it expired, or the client closed
+// without Unlock), nobody is granted the lock for d, so that requests the
+// lost holder still had in flight drain before anyone else acts. A clean
+// Unlock hands over at once. 0 (the default) to api.MaxLockDelay (one
+// minute); a delay outside that fails Lock with ErrBadRequest.
+func WithLockDelay(d time.Duration) LockOption {
+	return lockOptionFunc(func(m *Mutex) { m.delay = d })
+}
+
 // lockValue stores v in the lock node (elections keep the candidate's
 // value there).
 func lockValue(v []byte) LockOption { return lockOptionFunc(func(m *Mutex) { m.value = v }) }
@@ -50,6 +60,7 @@ type Mutex struct {
 	path  string
 	mode  api.LockMode
 	value []byte
+	delay time.Duration // lock-delay (WithLockDelay)
 
 	wakeups atomic.Int64 // predecessor events that woke this Mutex while it waited
 	relists atomic.Int64 // LockState re-lists while waiting
@@ -170,6 +181,10 @@ func (m *Mutex) wait(ctx, caller context.Context) error {
 		return err
 	}
 	req, err := lockCreateRequest(m.path, m.mode, m.value)
+	if err == nil {
+		err = checkLockDelay(m.delay)
+		req.LockDelayMS = m.delay.Milliseconds()
+	}
 	if err != nil {
 		return err
 	}

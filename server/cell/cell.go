@@ -92,6 +92,8 @@ type Cell struct {
 	// that its own leader_start can report how long the previous leadership
 	// lasted (repeated short fail-overs must not keep a dead session alive).
 	clock *session.LeaderClock
+	// delays times the end of each lock-delay (delays.go).
+	delays *lockDelays
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -113,6 +115,10 @@ func Start(nh *dragonboat.NodeHost, cfg Config) (*Cell, error) {
 	c.watches = watch.NewTable(c.sessions)
 	c.cachers = cachers.New()
 	c.confirms = newConfirmer(c.read, confirmWindow)
+	c.delays = newLockDelays(c.log, func(ctx context.Context, dir string, since uint64) error {
+		_, err := c.propose(ctx, &fsm.Command{Op: fsm.OpEndLockDelay, Path: dir, Since: since})
+		return err
+	})
 
 	members := map[uint64]dragonboat.Target{}
 	if !cfg.Join && !nh.HasNodeInfo(cfg.Info.ShardID, cfg.ReplicaID) {
@@ -147,8 +153,10 @@ func Start(nh *dragonboat.NodeHost, cfg Config) (*Cell, error) {
 func (c *Cell) Close() {
 	c.stopOnce.Do(func() { close(c.stop) })
 	c.sessions.Close()
+	c.delays.stop()
 	c.confirms.close()
 	c.wg.Wait()
+	c.delays.wait()
 }
 
 // HandOff asks Raft to move leadership to another replica if this one leads,
@@ -203,6 +211,7 @@ func (c *Cell) LeaderUpdated(info raftio.LeaderInfo) {
 	}
 	// Leadership lost (or unknown): stop at once, before anything else.
 	c.sessions.Stop()
+	c.delays.stop()
 	c.watches.Reset()
 	c.cachers.Reset()
 }
@@ -393,6 +402,16 @@ func (c *Cell) afterApply(s *fsm.State, a *fsm.Applied) {
 			c.cfg.Fanout(api.Prefix(a.Changes[0].Path), n) // one entry changes one prefix
 		}
 	}
+	for _, ch := range a.Changes {
+		switch ch.Type {
+		case fsm.ChangeLockDelay:
+			if d, ok := s.LockDelayOf(ch.Path); ok {
+				c.delays.released(ch.Path, d.Since, d.MS, time.Now())
+			}
+		case fsm.ChangeLockDelayEnded:
+			c.delays.ended(ch.Path)
+		}
+	}
 	cmd, res := &a.Cmd, &a.Result
 	switch cmd.Op {
 	case fsm.OpLeaderStart:
@@ -407,9 +426,11 @@ func (c *Cell) afterApply(s *fsm.State, a *fsm.Applied) {
 			c.watches.Reset()
 			c.cachers.Reset()
 			c.sessions.Start(s.Epoch(), s.Sessions())
+			c.delays.start(s.Epoch(), s.LockDelays(), time.Now())
 			c.signalChange()
 		} else {
 			c.sessions.Stop()
+			c.delays.stop()
 			c.watches.Reset()
 		}
 	case fsm.OpOpenSession:
@@ -458,6 +479,10 @@ func (c *Cell) afterApply(s *fsm.State, a *fsm.Applied) {
 // A lock node's path is never reused (its sequence number only grows), so
 // "no lock node there" means that predecessor is gone.
 func (c *Cell) armPredecessor(s *fsm.State, session uint64, waitFor string) {
+	if _, delayed := s.LockDelayOf(waitFor); delayed {
+		c.watches.Register(session, waitFor, api.WatchData) // the lock's directory, in lock-delay
+		return
+	}
 	if exists, _, _, _ := s.LockState(waitFor); exists {
 		c.watches.Register(session, waitFor, api.WatchData)
 		return
@@ -560,7 +585,7 @@ func raftError(err error) error {
 }
 
 func (c *Cell) proposeExpiry(ctx context.Context, id, epoch uint64) error {
-	_, err := c.propose(ctx, &fsm.Command{Op: fsm.OpExpireSession, Target: id, Epoch: epoch})
+	_, err := c.propose(ctx, &fsm.Command{Op: fsm.OpExpireSession, Target: id, Epoch: epoch, AtMS: time.Now().UnixMilli()})
 	if errors.Is(err, api.ErrSessionExpired) || errors.Is(err, api.ErrNoSession) {
 		return nil // already gone
 	}
@@ -870,7 +895,8 @@ func batchEntries(req api.KeepAliveBatchRequest) ([]session.BatchEntry, error) {
 
 // CloseSession ends a session.
 func (c *Cell) CloseSession(ctx context.Context, req api.CloseSessionRequest) error {
-	_, err := c.propose(ctx, &fsm.Command{Op: fsm.OpCloseSession, WriteHeader: api.WriteHeader{Session: req.Session, Secret: req.Secret}})
+	_, err := c.propose(ctx, &fsm.Command{Op: fsm.OpCloseSession, WriteHeader: api.WriteHeader{Session: req.Session, Secret: req.Secret},
+		AtMS: time.Now().UnixMilli()})
 	return err
 }
 
@@ -878,7 +904,7 @@ func (c *Cell) CloseSession(ctx context.Context, req api.CloseSessionRequest) er
 func (c *Cell) Create(ctx context.Context, req api.CreateRequest, who Caller) (api.CreateResponse, error) {
 	res, err := c.propose(ctx, who.stamp(&fsm.Command{
 		Op: fsm.OpCreate, WriteHeader: req.WriteHeader, Path: req.Path, Value: req.Value,
-		Ephemeral: req.Ephemeral, Sequential: req.Sequential, Lock: req.Lock, MakeParents: req.MakeParents,
+		Ephemeral: req.Ephemeral, Sequential: req.Sequential, Lock: req.Lock, MakeParents: req.MakeParents, LockDelayMS: req.LockDelayMS,
 	}))
 	if err != nil {
 		return api.CreateResponse{}, err
@@ -965,6 +991,16 @@ func (c *Cell) LockQueue(ctx context.Context, path string) (api.LockQueueRespons
 		return api.LockQueueResponse{}, err
 	}
 	return v.(api.LockQueueResponse), nil
+}
+
+// CheckLock answers whether token holds the lock at path now,
+// linearizable: SyncRead is a ReadIndex round on the leader.
+func (c *Cell) CheckLock(ctx context.Context, req api.LockCheckRequest) (api.LockCheckResponse, error) {
+	v, err := c.read(ctx, lockCheckQuery{path: req.Path, token: req.Token})
+	if err != nil {
+		return api.LockCheckResponse{}, err
+	}
+	return v.(api.LockCheckResponse), nil
 }
 
 // Watch re-arms watches with the last index the client saw.

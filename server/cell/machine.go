@@ -169,6 +169,10 @@ type (
 	statsQuery     struct{}
 	prefixQuery    struct{ prefix string }
 	lockQueueQuery struct{ path string }
+	lockCheckQuery struct {
+		path  string
+		token uint64
+	}
 	// secretQuery checks sessions' secrets (parallel slices): []error.
 	secretQuery struct {
 		sessions []uint64
@@ -265,7 +269,11 @@ func (c *Cell) lookup(s *fsm.State, q interface{}) (interface{}, error) {
 		if n, ok := s.Get(q.path); ok && exists {
 			version = n.Version
 		}
-		return api.LockStateResponse{Exists: exists, Held: held, WaitFor: waitFor, Token: token, Version: version, Index: s.Index()}, nil
+		resp := api.LockStateResponse{Exists: exists, Held: held, WaitFor: waitFor, Token: token, Version: version, Index: s.Index()}
+		if d, ok := s.LockDelayOf(waitFor); ok {
+			resp.Delay = d.Info()
+		}
+		return resp, nil
 	case watchQuery:
 		if q.session != 0 {
 			if err := s.CheckSecret(q.session, q.secret); err != nil {
@@ -334,7 +342,17 @@ func (c *Cell) lookup(s *fsm.State, q interface{}) (interface{}, error) {
 		if err != nil {
 			return nil, err
 		}
-		return api.LockQueueResponse{Path: q.path, Index: s.Index(), Entries: entries, More: more}, nil
+		resp := api.LockQueueResponse{Path: q.path, Index: s.Index(), Entries: entries, More: more}
+		if d, ok := s.LockDelayOf(q.path); ok {
+			resp.Delay = d.Info()
+		}
+		return resp, nil
+	case lockCheckQuery:
+		if err := s.CheckServes(q.path); err != nil {
+			return nil, err
+		}
+		valid, holders := s.CheckToken(q.path, q.token)
+		return api.LockCheckResponse{Valid: valid, Holders: holders, Index: s.Index()}, nil
 	case statsQuery:
 		return stats{index: s.Index(), epoch: s.Epoch(), sessions: s.NumSessions(), nodes: s.NumNodes(), tokenHeadroom: s.TokenHeadroom()}, nil
 	}

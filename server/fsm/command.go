@@ -55,6 +55,12 @@ const (
 	OpUnsealPrefix Op = "unseal_prefix"
 	OpStagePrefix  Op = "stage_prefix"
 	OpDropPrefix   Op = "drop_prefix"
+	// OpEndLockDelay ends the lock-delay of the lock directory Path that
+	// the unclean release at index Since began, once the leader measured
+	// the delay on its own clock from its apply of that release (or from
+	// its own start, if it did not apply it). A later release of the same
+	// lock restarts the delay, so an end naming an older one does nothing.
+	OpEndLockDelay Op = "end_lock_delay"
 )
 
 // Command is one Raft log entry. Fields unused by an op stay zero.
@@ -69,6 +75,14 @@ type Command struct {
 	Sequential  bool         `json:"sequential,omitempty"`
 	Lock        api.LockMode `json:"lock,omitempty"`
 	MakeParents bool         `json:"make_parents,omitempty"`
+	// LockDelayMS: for a lock node's create, its lock-delay.
+	LockDelayMS int64 `json:"lock_delay_ms,omitempty"`
+	// AtMS: for close_session and expire_session, the proposer's wall
+	// clock (Unix ms). Shown as the start of a lock-delay the release
+	// begins; the delay itself is timed by the leader's monotonic clock.
+	AtMS int64 `json:"at_ms,omitempty"`
+	// Since: for end_lock_delay, the index of the release that began it.
+	Since uint64 `json:"since,omitempty"`
 
 	LeaseMS int64 `json:"lease_ms,omitempty"` // open_session
 	// For open_session, WriteHeader.Secret is the new session's secret,
@@ -187,6 +201,13 @@ const (
 	// cell); every watch under it fires a resync, so its client re-reads
 	// and is sent to the new cell.
 	ChangeMoved
+	// ChangeLockDelay: the lock directory Path went into lock-delay at
+	// Index (an unclean release). Every replica notes when it applied it,
+	// so that a new leader can time the delay from there.
+	ChangeLockDelay
+	// ChangeLockDelayEnded: the lock directory's delay ended; its waiters
+	// (who watch the directory meanwhile) re-check.
+	ChangeLockDelayEnded
 )
 
 // Change is one path touched by a command, reported to the leader's watch

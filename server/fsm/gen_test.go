@@ -120,7 +120,13 @@ func (g *generator) step() {
 		if g.rng.Intn(5) == 0 {
 			epoch += uint64(g.rng.Intn(3)) - 1 // stale or future: refused
 		}
-		c = Command{Op: OpExpireSession, Target: g.anySession(), Epoch: epoch}
+		c = Command{Op: OpExpireSession, Target: g.anySession(), Epoch: epoch, AtMS: int64(g.idx) * 10}
+	case x < 16 && g.rng.Intn(2) == 0:
+		// End a delay: the one running, or one that a restart replaced.
+		c = Command{Op: OpEndLockDelay, Path: g.pick(genLocks)}
+		if d, ok := g.ref.LockDelayOf(c.Path); ok {
+			c.Since = d.Since - uint64(g.rng.Intn(2))
+		}
 	case x < 17:
 		c = Command{Op: OpLeaderStart, ReplicaID: uint64(1 + g.rng.Intn(3)), Term: g.idx}
 	case x < 19:
@@ -146,6 +152,9 @@ func (g *generator) step() {
 			c.Lock = api.LockExclusive
 			if g.rng.Intn(2) == 0 {
 				c.Lock = api.LockShared
+			}
+			if g.rng.Intn(2) == 0 {
+				c.LockDelayMS = int64(g.rng.Intn(3)) * 1000
 			}
 		}
 		if g.rng.Intn(3) == 0 {

@@ -59,6 +59,14 @@ type snapReqResult struct {
 	Result []byte `json:"result"`
 }
 
+// snapDelay is a lock directory's lock-delay.
+type snapDelay struct {
+	Index   uint64 `json:"i"`
+	MS      int64  `json:"ms"`
+	AtMS    int64  `json:"at,omitempty"`
+	KeepSeq uint64 `json:"keep,omitempty"`
+}
+
 type snapNode struct {
 	Path        string       `json:"p"`
 	Value       []byte       `json:"v,omitempty"`
@@ -77,6 +85,9 @@ type snapNode struct {
 	MovedTo     string       `json:"mt,omitempty"`
 	SealDir     uint64       `json:"sd,omitempty"`
 	Tenant      string       `json:"t,omitempty"`
+	LockDelayMS int64        `json:"ld,omitempty"`
+	Delay       *snapDelay   `json:"dl,omitempty"`
+	DelayEnded  uint64       `json:"dle,omitempty"`
 }
 
 // WriteSnapshot writes the whole state to w.
@@ -155,12 +166,18 @@ func (s *State) touch(n *node) {
 }
 
 func (n *node) image() snapNode {
-	return snapNode{
+	sn := snapNode{
 		Path: n.path, Value: n.value, Version: n.version, CreateIndex: n.createIndex, ModifyIndex: n.modifyIndex,
 		ChildIndex: n.childIndex, Ephemeral: n.ephemeral, Owner: n.owner, Lock: n.lock, Seq: n.seq,
 		NextSeq: n.nextSeq, DirEpoch: n.dirEpoch, TokenEpoch: n.tokenEpoch,
 		PrefixState: n.prefixState, MovedTo: n.movedTo, SealDir: n.sealDirIndex, Tenant: n.tenant,
+		LockDelayMS: n.lockDelayMS, DelayEnded: n.delayEnded,
 	}
+	// A delay is replaced, never changed in place: the image may share it.
+	if d := n.delay; d != nil {
+		sn.Delay = &snapDelay{Index: d.index, MS: d.ms, AtMS: d.atMS, KeepSeq: d.keepSeq}
+	}
+	return sn
 }
 
 // Index is the last entry the frozen content includes.
@@ -287,6 +304,13 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			modifyIndex: sn.ModifyIndex, childIndex: sn.ChildIndex, ephemeral: sn.Ephemeral, owner: sn.Owner,
 			lock: sn.Lock, seq: sn.Seq, nextSeq: sn.NextSeq, dirEpoch: sn.DirEpoch, tokenEpoch: sn.TokenEpoch, children: map[string]*node{},
 			prefixState: sn.PrefixState, movedTo: sn.MovedTo, sealDirIndex: sn.SealDir, tenant: sn.Tenant,
+			lockDelayMS: sn.LockDelayMS, delayEnded: sn.DelayEnded,
+		}
+		if d := sn.Delay; d != nil {
+			if d.MS <= 0 || d.MS > api.MaxLockDelay.Milliseconds() {
+				return nil, fmt.Errorf("snapshot node %s: lock-delay of %d ms", sn.Path, d.MS)
+			}
+			n.delay = &lockDelay{index: d.Index, ms: d.MS, atMS: d.AtMS, keepSeq: d.KeepSeq}
 		}
 		s.nodes[n.path] = n
 		s.bytes += nodeBytes(n)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/lockservice/lockd/api"
 )
@@ -45,6 +46,26 @@ type node struct {
 	// lockKids are the children that are lock nodes, in sequence order
 	// (appended in creation order, which is sequence order).
 	lockKids []*node
+	// lockDelayMS, on a lock node: the lock-delay its unclean release
+	// starts on its directory.
+	lockDelayMS int64
+	// delay, on a lock directory in lock-delay: nil otherwise.
+	delay *lockDelay
+	// delayEnded, on a lock directory: the index of the end_lock_delay
+	// that last ended its delay (a re-armed watch that missed it fires).
+	delayEnded uint64
+}
+
+// lockDelay is a lock directory's delay after an unclean release: no lock
+// node that did not hold at the release becomes a holder until the leader
+// commits end_lock_delay naming the release.
+type lockDelay struct {
+	index uint64 // the index of the latest unclean release
+	ms    int64  // how long from that release
+	atMS  int64  // the proposer's wall clock at that release (shown only)
+	// keepSeq: the lock nodes up to this sequence number that held at the
+	// release still hold (the other shared holders); 0 when none did.
+	keepSeq uint64
 }
 
 type requestResult struct {
@@ -374,6 +395,8 @@ func (s *State) apply(index uint64, c *Command) (Result, []Change) {
 		res, changes = s.stagePrefix(index, c)
 	case OpDropPrefix:
 		res, changes = s.dropPrefix(index, c)
+	case OpEndLockDelay:
+		res, changes = s.endLockDelay(index, c)
 	default:
 		res = Result{Err: api.Errorf(api.CodeBadRequest, "unknown op %q", c.Op)}
 	}
@@ -462,7 +485,7 @@ func (s *State) closeSession(index uint64, c *Command) (Result, []Change) {
 	if _, err := s.authSession(c); err != nil {
 		return Result{Err: err}, nil
 	}
-	return Result{Session: c.Session}, s.endSession(index, c.Session)
+	return Result{Session: c.Session}, s.endSession(index, c.Session, c.AtMS)
 }
 
 func (s *State) expireSession(index uint64, c *Command) (Result, []Change) {
@@ -474,7 +497,7 @@ func (s *State) expireSession(index uint64, c *Command) (Result, []Change) {
 	if _, err := s.liveSession(c.Target); err != nil {
 		return Result{Err: err}, nil
 	}
-	return Result{Session: c.Target}, s.endSession(index, c.Target)
+	return Result{Session: c.Target}, s.endSession(index, c.Target, c.AtMS)
 }
 
 // leaderStart bumps the leader epoch. Every session that did not renew under
@@ -545,8 +568,9 @@ func (s *State) cacheSession(c *Command) Result {
 }
 
 // endSession deletes the session's ephemeral nodes, in path order, and
-// remembers the id as ended.
-func (s *State) endSession(index uint64, id uint64) []Change {
+// remembers the id as ended. A lock it held with a lock-delay goes into
+// its delay (atMS: the proposer's clock, shown only).
+func (s *State) endSession(index uint64, id uint64, atMS int64) []Change {
 	sess := s.sessions[id]
 	paths := make([]string, 0, len(sess.ephemerals))
 	for p := range sess.ephemerals {
@@ -555,7 +579,13 @@ func (s *State) endSession(index uint64, id uint64) []Change {
 	sort.Strings(paths)
 	var changes []Change
 	for _, p := range paths {
-		changes = append(changes, s.removeNode(index, s.nodes[p])...)
+		n := s.nodes[p]
+		if n.lock != api.LockNone {
+			if ch, ok := s.releaseLock(index, n, atMS); ok {
+				changes = append(changes, ch)
+			}
+		}
+		changes = append(changes, s.removeNode(index, n)...)
 	}
 	delete(s.sessions, id)
 	s.use(sess.tenant, -1, 0, 0)
@@ -661,6 +691,12 @@ func (s *State) checkCreate(index uint64, c *Command) (createPlan, *api.Error) {
 	if !c.Lock.Valid() {
 		return p, api.Errorf(api.CodeBadRequest, "unknown lock mode %q", c.Lock)
 	}
+	if c.LockDelayMS != 0 && c.Lock == api.LockNone {
+		return p, api.Errorf(api.CodeBadRequest, "a lock-delay is for lock nodes only")
+	}
+	if c.LockDelayMS < 0 || c.LockDelayMS > api.MaxLockDelay.Milliseconds() {
+		return p, api.Errorf(api.CodeBadRequest, "lock-delay %v is outside 0 to %v", time.Duration(c.LockDelayMS)*time.Millisecond, api.MaxLockDelay)
+	}
 	if c.Lock != api.LockNone {
 		if !c.Ephemeral || !c.Sequential {
 			return p, api.Errorf(api.CodeBadRequest, "a lock node must be ephemeral and sequential")
@@ -757,6 +793,7 @@ func (s *State) applyCreate(index uint64, c *Command, p createPlan) (Result, []C
 		path: p.path, parent: parent, value: cloneBytes(c.Value), version: 1,
 		createIndex: index, modifyIndex: index, childIndex: index,
 		ephemeral: c.Ephemeral, lock: c.Lock, tenant: c.Tenant, children: map[string]*node{},
+		lockDelayMS: c.LockDelayMS,
 	}
 	if c.Sequential {
 		n.seq = p.seq
@@ -780,7 +817,7 @@ func (s *State) applyCreate(index uint64, c *Command, p createPlan) (Result, []C
 	res := Result{Node: s.meta(n, false)}
 	if n.lock != api.LockNone {
 		res.Token = s.token(n)
-		if w := waitFor(n); w != nil {
+		if w := waitOn(n); w != nil {
 			res.WaitFor = w.path
 		}
 	}
@@ -1008,6 +1045,103 @@ func waitFor(n *node) *node {
 	return nil
 }
 
+// waitOn is what lock node n waits for, nil if it holds the lock: its
+// predecessor (waitFor), or, while its directory is in lock-delay and n
+// did not hold at the release, the directory itself (whose delay's end
+// wakes its waiters).
+func waitOn(n *node) *node {
+	if w := waitFor(n); w != nil {
+		return w
+	}
+	if d := n.parent.delay; d != nil && n.seq > d.keepSeq {
+		return n.parent
+	}
+	return nil
+}
+
+// releaseLock is called for a lock node n about to be removed because its
+// session ended. If n holds the lock and has a lock-delay, it puts n's
+// directory in lock-delay from this release: nobody who does not hold
+// now is granted the lock until it ends. A delay already running is
+// restarted here with the longer of the two lengths, which ends no
+// earlier than the one running would have.
+func (s *State) releaseLock(index uint64, n *node, atMS int64) (Change, bool) {
+	if n.lockDelayMS <= 0 || waitOn(n) != nil {
+		return Change{}, false
+	}
+	dir := n.parent
+	var keep uint64
+	for _, k := range dir.lockKids {
+		if waitOn(k) != nil {
+			break // the holders are a prefix of the queue
+		}
+		if k != n {
+			keep = k.seq
+		}
+	}
+	ms := n.lockDelayMS
+	if dir.delay != nil {
+		ms = max(ms, dir.delay.ms)
+	}
+	s.touch(dir)
+	dir.delay = &lockDelay{index: index, ms: ms, atMS: atMS, keepSeq: keep}
+	return Change{Path: dir.path, Type: ChangeLockDelay, Index: index}, true
+}
+
+// endLockDelay ends the delay that the release at c.Since began; an end
+// naming an earlier release (the delay restarted since) does nothing.
+func (s *State) endLockDelay(index uint64, c *Command) (Result, []Change) {
+	dir, ok := s.nodes[c.Path]
+	if !ok || dir.delay == nil || dir.delay.index != c.Since {
+		return Result{}, nil
+	}
+	s.touch(dir)
+	dir.delay = nil
+	dir.delayEnded = index
+	return Result{}, []Change{{Path: dir.path, Type: ChangeLockDelayEnded, Index: index}}
+}
+
+// LockDelay is a lock directory in lock-delay.
+type LockDelay struct {
+	Dir string
+	// Since is the index of the release that began it, MS its length
+	// from there and AtMS the proposer's wall clock at the release.
+	Since uint64
+	MS    int64
+	AtMS  int64
+}
+
+// LockDelays lists the lock directories in lock-delay, by path: a new
+// leader times each one's end.
+func (s *State) LockDelays() []LockDelay {
+	var out []LockDelay
+	for _, n := range s.nodes {
+		if n.delay != nil {
+			out = append(out, LockDelay{Dir: n.path, Since: n.delay.index, MS: n.delay.ms, AtMS: n.delay.atMS})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Dir < out[j].Dir })
+	return out
+}
+
+// Info is the delay as the API shows it.
+func (d LockDelay) Info() *api.LockDelayInfo {
+	i := &api.LockDelayInfo{Since: d.Since, MS: d.MS, ReleasedAtMS: d.AtMS}
+	if d.AtMS > 0 {
+		i.UntilMS = d.AtMS + d.MS
+	}
+	return i
+}
+
+// LockDelayOf is the lock-delay of the directory dir, if it is in one.
+func (s *State) LockDelayOf(dir string) (LockDelay, bool) {
+	n, ok := s.nodes[dir]
+	if !ok || n.delay == nil {
+		return LockDelay{}, false
+	}
+	return LockDelay{Dir: n.path, Since: n.delay.index, MS: n.delay.ms, AtMS: n.delay.atMS}, true
+}
+
 // token is the fencing token of a lock node: its create index under its
 // prefix's directory epoch.
 func (s *State) token(n *node) uint64 {
@@ -1057,7 +1191,7 @@ func (s *State) LockState(path string) (exists, held bool, waitingFor string, to
 	if !ok || n.lock == api.LockNone {
 		return false, false, "", 0
 	}
-	if w := waitFor(n); w != nil {
+	if w := waitOn(n); w != nil {
 		return true, false, w.path, s.token(n)
 	}
 	return true, true, "", s.token(n)
@@ -1074,10 +1208,30 @@ func (s *State) LockQueue(dir string, limit int) (entries []api.LockEntry, more 
 		if i == limit {
 			return entries, true, nil
 		}
-		entries = append(entries, api.LockEntry{Node: k.path, Mode: k.lock, Session: k.owner, Held: waitFor(k) == nil,
+		entries = append(entries, api.LockEntry{Node: k.path, Mode: k.lock, Session: k.owner, Held: waitOn(k) == nil,
 			Token: s.token(k), CreateIndex: k.createIndex})
 	}
 	return entries, false, nil
+}
+
+// CheckToken reports whether token is held on the lock dir now, and the
+// tokens that hold it. A dir that does not exist holds nothing.
+func (s *State) CheckToken(dir string, token uint64) (valid bool, holders []uint64) {
+	n, ok := s.nodes[dir]
+	if !ok {
+		return false, nil
+	}
+	// The holders are a prefix of the queue: one exclusive node, or the
+	// leading shared ones.
+	for _, k := range n.lockKids {
+		if waitOn(k) != nil {
+			break
+		}
+		t := s.token(k)
+		holders = append(holders, t)
+		valid = valid || t == token || (brokenCheckAnyGranted && token < t)
+	}
+	return valid, holders
 }
 
 // SessionExists reports whether a session is live, and its error if not.
@@ -1123,6 +1277,9 @@ func (s *State) WatchCheck(path string, kind api.WatchKind, since uint64) (api.E
 			}
 			if n.modifyIndex > since {
 				return api.EventDataChanged, true
+			}
+			if n.delayEnded > since {
+				return api.EventLockDelayEnded, true
 			}
 		case api.WatchChildren:
 			if n.childIndex > since {
@@ -1205,6 +1362,12 @@ func (s *State) CheckInvariants() error {
 			count++
 			if k.parent != n || api.Join(n.path, name) != k.path || s.nodes[k.path] != k {
 				return fmt.Errorf("child %s of %s is mislinked", name, n.path)
+			}
+			if d := k.delay; d != nil && (d.ms <= 0 || d.ms > api.MaxLockDelay.Milliseconds() || d.index > s.index || d.keepSeq >= max(k.nextSeq, 1)) {
+				return fmt.Errorf("lock-delay of %s is out of range: %+v", k.path, *d)
+			}
+			if k.lockDelayMS != 0 && (k.lock == api.LockNone || k.lockDelayMS < 0 || k.lockDelayMS > api.MaxLockDelay.Milliseconds()) {
+				return fmt.Errorf("node %s has lock-delay %d ms", k.path, k.lockDelayMS)
 			}
 			if k.ephemeral {
 				sess, ok := s.sessions[k.owner]

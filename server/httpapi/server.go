@@ -209,6 +209,7 @@ func init() {
 		api.RouteChildren:           (*Server).children,
 		api.RouteLockState:          (*Server).lockState,
 		api.RouteLockQueue:          (*Server).lockQueue,
+		api.RouteLockCheck:          (*Server).lockCheck,
 		api.RouteWatch:              (*Server).watch,
 		api.RouteAdminSnapshot:      adminOnly((*Server).snapshot),
 		api.RouteAdminBackup:        adminOnly((*Server).backup),
@@ -588,6 +589,19 @@ func (s *Server) lockState(ctx *fasthttp.RequestCtx, p principal) (any, error) {
 	var req api.LockStateRequest
 	return s.onPath(ctx, &req, func() string { return req.Path }, func() error { return need(p, api.RoleRead, req.Path) },
 		func(cctx context.Context, c *cell.Cell) (any, error) { return c.LockState(cctx, req) })
+}
+
+// lockCheck answers whether a fencing token holds its lock now (the
+// resource side of fencing, for resources that keep no high-water mark).
+func (s *Server) lockCheck(ctx *fasthttp.RequestCtx, p principal) (any, error) {
+	var req api.LockCheckRequest
+	return s.onPath(ctx, &req, func() string { return req.Path }, func() error {
+		if req.Token == 0 {
+			return api.Errorf(api.CodeBadRequest, "lock check needs the token to check (a grant's fencing token, never 0)")
+		}
+		return need(p, api.RoleRead, req.Path)
+	},
+		func(cctx context.Context, c *cell.Cell) (any, error) { return c.CheckLock(cctx, req) })
 }
 
 // lockQueue answers a lock's queue for the status page, which can reach

@@ -98,6 +98,8 @@ func (t *Table) Apply(changes []fsm.Change, by uint64) int {
 			n += t.fireExcept(c.Path, api.WatchChildren, api.EventDeleted, c.Index, by)
 		case fsm.ChangeChildren:
 			n += t.fire(c.Path, api.WatchChildren, api.EventChildrenChanged, c.Index)
+		case fsm.ChangeLockDelayEnded:
+			n += t.fire(c.Path, api.WatchData, api.EventLockDelayEnded, c.Index)
 		case fsm.ChangeMoved:
 			var under []key
 			for k := range t.watchers {

@@ -58,11 +58,14 @@ bench: build
 # replica in its own network namespace (root; loopback without partitions
 # otherwise), SDK workloads, a seeded fault schedule, checkers. Production
 # timing (100 ms ticks, 12 s lease). SEED= reproduces a schedule (default:
-# random, printed); DURATION= is the fault phase (default 5m). Ends with one
-# JSON line; exit status 1 on any violation.
+# random, printed); DURATION= is the fault phase (default 5m). DELAY=50ms-100ms
+# puts every replica's Raft traffic through relays adding that much each
+# way, with the cells on a global cell's timing (heartbeat 500 ms,
+# elections 5 s, lease 30 s). Ends with one JSON line; exit status 1 on
+# any violation.
 chaos:
 	$(GO) build $(if $(TAGS),-tags $(TAGS)) -o $(BIN)/chaos ./tests/chaos/cmd/chaos
-	./$(BIN)/chaos -seed=$(or $(SEED),0) -duration=$(or $(DURATION),5m)
+	./$(BIN)/chaos -seed=$(or $(SEED),0) -duration=$(or $(DURATION),5m) $(if $(DELAY),-delay=$(DELAY))
 
 # One round of every nemesis with test timing (20 ms ticks, 5 s lease).
 chaos-short:

@@ -162,6 +162,11 @@ type SessionResponse struct {
 	// answers with the age of the last confirmed one. The client counts
 	// its lease from its send time less this.
 	LeaseAgeMS int64 `json:"lease_age_ms,omitempty"`
+	// KeepAliveMS and GraceMS, in an open's reply: the cell's KeepAlive
+	// interval and the grace a client in jeopardy should keep trying for
+	// (0: lease/3 and the client's default, scaled to the lease).
+	KeepAliveMS int64 `json:"keepalive_ms,omitempty"`
+	GraceMS     int64 `json:"grace_ms,omitempty"`
 	// Proxy names the lockproxy instance that answered ("" from a lockd):
 	// a client whose replies start naming another one flushes its cache
 	// and re-arms its watches there (the old proxy held them).
@@ -496,6 +501,8 @@ type CellInfo struct {
 	// RestoreIndex is the backup index of the cell's latest restore plan
 	// (0: never restored).
 	RestoreIndex uint64 `json:"restore_index,omitempty"`
+	// Timing is the cell's own timing (nil: the lockds' defaults).
+	Timing *CellTiming `json:"timing,omitempty"`
 }
 
 // ReplicaInfo is one replica of a cell (or of the directory group).
@@ -597,6 +604,8 @@ type CreateCellRequest struct {
 	Name     string   `json:"name"`
 	Replicas int      `json:"replicas,omitempty"`
 	On       []uint64 `json:"on,omitempty"`
+	// Timing, if set, is the cell's own timing (a cell across regions).
+	Timing *CellTiming `json:"timing,omitempty"`
 }
 
 // RestoreCellRequest plans the rebuild of a cell from its backup at

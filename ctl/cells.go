@@ -31,9 +31,13 @@ func cellsCmd(g *globals) *cobra.Command {
 					return writeJSON(cmd.OutOrStdout(), d)
 				}
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintf(tw, "CELL\tSHARD\tPREFIXES\tREPLICAS (lockd/zone)\n")
+				fmt.Fprintf(tw, "CELL\tSHARD\tPREFIXES\tREPLICAS (lockd/zone)\tTIMING\n")
 				for _, cell := range append([]api.CellInfo{d.Directory}, d.Cells...) {
-					fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", cell.Name, cell.ShardID, orDash(strings.Join(cell.Prefixes, ",")), replicaList(cell))
+					timing := "default"
+					if cell.Timing != nil {
+						timing = cell.Timing.String()
+					}
+					fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", cell.Name, cell.ShardID, orDash(strings.Join(cell.Prefixes, ",")), replicaList(cell), timing)
 				}
 				fmt.Fprintf(tw, "(directory index %d, %d lockds)\n", d.Index, len(d.Lockds))
 				return tw.Flush()
@@ -53,14 +57,17 @@ func orDash(s string) string {
 func cellCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "cell", Short: "Create cells", Example: "  lockctl cell create orders"}
 	var replicas int
-	var on string
+	var on, timing string
 	create := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create a cell: a new Raft group placed over the lockds",
 		Long: "Create the cell NAME. The directory places its replicas: never two on one lockd,\n" +
 			"spread over zones, least loaded lockds first; or on exactly the lockds in --on.\n" +
-			"Give it prefixes with lockctl prefix assign.",
-		Example: "  lockctl cell create orders\n  lockctl cell create orders --replicas 3 --on 1,4,6",
+			"Give it prefixes with lockctl prefix assign. A cell whose replicas are far apart\n" +
+			"(a small global cell across regions) takes its own --timing: a slower heartbeat,\n" +
+			"elections of seconds and a longer lease; its clients learn it at session open.",
+		Example: "  lockctl cell create orders\n  lockctl cell create orders --replicas 3 --on 1,4,6\n" +
+			"  lockctl cell create global --timing heartbeat=500ms,election=5s,lease=30s,keepalive=10s,grace=2m",
 		Args:    exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := api.CreateCellRequest{Name: args[0]}
@@ -71,6 +78,13 @@ func cellCmd(g *globals) *cobra.Command {
 			if req.On, err = lockdIDs(on); err != nil {
 				return err
 			}
+			if timing != "" {
+				t, err := api.ParseCellTiming(timing)
+				if err != nil {
+					return usagef("--timing: %v", err)
+				}
+				req.Timing = &t
+			}
 			return g.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
 				return g.printCell(cmd, "created", func() (api.CellInfo, error) { return c.CreateCell(ctx, req) })
 			})
@@ -78,6 +92,7 @@ func cellCmd(g *globals) *cobra.Command {
 	}
 	create.Flags().IntVar(&replicas, "replicas", 5, "replicas (5, or 3)")
 	create.Flags().StringVar(&on, "on", "", "place the replicas on exactly these lockd ids (comma-separated)")
+	create.Flags().StringVar(&timing, "timing", "", "the cell's own timing, any of heartbeat=D,election=D,lease=D,keepalive=D,grace=D (default: the lockds')")
 	cmd.AddCommand(create)
 	return cmd
 }

@@ -2,6 +2,7 @@ package directory
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -65,11 +66,12 @@ type Bootstrap struct {
 // BootCell is a cell of the bootstrap flags: its replicas' ids are the
 // ids of the lockds hosting them.
 type BootCell struct {
-	Name     string   `json:"name"`
-	ShardID  uint64   `json:"shard_id"`
-	Prefixes []string `json:"prefixes"`
-	Epoch    uint64   `json:"epoch,omitempty"`
-	Lockds   []uint64 `json:"lockds"`
+	Name     string          `json:"name"`
+	ShardID  uint64          `json:"shard_id"`
+	Prefixes []string        `json:"prefixes"`
+	Epoch    uint64          `json:"epoch,omitempty"`
+	Lockds   []uint64        `json:"lockds"`
+	Timing   *api.CellTiming `json:"timing,omitempty"`
 }
 
 // Encode serialises a command for the log.
@@ -108,6 +110,9 @@ type cellRec struct {
 	Replicas    []replica `json:"replicas"`
 	// RestoreIndex is the backup index of the latest restore plan.
 	RestoreIndex uint64 `json:"restore_index,omitempty"`
+	// Timing is the cell's own timing, fixed at its creation (nil: the
+	// lockds' defaults).
+	Timing *api.CellTiming `json:"timing,omitempty"`
 }
 
 // State is the directory group's replicated state: pure and
@@ -265,7 +270,10 @@ func (s *State) bootstrap(b *Bootstrap) Result {
 				return refuse(api.CodeBadRequest, "cells %s and %s share shard id %d", other.Name, bc.Name, bc.ShardID)
 			}
 		}
-		cr := &cellRec{Name: bc.Name, ShardID: bc.ShardID}
+		if err := checkTiming(bc.Timing); err != nil {
+			return Result{Err: err}
+		}
+		cr := &cellRec{Name: bc.Name, ShardID: bc.ShardID, Timing: cloneTiming(bc.Timing)}
 		for _, id := range bc.Lockds {
 			if _, ok := next.lockds[id]; !ok {
 				return refuse(api.CodeBadRequest, "cell %s: replica on unknown lockd %d", bc.Name, id)
@@ -392,7 +400,10 @@ func (s *State) createCell(r *api.CreateCellRequest) Result {
 	if s.nextShard >= ShardID {
 		return refuse(api.CodeConflict, "no shard id left")
 	}
-	cr := &cellRec{Name: r.Name, ShardID: s.nextShard, NextReplica: 1}
+	if err := checkTiming(r.Timing); err != nil {
+		return Result{Err: err}
+	}
+	cr := &cellRec{Name: r.Name, ShardID: s.nextShard, NextReplica: 1, Timing: cloneTiming(r.Timing)}
 	s.nextShard++
 	for _, id := range on {
 		cr.Replicas = append(cr.Replicas, replica{ReplicaID: cr.NextReplica, Lockd: id, Initial: true})
@@ -722,6 +733,30 @@ func (s *State) restore(r *api.RestoreCellRequest) Result {
 
 func ptr[T any](v T) *T { return &v }
 
+// checkTiming refuses a cell timing that cannot work (nil: the defaults).
+func checkTiming(t *api.CellTiming) *api.Error {
+	if t == nil {
+		return nil
+	}
+	if err := t.Check(); err != nil {
+		var ae *api.Error
+		if errors.As(err, &ae) {
+			return ae
+		}
+		return api.Errorf(api.CodeBadRequest, "%v", err)
+	}
+	return nil
+}
+
+// cloneTiming copies a timing; all-default is stored as nil.
+func cloneTiming(t *api.CellTiming) *api.CellTiming {
+	if t == nil || t.IsZero() {
+		return nil
+	}
+	c := *t
+	return &c
+}
+
 func clonePrefix(p *api.PrefixInfo) *api.PrefixInfo {
 	c := *p
 	if p.Migration != nil {
@@ -732,7 +767,7 @@ func clonePrefix(p *api.PrefixInfo) *api.PrefixInfo {
 }
 
 func (s *State) cellInfo(c *cellRec) api.CellInfo {
-	info := api.CellInfo{Name: c.Name, ShardID: c.ShardID, RestoreIndex: c.RestoreIndex}
+	info := api.CellInfo{Name: c.Name, ShardID: c.ShardID, RestoreIndex: c.RestoreIndex, Timing: cloneTiming(c.Timing)}
 	for _, r := range c.Replicas {
 		l := s.lockds[r.Lockd]
 		info.Replicas = append(info.Replicas, api.ReplicaInfo{ReplicaID: r.ReplicaID, Lockd: r.Lockd, APIAddr: l.APIAddr, Zone: l.Zone, Learner: r.Learner, Initial: r.Initial, Pending: r.Pending, JoinedLearner: r.Joined, Restored: r.Restored})

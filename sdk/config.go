@@ -77,11 +77,27 @@ type AckGate interface {
 	FailedOver(cell string, epoch uint64) <-chan struct{}
 }
 
-func (cfg Config) grace() time.Duration {
-	if cfg.Grace > 0 {
+// graceFor is a session's grace: Config.Grace if set, else the one its
+// cell gives (graceMS, a cell across regions), else the default scaled to
+// the lease (45 s for the default 12 s lease, never less).
+func (cfg Config) graceFor(lease time.Duration, graceMS int64) time.Duration {
+	switch {
+	case cfg.Grace > 0:
 		return cfg.Grace
+	case graceMS > 0:
+		return time.Duration(graceMS) * time.Millisecond
 	}
-	return api.DefaultGrace
+	return max(api.DefaultGrace, time.Duration(float64(api.DefaultGrace)*float64(lease)/float64(api.DefaultLease)))
+}
+
+// keepAliveWait is a session's KeepAlive long-poll: the cell's interval
+// (keepAliveMS) if it gives one, else a third of the lease.
+func keepAliveWait(lease time.Duration, keepAliveMS int64) time.Duration {
+	w := lease / 3
+	if keepAliveMS > 0 {
+		w = min(w, time.Duration(keepAliveMS)*time.Millisecond)
+	}
+	return min(w, api.MaxKeepAliveWait)
 }
 
 // DriftMargin is how much earlier than the cell the client assumes its lease

@@ -37,3 +37,30 @@ func TestLeaseClockStep(t *testing.T) {
 		t.Error("local expiry not before the cell's")
 	}
 }
+
+// TestTimingScaledToTheCell: a session's KeepAlive interval and grace
+// follow its cell's timing, and otherwise its lease.
+func TestTimingScaledToTheCell(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		cfg              Config
+		lease            time.Duration
+		keepAliveMS      int64
+		graceMS          int64
+		wantWait, wantGr time.Duration
+	}{
+		{"defaults", Config{}, 12 * time.Second, 0, 0, 4 * time.Second, 45 * time.Second},
+		{"a short lease keeps the default grace", Config{}, 3 * time.Second, 0, 0, time.Second, 45 * time.Second},
+		{"a longer lease scales the grace", Config{}, 30 * time.Second, 0, 0, 10 * time.Second, 112500 * time.Millisecond},
+		{"the cell's own timing", Config{}, 30 * time.Second, 5000, 120_000, 5 * time.Second, 2 * time.Minute},
+		{"the application's grace wins", Config{Grace: time.Minute}, 30 * time.Second, 0, 120_000, 10 * time.Second, time.Minute},
+		{"never over a third of the lease", Config{}, 12 * time.Second, 9000, 0, 4 * time.Second, 45 * time.Second},
+	} {
+		if got := keepAliveWait(tc.lease, tc.keepAliveMS); got != tc.wantWait {
+			t.Errorf("%s: wait %v, want %v", tc.name, got, tc.wantWait)
+		}
+		if got := tc.cfg.graceFor(tc.lease, tc.graceMS); got != tc.wantGr {
+			t.Errorf("%s: grace %v, want %v", tc.name, got, tc.wantGr)
+		}
+	}
+}

@@ -157,7 +157,7 @@ func (c *Client) openSession(ctx context.Context, cs *cellState) (*Session, erro
 		secret: resp.Secret,
 		log:    c.log.With("cell", cs.name, "session", resp.Session),
 		lease:  lease,
-		wait:   min(lease/3, api.MaxKeepAliveWait),
+		wait:   keepAliveWait(lease, resp.KeepAliveMS),
 		rearm:  make(chan struct{}, 1),
 		epoch:  resp.Epoch,
 		// The lease began when the open applied, which may have been an
@@ -167,7 +167,7 @@ func (c *Client) openSession(ctx context.Context, cs *cellState) (*Session, erro
 		index:             resp.Index,
 		events:            make(chan SessionEvent, sessionEventBuffer),
 		done:              make(chan struct{}),
-		grace:             c.cfg.grace(),
+		grace:             c.cfg.graceFor(lease, resp.GraceMS),
 		confirmedSig:      make(chan struct{}, 1),
 		leaseChanged:      make(chan struct{}),
 		cleanupSig:        make(chan struct{}, 1),
@@ -198,6 +198,15 @@ func (s *Session) Cell() string { return s.cs.name }
 
 // Lease is the lease length the cell granted.
 func (s *Session) Lease() time.Duration { return s.lease }
+
+// Grace is how long the session, once in jeopardy, keeps trying before it
+// is given up as expired (Config.Grace, else its cell's, else scaled to
+// the lease).
+func (s *Session) Grace() time.Duration { return s.grace }
+
+// KeepAliveInterval is how often the session renews its lease: its cell's
+// interval, else a third of the lease.
+func (s *Session) KeepAliveInterval() time.Duration { return s.wait }
 
 // Proxy names the lockproxy instance the session's KeepAlives last went
 // through ("" when they go to the cell's replicas).

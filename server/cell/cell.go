@@ -54,6 +54,9 @@ type Config struct {
 	EpochFloors map[string]uint64
 	// DefaultLease is given to sessions that do not ask for one.
 	DefaultLease time.Duration
+	// KeepAlive and Grace, if set, are told to clients at session open:
+	// their KeepAlive interval and jeopardy grace (a cell across regions).
+	KeepAlive, Grace time.Duration
 	// Fanout, if set, is told how many watch events each applied entry that
 	// changed a path delivered (a herd shows up as large values).
 	Fanout func(prefix string, events int)
@@ -716,7 +719,8 @@ func (c *Cell) OpenSession(ctx context.Context, req api.OpenSessionRequest, who 
 	if err != nil {
 		return api.SessionResponse{}, err
 	}
-	return api.SessionResponse{Session: res.Session, Secret: res.Secret, LeaseMS: res.LeaseMS, Epoch: res.Epoch, Index: res.Index}, nil
+	return api.SessionResponse{Session: res.Session, Secret: res.Secret, LeaseMS: res.LeaseMS, Epoch: res.Epoch, Index: res.Index,
+		KeepAliveMS: c.cfg.KeepAlive.Milliseconds(), GraceMS: c.cfg.Grace.Milliseconds()}, nil
 }
 
 // CheckSecret refuses a request naming a session without its secret

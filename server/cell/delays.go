@@ -71,16 +71,23 @@ func (d *lockDelays) start(epoch uint64, delays []fsm.LockDelay, now time.Time) 
 	d.lead = epoch
 	d.stopped = make(chan struct{})
 	for _, l := range delays {
-		from := now // it cannot know better: a full delay from its start
-		if a, ok := d.applied[l.Dir]; ok && a.since == l.Since {
-			from = a.at
-		}
-		end := from.Add(time.Duration(l.MS) * time.Millisecond)
+		end := inheritedEnd(l, d.applied[l.Dir], now)
 		if brokenLockDelayLostOnFailover {
 			end = now
 		}
 		d.scheduleLocked(l.Dir, l.Since, end)
 	}
+}
+
+// inheritedEnd is when a new leader that started at now ends a delay it
+// inherited: a full delay from its own apply of the release that began
+// it, or, if it did not apply that release, from its own start.
+func inheritedEnd(l fsm.LockDelay, applied appliedRelease, now time.Time) time.Time {
+	from := now
+	if applied.since == l.Since && !applied.at.IsZero() {
+		from = applied.at
+	}
+	return from.Add(time.Duration(l.MS) * time.Millisecond)
 }
 
 // stop ends the timing when leadership ends; the next leader times anew.

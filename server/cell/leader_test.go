@@ -35,6 +35,7 @@ func newTestReplica(t *testing.T, replica uint64, now func() time.Time) *testRep
 	c.watches = watch.NewTable(c.sessions)
 	c.cachers = cachers.New()
 	c.confirms = newConfirmer(c.read, confirmWindow)
+	c.delays = newLockDelays(c.log, func(context.Context, string, uint64) error { return nil })
 	t.Cleanup(c.Close)
 	return &testReplica{t: t, c: c, m: &machine{cell: c, state: fsm.New()}}
 }

@@ -28,6 +28,7 @@ func nodeHostConfig(cfg Config) config.NodeHostConfig {
 		WALDir:         filepath.Join(cfg.DataDir, "wal"),
 		RTTMillisecond: cfg.RTTMillisecond,
 		RaftAddress:    cfg.Self().RaftAddr,
+		ListenAddress:  cfg.RaftListen,
 		Expert:         expert,
 		// Replicas talk mutual TLS: each presents its certificate and
 		// checks the other's against the cluster's CA.

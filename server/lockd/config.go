@@ -30,6 +30,8 @@ type CellConfig struct {
 	ShardID  uint64   `json:"shard_id"`
 	Prefixes []string `json:"prefixes"`
 	Epoch    uint64   `json:"epoch,omitempty"` // directory epoch, default 1
+	// Timing is the cell's own timing (ParseCellTiming); zero: defaults.
+	Timing api.CellTiming `json:"timing"`
 }
 
 // Config is a lockd's configuration. Every lockd of a cluster has the same
@@ -44,7 +46,10 @@ type Config struct {
 	Peers     []Peer       `json:"peers"`
 	Cells     []CellConfig `json:"cells"`
 	RaftAddr  string       `json:"raft_addr,omitempty"`
-	APIAddr   string       `json:"api_addr,omitempty"`
+	// RaftListen is the address Raft binds, if not RaftAddr (the address
+	// peers dial: behind NAT, a load balancer, or a relay).
+	RaftListen string `json:"raft_listen,omitempty"`
+	APIAddr    string `json:"api_addr,omitempty"`
 	// Zone is this lockd's failure domain: placement spreads a cell's
 	// replicas over zones.
 	Zone string `json:"zone,omitempty"`
@@ -265,15 +270,20 @@ func ParsePeer(s string) (Peer, error) {
 	return Peer{ID: id, RaftAddr: f[1], APIAddr: f[2]}, nil
 }
 
-// ParseCell parses "NAME,SHARD_ID,PREFIX[+PREFIX...]".
+// ParseCell parses "NAME,SHARD_ID,PREFIX[+PREFIX...][,TIMING...]", the
+// timing as api.ParseCellTiming reads it ("heartbeat=500ms,election=5s").
 func ParseCell(s string) (CellConfig, error) {
 	f := strings.Split(s, ",")
-	if len(f) != 3 {
-		return CellConfig{}, fmt.Errorf("cell %q: want NAME,SHARD_ID,PREFIX[+PREFIX]", s)
+	if len(f) < 3 {
+		return CellConfig{}, fmt.Errorf("cell %q: want NAME,SHARD_ID,PREFIX[+PREFIX][,heartbeat=D,election=D,lease=D,keepalive=D,grace=D]", s)
 	}
 	id, err := strconv.ParseUint(f[1], 10, 64)
 	if err != nil {
 		return CellConfig{}, fmt.Errorf("cell %q: bad shard id", s)
 	}
-	return CellConfig{Name: f[0], ShardID: id, Prefixes: strings.Split(f[2], "+")}, nil
+	t, err := api.ParseCellTiming(strings.Join(f[3:], ","))
+	if err != nil {
+		return CellConfig{}, fmt.Errorf("cell %q: %w", s, err)
+	}
+	return CellConfig{Name: f[0], ShardID: id, Prefixes: strings.Split(f[2], "+"), Timing: t}, nil
 }

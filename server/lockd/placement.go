@@ -36,6 +36,10 @@ func bootView(cfg Config) api.DirectoryResponse {
 	d.Directory.Name, d.Directory.ShardID, d.Directory.Replicas = "directory", directory.ShardID, reps
 	for _, cc := range cfg.Cells {
 		ci := api.CellInfo{Name: cc.Name, ShardID: cc.ShardID, Prefixes: cc.Prefixes, Replicas: reps, Endpoints: d.Directory.Endpoints}
+		if !cc.Timing.IsZero() {
+			t := cc.Timing
+			ci.Timing = &t
+		}
 		d.Cells = append(d.Cells, ci)
 		for _, p := range cc.Prefixes {
 			d.Prefixes = append(d.Prefixes, api.PrefixInfo{Prefix: p, Cell: cc.Name, Epoch: max(cc.Epoch, 1)})
@@ -53,6 +57,10 @@ func bootstrapCommand(cfg Config) *directory.Command {
 	}
 	for _, cc := range cfg.Cells {
 		bc := directory.BootCell{Name: cc.Name, ShardID: cc.ShardID, Prefixes: cc.Prefixes, Epoch: cc.Epoch}
+		if !cc.Timing.IsZero() {
+			t := cc.Timing
+			bc.Timing = &t
+		}
 		for _, p := range cfg.Peers {
 			bc.Lockds = append(bc.Lockds, p.ID)
 		}
@@ -136,13 +144,25 @@ func (p *Process) startCell(info api.CellInfo, replicaID uint64, members map[uin
 		}
 		delete(p.unloading, info.ShardID)
 	}
-	c, err := cell.Start(p.nh, cell.Config{
-		Info: api.CellInfo{Name: info.Name, ShardID: info.ShardID}, ReplicaID: replicaID, Members: members, Join: join, Learner: learner, EpochFloors: floors,
+	cc := cell.Config{
+		Info: api.CellInfo{Name: info.Name, ShardID: info.ShardID, Timing: info.Timing}, ReplicaID: replicaID, Members: members, Join: join, Learner: learner, EpochFloors: floors,
 		ElectionRTT: p.cfg.ElectionRTT, HeartbeatRTT: p.cfg.HeartbeatRTT,
 		SnapshotEntries: p.cfg.SnapshotEntries, CompactionOverhead: p.cfg.CompactionOverhead,
 		DefaultLease: time.Duration(p.cfg.Lease), Logger: p.log,
 		Fanout: observeFanout(p.fanout, info.Name),
-	})
+	}
+	if t := info.Timing; t != nil {
+		// The cell's own timing, in this NodeHost's ticks.
+		cc.HeartbeatRTT = api.Ticks(t.HeartbeatMS, p.cfg.RTTMillisecond, p.cfg.HeartbeatRTT)
+		cc.ElectionRTT = api.Ticks(t.ElectionMS, p.cfg.RTTMillisecond, p.cfg.ElectionRTT)
+		cc.ElectionRTT = max(cc.ElectionRTT, 5*cc.HeartbeatRTT)
+		if t.LeaseMS > 0 {
+			cc.DefaultLease = time.Duration(t.LeaseMS) * time.Millisecond
+		}
+		cc.KeepAlive = time.Duration(t.KeepAliveMS) * time.Millisecond
+		cc.Grace = time.Duration(t.GraceMS) * time.Millisecond
+	}
+	c, err := cell.Start(p.nh, cc)
 	if err != nil {
 		return err
 	}

@@ -41,6 +41,15 @@ type Config struct {
 
 	RTTMillisecond int
 	Lease          time.Duration
+	// RaftDelay, if set, puts every replica's Raft traffic through a
+	// relay adding that much each way (cluster.Options.RaftDelay): a
+	// cell across regions. Its cells then run CellTiming (default
+	// GlobalCellTiming), and Lease and Grace follow it.
+	RaftDelay  cluster.Delay
+	CellTiming string
+	// Grace is the clients' jeopardy grace the session checker allows
+	// (default api.DefaultGrace, or the cell timing's).
+	Grace time.Duration
 	// SnapshotEntries is lockd's --snapshot-entries; 0 keeps lockd's
 	// default (100 000, production).
 	SnapshotEntries int
@@ -64,6 +73,8 @@ type Config struct {
 	LivenessBound time.Duration // faults stopped → every waiter granted, at most
 
 	LinearizabilityTimeout time.Duration
+
+	electionMS int64 // the cells' own election timeout (CellTiming), 0: ticks
 
 	// Dir keeps the cluster's data and logs (and the holders' log); by
 	// default a temporary directory removed unless a violation was found.
@@ -109,6 +120,17 @@ func (c Config) withDefaults() Config {
 		def(&c.ProbeTimeout, 500*time.Millisecond)
 		def(&c.ProbeCall, time.Second)
 	}
+	if c.RaftDelay.Max > 0 {
+		if c.CellTiming == "" {
+			c.CellTiming = GlobalCellTiming
+		}
+		if t, err := api.ParseCellTiming(c.CellTiming); err == nil {
+			def(&c.Lease, time.Duration(t.LeaseMS)*time.Millisecond)
+			def(&c.Grace, time.Duration(t.GraceMS)*time.Millisecond)
+			c.electionMS = t.ElectionMS
+		}
+	}
+	def(&c.Grace, api.DefaultGrace)
 	defi(&c.ConfigKeys, 2)
 	defi(&c.Probers, 2)
 	def(&c.CallTimeout, 2*c.Lease+10*time.Second)
@@ -128,8 +150,16 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// electionMax is the longest election timeout: 20 Raft ticks.
+// GlobalCellTiming is the cells' timing in a run with RaftDelay: a cell
+// across regions (50–150 ms round trips).
+const GlobalCellTiming = "heartbeat=500ms,election=5s,lease=30s,keepalive=10s,grace=2m"
+
+// electionMax is the longest election timeout: 20 Raft ticks, or twice
+// the cells' own election timeout.
 func (c Config) electionMax() time.Duration {
+	if c.electionMS > 0 {
+		return 2 * time.Duration(c.electionMS) * time.Millisecond
+	}
 	return 20 * time.Duration(c.RTTMillisecond) * time.Millisecond
 }
 
@@ -182,7 +212,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		Lease:          cfg.Lease,
 		// side is the other cell the move-prefix nemesis moves /side to
 		// and from.
-		Cells:         []cluster.CellSpec{{Name: cellName, ShardID: 1, Prefixes: []string{"/demo"}}, {Name: sideCell, ShardID: 2, Prefixes: []string{sidePrefix}}},
+		Cells: []cluster.CellSpec{{Name: cellName, ShardID: 1, Prefixes: []string{"/demo"}, Timing: cfg.CellTiming},
+			{Name: sideCell, ShardID: 2, Prefixes: []string{sidePrefix}, Timing: cfg.CellTiming}},
+		RaftDelay:     cfg.RaftDelay,
 		Dir:           filepath.Join(dir, "cluster"),
 		StartTimeout:  2 * time.Minute,
 		LeaderTimeout: 30 * time.Second,
@@ -190,6 +222,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if nn != nil {
 		opts.Network = nn
+	}
+	if cfg.RaftDelay.Max > 0 {
+		rep.Network += fmt.Sprintf("; Raft through relays adding %v to %v each way; cells' timing %s", cfg.RaftDelay.Min, cfg.RaftDelay.Max, cfg.CellTiming)
 	}
 	if cfg.SnapshotEntries > 0 {
 		opts.ExtraArgs = append(opts.ExtraArgs, "--snapshot-entries", fmt.Sprint(cfg.SnapshotEntries))
@@ -372,7 +407,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.check("c. linearizable config (porcupine)")(lin.Ops, lin.Violations)
 	rep.check("d. acknowledged writes kept")(check.CheckAcked(snap.Acked, final, unread))
 	outages := pr.outages(cfg.Lease, h.Now())
-	sessionVs, excused := check.CheckSessions(snap.Losses, outages, cfg.Lease, api.DefaultGrace)
+	sessionVs, excused := check.CheckSessions(snap.Losses, outages, cfg.Lease, cfg.Grace)
 	rep.check("d. no session lost to a fail-over")(len(waiters)+cfg.ConfigClients+cfg.AckedWriters, sessionVs)
 	rep.SessionsLostToOutages = len(excused)
 	for _, o := range outages {

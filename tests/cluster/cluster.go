@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,6 +31,9 @@ type CellSpec struct {
 	Name     string
 	ShardID  uint64
 	Prefixes []string
+	// Timing is the cell's own timing (api.ParseCellTiming's form, like
+	// "heartbeat=500ms,election=5s,lease=30s"); "" for the lockds'.
+	Timing string
 }
 
 // DefaultCells are the cells of `lockd dev`: demo on /demo, payments on /payments.
@@ -89,6 +93,12 @@ type Options struct {
 	Dir string
 	// Logf receives the harness's own progress lines (starts, kills, ...).
 	Logf func(format string, args ...any)
+	// RaftDelay, if set, puts a userspace relay (tests/cluster/relay, one
+	// delayrelay process per replica, in its namespace with Network) in
+	// front of every replica's Raft port that delays each chunk by Min to
+	// Max in each direction: a cluster whose replicas are as far apart as
+	// regions. Client traffic is not delayed.
+	RaftDelay Delay
 	// Network, if set, places every replica on its own host address and
 	// wraps its command line (the chaos suite runs each replica in its own
 	// network namespace: see Netns). Nil: every replica on 127.0.0.1.
@@ -135,6 +145,9 @@ type Node struct {
 
 type proc struct {
 	node Node
+	// raftListen is where the lockd binds Raft when a relay stands on
+	// node.RaftAddr ("" otherwise).
+	raftListen string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd     // nil before the first start
@@ -164,6 +177,7 @@ type Cluster struct {
 	removeDir    bool
 	deploymentID uint64
 	procs        []*proc // index id-1
+	relays       []*exec.Cmd
 	http         *http.Client
 
 	proxyMu sync.Mutex
@@ -250,16 +264,18 @@ func New(opts Options) (*Cluster, error) {
 		c.removeDir = os.Getenv("TESTCLUSTER_KEEP") != "1"
 	}
 	lockds := max(opts.Lockds, opts.Replicas)
-	ports, err := freePorts(2 * lockds)
+	ports, err := freePorts(3 * lockds)
 	if err != nil {
 		return nil, err
 	}
 	for i := 0; i < lockds; i++ {
 		id := i + 1
-		apiAddr := fmt.Sprintf("127.0.0.1:%d", ports[2*i])
-		raftAddr := fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])
+		apiAddr := fmt.Sprintf("127.0.0.1:%d", ports[3*i])
+		raftAddr := fmt.Sprintf("127.0.0.1:%d", ports[3*i+1])
+		raftListen := fmt.Sprintf("127.0.0.1:%d", ports[3*i+2])
 		if opts.Network != nil {
 			apiAddr, raftAddr = networkAddrs(opts.Network, id)
+			raftListen = net.JoinHostPort(opts.Network.Host(id), strconv.Itoa(NetworkRaftPort+1))
 		}
 		n := Node{
 			ID:       id,
@@ -271,7 +287,16 @@ func New(opts Options) (*Cluster, error) {
 		if err := os.MkdirAll(n.DataDir, 0o755); err != nil {
 			return nil, err
 		}
-		c.procs = append(c.procs, &proc{node: n})
+		p := &proc{node: n}
+		if opts.RaftDelay.Max > 0 {
+			p.raftListen = raftListen
+		}
+		c.procs = append(c.procs, p)
+	}
+	if opts.RaftDelay.Max > 0 {
+		if err := c.startRelays(); err != nil {
+			return c, err
+		}
 	}
 	opts.Logf("testcluster: %d replicas in %s, deployment %d, rtt %d ms, lease %v",
 		opts.Replicas, c.dir, c.deploymentID, opts.RTTMillisecond, opts.Lease)
@@ -343,12 +368,19 @@ func (c *Cluster) args(id int) []string {
 	if id > c.opts.Replicas {
 		args = append(args, "--raft-addr", p.RaftAddr, "--api-addr", p.APIAddr)
 	}
+	if l := c.procs[id-1].raftListen; l != "" {
+		args = append(args, "--raft-listen", l)
+	}
 	if c.opts.Zones > 0 {
 		args = append(args, "--zone", fmt.Sprintf("z%d", (id-1)%c.opts.Zones+1))
 	}
 	args = append(args, fmt.Sprintf("--balance-leaders=%v", c.opts.BalanceLeaders))
 	for _, cell := range c.opts.Cells {
-		args = append(args, "--cell", fmt.Sprintf("%s,%d,%s", cell.Name, cell.ShardID, strings.Join(cell.Prefixes, "+")))
+		spec := fmt.Sprintf("%s,%d,%s", cell.Name, cell.ShardID, strings.Join(cell.Prefixes, "+"))
+		if cell.Timing != "" {
+			spec += "," + cell.Timing
+		}
+		args = append(args, "--cell", spec)
 	}
 	args = append(args, c.tlsArgs()...)
 	return append(args, c.opts.ExtraArgs...)
@@ -634,6 +666,10 @@ func (c *Cluster) Close() {
 		}
 		c.proxyMu.Unlock()
 		_ = c.KillAll()
+		for _, r := range c.relays {
+			_ = r.Process.Kill()
+			_ = r.Wait()
+		}
 		c.http.CloseIdleConnections()
 		if c.removeDir {
 			_ = os.RemoveAll(c.dir)

@@ -3,8 +3,11 @@ package cluster
 import (
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"time"
 )
 
 // Network places replicas on addresses other than 127.0.0.1 and wraps the
@@ -41,4 +44,41 @@ func StartProcess(cmd *exec.Cmd) error {
 		return fmt.Errorf("testcluster: nil command")
 	}
 	return start(cmd)
+}
+
+// Delay is a range of delays (Options.RaftDelay).
+type Delay struct{ Min, Max time.Duration }
+
+// RelayPkg is the relay command the harness runs for Options.RaftDelay.
+const RelayPkg = "./tests/cluster/cmd/delayrelay"
+
+// startRelays starts one delayrelay per lockd, on the Raft address its
+// peers dial, relaying to the address it binds; they live until Close.
+func (c *Cluster) startRelays() error {
+	bin, err := BuildBinary(RelayPkg)
+	if err != nil {
+		return err
+	}
+	d := c.opts.RaftDelay
+	for _, p := range c.procs {
+		args := []string{"--listen", p.node.RaftAddr, "--to", p.raftListen, "--min", d.Min.String(), "--max", d.Max.String()}
+		cmd := exec.Command(bin, args...)
+		if c.opts.Network != nil {
+			prog, argv := c.opts.Network.Command(p.node.ID, bin, args)
+			cmd = exec.Command(prog, argv...)
+		}
+		f, err := os.OpenFile(filepath.Join(c.dir, fmt.Sprintf("relay-%d.log", p.node.ID)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		cmd.Stdout, cmd.Stderr = f, f
+		err = start(cmd)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("start the Raft relay of replica %d: %w", p.node.ID, err)
+		}
+		c.relays = append(c.relays, cmd)
+		c.opts.Logf("testcluster: replica %d's Raft behind a relay %s -> %s (%v to %v each way, pid %d)", p.node.ID, p.node.RaftAddr, p.raftListen, d.Min, d.Max, cmd.Process.Pid)
+	}
+	return nil
 }

@@ -46,12 +46,13 @@ func (sf *serveFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&sf.configPath, "config", "", "JSON config file (flags given explicitly override it)")
 	f.Uint64Var(&sf.cfg.ReplicaID, "id", 0, "this lockd's id: one of the peers, or a new lockd joining them (then give --raft-addr and --api-addr)")
 	f.StringVar(&sf.cfg.RaftAddr, "raft-addr", "", "this lockd's Raft address, when it is not one of the --peer entries")
+	f.StringVar(&sf.cfg.RaftListen, "raft-listen", "", "the address Raft binds, when it differs from the address peers dial (behind NAT, a load balancer or a relay)")
 	f.StringVar(&sf.cfg.APIAddr, "api-addr", "", "this lockd's API address, when it is not one of the --peer entries")
 	f.StringVar(&sf.cfg.Zone, "zone", "", "this lockd's failure domain: a cell's replicas are spread over zones")
 	f.BoolVar(&sf.balance, "balance-leaders", true, "when this lockd leads the directory group, move cells' leaderships so that no lockd leads two more than another")
 	f.StringVar(&sf.cfg.DataDir, "data-dir", "", "directory for the Raft log and snapshots")
 	f.StringArrayVar(&sf.peers, "peer", nil, "a bootstrap member as ID,RAFT_ADDR,API_ADDR (repeat for each of the 5, or 3): they host the directory group")
-	f.StringArrayVar(&sf.cells, "cell", nil, "a bootstrap cell on the members, as NAME,SHARD_ID,PREFIX[+PREFIX] (repeat); read once, when the directory is first created")
+	f.StringArrayVar(&sf.cells, "cell", nil, "a bootstrap cell on the members, as NAME,SHARD_ID,PREFIX[+PREFIX][,heartbeat=D,election=D,lease=D,keepalive=D,grace=D] (repeat; the timing is the cell's own, else the lockd's); read once, when the directory is first created")
 	f.DurationVar(&sf.lease, "lease", 12*time.Second, "default session lease")
 	f.Uint64Var(&sf.cfg.RTTMillisecond, "rtt-ms", 100, "Raft tick; heartbeat every tick, election timeout 10–20 ticks")
 	f.StringVar(&sf.cfg.LogDB, "logdb", "small", "LogDB memory preset: tiny, small, medium, large")
@@ -108,6 +109,9 @@ func (sf *serveFlags) config(cmd *cobra.Command) (lockd.Config, error) {
 		}
 		if f.Changed("raft-addr") {
 			cfg.RaftAddr = flags.RaftAddr
+		}
+		if f.Changed("raft-listen") {
+			cfg.RaftListen = flags.RaftListen
 		}
 		if f.Changed("api-addr") {
 			cfg.APIAddr = flags.APIAddr
@@ -241,7 +245,11 @@ func serve(cfg lockd.Config, level string) error {
 		return fmt.Errorf("log level %q: %w", level, err)
 	}
 	if self := cfg.Self(); self.ID != 0 {
-		if err := checkPorts([]portUse{{self.APIAddr, "api", self.ID}, {self.RaftAddr, "raft", self.ID}}); err != nil {
+		raft := self.RaftAddr
+		if cfg.RaftListen != "" {
+			raft = cfg.RaftListen // the address it binds; peers dial RaftAddr
+		}
+		if err := checkPorts([]portUse{{self.APIAddr, "api", self.ID}, {raft, "raft", self.ID}}); err != nil {
 			return err
 		}
 	}

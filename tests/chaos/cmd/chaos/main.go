@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -32,6 +33,8 @@ func main() {
 		dir      = flag.String("dir", "", "keep data and logs here")
 		quiet    = flag.Bool("quiet", false, "no progress lines on stderr")
 		snapN    = flag.Int("snapshot-entries", 0, "lockd --snapshot-entries (0: lockd's default)")
+		delay    = flag.String("delay", "", "MIN-MAX: put every replica's Raft traffic through a relay adding MIN to MAX each way (a cell across regions, e.g. 50ms-100ms); the cells then run -cell-timing")
+		timing   = flag.String("cell-timing", "", "the cells' own timing with -delay (default "+chaos.GlobalCellTiming+")")
 	)
 	flag.Parse()
 	if *seed == 0 {
@@ -45,10 +48,22 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	fmt.Printf("chaos: seed %d (SEED=%d reproduces the schedule), duration %v\n", *seed, *seed, *duration)
-	rep, err := chaos.Run(ctx, chaos.Config{
+	cfg := chaos.Config{
 		Seed: *seed, Duration: *duration, Rounds: *rounds, Short: *short,
 		NoPartitions: *noPart, NoProxies: *noProxy, Dir: *dir, Logf: logf, SnapshotEntries: *snapN,
-	})
+		CellTiming: *timing,
+	}
+	if *delay != "" {
+		lo, hi, ok := strings.Cut(*delay, "-")
+		minD, err1 := time.ParseDuration(lo)
+		maxD, err2 := time.ParseDuration(hi)
+		if !ok || err1 != nil || err2 != nil || minD < 0 || maxD < minD {
+			fmt.Fprintf(os.Stderr, "chaos: -delay %q: want MIN-MAX like 50ms-100ms\n", *delay)
+			os.Exit(2)
+		}
+		cfg.RaftDelay = cluster.Delay{Min: minD, Max: maxD}
+	}
+	rep, err := chaos.Run(ctx, cfg)
 	cluster.Cleanup()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "chaos: %v\n", err)

@@ -68,7 +68,7 @@ func cellCmd(g *globals) *cobra.Command {
 			"elections of seconds and a longer lease; its clients learn it at session open.",
 		Example: "  lockctl cell create orders\n  lockctl cell create orders --replicas 3 --on 1,4,6\n" +
 			"  lockctl cell create global --timing heartbeat=500ms,election=5s,lease=30s,keepalive=10s,grace=2m",
-		Args:    exactArgs("NAME"),
+		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := api.CreateCellRequest{Name: args[0]}
 			if cmd.Flags().Changed("replicas") || on == "" {

@@ -94,6 +94,17 @@ func (c Config) withDefaults() Config {
 			*d = v
 		}
 	}
+	// A cell across regions: its own timing, and the bounds follow it.
+	if c.RaftDelay.Max > 0 {
+		if c.CellTiming == "" {
+			c.CellTiming = GlobalCellTiming
+		}
+		if t, err := api.ParseCellTiming(c.CellTiming); err == nil {
+			def(&c.Lease, time.Duration(t.LeaseMS)*time.Millisecond)
+			def(&c.Grace, time.Duration(t.GraceMS)*time.Millisecond)
+			c.electionMS = t.ElectionMS
+		}
+	}
 	if c.Short {
 		defi(&c.RTTMillisecond, 20)
 		def(&c.Lease, 5*time.Second)
@@ -119,16 +130,6 @@ func (c Config) withDefaults() Config {
 		defi(&c.AckedWriters, 2)
 		def(&c.ProbeTimeout, 500*time.Millisecond)
 		def(&c.ProbeCall, time.Second)
-	}
-	if c.RaftDelay.Max > 0 {
-		if c.CellTiming == "" {
-			c.CellTiming = GlobalCellTiming
-		}
-		if t, err := api.ParseCellTiming(c.CellTiming); err == nil {
-			def(&c.Lease, time.Duration(t.LeaseMS)*time.Millisecond)
-			def(&c.Grace, time.Duration(t.GraceMS)*time.Millisecond)
-			c.electionMS = t.ElectionMS
-		}
 	}
 	def(&c.Grace, api.DefaultGrace)
 	defi(&c.ConfigKeys, 2)
@@ -169,6 +170,11 @@ func (c Config) electionMax() time.Duration {
 // back, and runs every checker. It returns the report, and an error only if
 // the run itself could not be carried out.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if cfg.CellTiming != "" {
+		if _, err := api.ParseCellTiming(cfg.CellTiming); err != nil {
+			return nil, fmt.Errorf("cell timing: %w", err)
+		}
+	}
 	cfg = cfg.withDefaults()
 	logf := cfg.Logf
 	h := check.NewHistory()
@@ -475,7 +481,9 @@ var runningChecks = []struct{ key, title string }{
 // d) as well as the liveness bound.
 func finalReads(endpoints []string, acked []check.AckedWrite, keys []string, h *check.History, bound time.Duration) (final map[string]string, unread map[string]bool, ops []check.ConfigOp, err error) {
 	final, unread = map[string]string{}, map[string]bool{}
-	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	// Each read is a ReadIndex round: a cross-region round trip on a
+	// global cell. Budget one per key beyond the bound, many at once.
+	ctx, cancel := context.WithTimeout(context.Background(), bound+time.Duration(len(acked))*20*time.Millisecond)
 	defer cancel()
 	c, err := sdk.New(ctx, sdk.Config{Endpoints: endpoints})
 	if err != nil {
@@ -506,7 +514,7 @@ func finalReads(endpoints []string, acked []check.AckedWrite, keys []string, h *
 		jobs = make(chan check.AckedWrite)
 		wg   sync.WaitGroup
 	)
-	for w := 0; w < 8; w++ {
+	for w := 0; w < 64; w++ {
 		wg.Go(func() {
 			for a := range jobs {
 				var (

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/sdk"
+	"github.com/lockservice/lockd/sdk/fence"
 	"github.com/lockservice/lockd/tests/cluster"
 )
 
@@ -100,6 +101,18 @@ func TestLockDelayAndTokenCheck(t *testing.T) {
 	}
 	if r, err := cl.CheckToken(ctx, lock, oldToken); err != nil || r.Valid {
 		t.Fatalf("the killed holder's token after the fail-over: %+v %v, want invalid", r, err)
+	}
+	// A resource that can only check, asking this cell through the SDK.
+	var printed []uint64
+	printer := func(token uint64) error {
+		return fence.CheckThen(ctx, cl, lock, token, func() error { printed = append(printed, token); return nil })
+	}
+	if err := printer(oldToken); !errors.Is(err, fence.ErrNotHolder) {
+		t.Fatalf("the check-only resource took the killed holder's token: %v", err)
+	}
+	must(t, printer(newToken))
+	if len(printed) != 1 || printed[0] != newToken {
+		t.Fatalf("printed for %v", printed)
 	}
 	must(t, c.Restart(leader))
 

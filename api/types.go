@@ -634,6 +634,8 @@ type RestorePlan struct {
 	// Epochs are the cell's prefixes at their raised epochs: the restored
 	// cell commits them before it serves anything.
 	Epochs map[string]uint64 `json:"epochs"`
+	// Timing is the cell's own timing (nil: the lockds' defaults).
+	Timing *CellTiming `json:"timing,omitempty"`
 }
 
 // RestoreReplica is one member of a restored cell.
@@ -766,17 +768,20 @@ type PrefixOpResponse struct {
 
 // ReplicaStatus is one replica's view of one cell.
 type ReplicaStatus struct {
-	Cell         string `json:"cell"`
-	ShardID      uint64 `json:"shard_id"`
-	ReplicaID    uint64 `json:"replica_id"`
-	Role         string `json:"role"` // leader, follower, unknown
-	LeaderID     uint64 `json:"leader_id"`
-	LeaderAPI    string `json:"leader_api,omitempty"`
-	Term         uint64 `json:"term"`
-	AppliedIndex uint64 `json:"applied_index"`
-	Epoch        uint64 `json:"epoch"` // leader epoch in this replica's state
-	Sessions     int    `json:"sessions"`
-	Nodes        int    `json:"nodes"`
+	Cell      string `json:"cell"`
+	ShardID   uint64 `json:"shard_id"`
+	ReplicaID uint64 `json:"replica_id"`
+	Role      string `json:"role"` // leader, follower, unknown
+	// Timing is the cell's own timing this replica runs on (nil: the
+	// lockd's defaults).
+	Timing       *CellTiming `json:"timing,omitempty"`
+	LeaderID     uint64      `json:"leader_id"`
+	LeaderAPI    string      `json:"leader_api,omitempty"`
+	Term         uint64      `json:"term"`
+	AppliedIndex uint64      `json:"applied_index"`
+	Epoch        uint64      `json:"epoch"` // leader epoch in this replica's state
+	Sessions     int         `json:"sessions"`
+	Nodes        int         `json:"nodes"`
 	// TokenHeadroom is how many more Raft entries the cell can apply before
 	// it refuses lock creates (token_exhausted: the fencing token's index
 	// bits are used up; move the prefix to a new cell before).

@@ -262,7 +262,11 @@ func (g *globals) printCell(cmd *cobra.Command, what string, op func() (api.Cell
 	if g.output == "json" {
 		return writeJSON(cmd.OutOrStdout(), info)
 	}
-	_, err = fmt.Fprintf(cmd.OutOrStdout(), "cell %s %s: shard %d, replicas (lockd/zone) %s\n", info.Name, what, info.ShardID, replicaList(info))
+	timing := ""
+	if info.Timing != nil {
+		timing = ", timing " + info.Timing.String()
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "cell %s %s: shard %d, replicas (lockd/zone) %s%s\n", info.Name, what, info.ShardID, replicaList(info), timing)
 	return err
 }
 

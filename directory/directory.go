@@ -150,7 +150,7 @@ func (d *Directory) RestorePlan(cell string) (api.RestorePlan, error) {
 	if !ok {
 		return api.RestorePlan{}, api.Errorf(api.CodeNotFound, "the directory has no cell %q", cell)
 	}
-	plan := api.RestorePlan{Cell: c.Name, ShardID: c.ShardID, BackupIndex: c.RestoreIndex, Epochs: map[string]uint64{}}
+	plan := api.RestorePlan{Cell: c.Name, ShardID: c.ShardID, BackupIndex: c.RestoreIndex, Epochs: map[string]uint64{}, Timing: c.Timing}
 	for _, r := range c.Replicas {
 		if !r.Restored {
 			continue

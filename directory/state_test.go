@@ -65,6 +65,26 @@ func TestBootstrapOnlyOnce(t *testing.T) {
 	}
 }
 
+func TestCreateCellWithTiming(t *testing.T) {
+	a := bootstrapped(t, 5)
+	want := api.CellTiming{HeartbeatMS: 500, ElectionMS: 5000, LeaseMS: 30000, KeepAliveMS: 10000, GraceMS: 120000}
+	r := a.do(Command{Op: OpCreateCell, CreateCell: &api.CreateCellRequest{Name: "global", Timing: &want}})
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if r.Cell.Timing == nil || *r.Cell.Timing != want {
+		t.Fatalf("created with timing %+v", r.Cell.Timing)
+	}
+	for _, c := range a.s.Response().Cells {
+		if c.Name == "global" && (c.Timing == nil || *c.Timing != want) {
+			t.Fatalf("the directory lists %s with timing %+v", c.Name, c.Timing)
+		}
+		if c.Name == "demo" && c.Timing != nil {
+			t.Fatalf("demo has timing %+v", c.Timing)
+		}
+	}
+}
+
 func TestCreateCellPlacement(t *testing.T) {
 	a := bootstrapped(t, 7, "a", "b", "c")
 	r := a.do(Command{Op: OpCreateCell, CreateCell: &api.CreateCellRequest{Name: "payments"}})
@@ -101,6 +121,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"cell exists", Command{Op: OpCreateCell, CreateCell: &api.CreateCellRequest{Name: "demo"}}, api.CodeConflict},
 		{"bad cell name", Command{Op: OpCreateCell, CreateCell: &api.CreateCellRequest{Name: "Bad Name"}}, api.CodeBadRequest},
 		{"four replicas", Command{Op: OpCreateCell, CreateCell: &api.CreateCellRequest{Name: "x", Replicas: 4}}, api.CodeBadRequest},
+		{"a lease shorter than its elections", Command{Op: OpCreateCell, CreateCell: &api.CreateCellRequest{Name: "x", Timing: &api.CellTiming{ElectionMS: 5000, LeaseMS: 12000}}}, api.CodeBadRequest},
 		{"two replicas on one process", Command{Op: OpCreateCell, CreateCell: &api.CreateCellRequest{Name: "x", On: []uint64{1, 2, 2}}}, api.CodeConflict},
 		{"unknown lockd", Command{Op: OpCreateCell, CreateCell: &api.CreateCellRequest{Name: "x", On: []uint64{1, 2, 9}}}, api.CodeNotFound},
 		{"assign to unknown cell", Command{Op: OpAssign, Assign: &api.AssignPrefixRequest{Prefix: "/x", Cell: "nope"}}, api.CodeNotFound},

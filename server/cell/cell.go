@@ -1019,7 +1019,7 @@ func (c *Cell) Watch(ctx context.Context, req api.WatchRequest) (api.WatchRespon
 // Status is this replica's view of the cell, from local state (no ReadIndex:
 // it must answer on a replica without quorum).
 func (c *Cell) Status() api.ReplicaStatus {
-	st := api.ReplicaStatus{Cell: c.cfg.Info.Name, ShardID: c.cfg.Info.ShardID, ReplicaID: c.cfg.ReplicaID, Role: "unknown"}
+	st := api.ReplicaStatus{Cell: c.cfg.Info.Name, ShardID: c.cfg.Info.ShardID, ReplicaID: c.cfg.ReplicaID, Role: "unknown", Timing: c.cfg.Info.Timing}
 	leader, term, valid, err := c.nh.GetLeaderID(c.cfg.Info.ShardID)
 	if err == nil && valid {
 		st.LeaderID, st.Term = leader, term

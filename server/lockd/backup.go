@@ -159,7 +159,7 @@ func Restore(ctx context.Context, cfg Config, cellName string, store backup.Stor
 			kept = append(kept, r)
 		}
 	}
-	kept = append(kept, hostedReplica{Cell: cellName, ShardID: plan.ShardID, ReplicaID: mine.ReplicaID, EpochFloors: plan.Epochs})
+	kept = append(kept, hostedReplica{Cell: cellName, ShardID: plan.ShardID, ReplicaID: mine.ReplicaID, EpochFloors: plan.Epochs, Timing: plan.Timing})
 	if err := writeReplicas(cfg.DataDir, kept); err != nil {
 		return 0, fmt.Errorf("restore: %w", err)
 	}

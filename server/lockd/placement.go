@@ -80,6 +80,9 @@ type hostedReplica struct {
 	// EpochFloors: a replica imported from a backup (lockd restore)
 	// serves nothing below these epochs (cell.Config.EpochFloors).
 	EpochFloors map[string]uint64 `json:"epoch_floors,omitempty"`
+	// Timing is the cell's own timing, so a restart runs the replica on
+	// it before the directory is read.
+	Timing *api.CellTiming `json:"timing,omitempty"`
 }
 
 func replicasFile(dataDir string) string { return filepath.Join(dataDir, "replicas.json") }
@@ -121,7 +124,8 @@ func (p *Process) saveReplicas() error {
 		// the log from its add as a non-voting replica, which Raft
 		// refuses on a voter; the promotion in the log (or the snapshot's
 		// membership) makes it a voter again.
-		out = append(out, hostedReplica{Cell: c.Info().Name, ShardID: c.Info().ShardID, ReplicaID: c.ReplicaID(), Learner: c.Learner(), EpochFloors: c.EpochFloors()})
+		out = append(out, hostedReplica{Cell: c.Info().Name, ShardID: c.Info().ShardID, ReplicaID: c.ReplicaID(), Learner: c.Learner(), EpochFloors: c.EpochFloors(),
+			Timing: c.Info().Timing})
 	}
 	return writeReplicas(p.cfg.DataDir, out)
 }
@@ -236,6 +240,13 @@ func (p *Process) reconcile(view *directory.Directory) error {
 			}
 		}
 		if c, ok := p.cells[info.Name]; ok && mine != nil && c.ReplicaID() != mine.ReplicaID && view.Index() > 0 {
+			if mine.ReplicaID < c.ReplicaID() {
+				// Replica ids only grow: this view predates the replica
+				// running here (the local directory replica replaying its
+				// log after a restart, before a restore placed it). It
+				// says nothing new of this cell.
+				continue
+			}
 			// Removed and added again (or restored here): the old replica
 			// goes, the new one (a new replica id) joins.
 			p.stopCell(c)

@@ -180,7 +180,7 @@ func Start(cfg Config, log *slog.Logger) (*Process, error) {
 		return nil, err
 	}
 	for _, r := range known {
-		if err := p.startCell(api.CellInfo{Name: r.Cell, ShardID: r.ShardID}, r.ReplicaID, nil, false, r.Learner, r.EpochFloors); err != nil {
+		if err := p.startCell(api.CellInfo{Name: r.Cell, ShardID: r.ShardID, Timing: r.Timing}, r.ReplicaID, nil, false, r.Learner, r.EpochFloors); err != nil {
 			p.Close()
 			return nil, fmt.Errorf("cell %s: %w", r.Cell, err)
 		}

@@ -90,4 +90,15 @@ func TestGlobalCellOverDelay(t *testing.T) {
 		t.Fatalf("the holder's token after the fail-over: %+v %v", r, err)
 	}
 	must(t, m.Unlock(ctx))
+
+	// Restarted, the killed replica runs the cell's timing again (from its
+	// own record, before it reads the directory).
+	must(t, c.Restart(leader))
+	st, err := c.Status(ctx, leader)
+	must(t, err)
+	for _, r := range st.Cells {
+		if r.Cell == "demo" && (r.Timing == nil || *r.Timing != want) {
+			t.Fatalf("restarted replica %d runs demo on timing %+v, want %+v", leader, r.Timing, want)
+		}
+	}
 }

@@ -123,16 +123,16 @@ func (r *Relay) pipe(dst, src net.Conn) {
 	go func() {
 		defer close(q)
 		var last time.Time
+		buf := make([]byte, 64<<10)
 		for {
-			b := make([]byte, 64<<10)
-			n, err := src.Read(b)
+			n, err := src.Read(buf)
 			if n > 0 {
 				due := time.Now().Add(r.draw())
 				if due.Before(last) {
 					due = last
 				}
 				last = due
-				q <- chunk{b[:n], due}
+				q <- chunk{append([]byte(nil), buf[:n]...), due}
 			}
 			if err != nil {
 				return

@@ -24,13 +24,25 @@ func (p *Process) ChangeMember(ctx context.Context, c *cell.Cell, req api.Member
 	// whole deadline (dragonboat answers a deposed leader's requests only
 	// by their timeout), while the caller could have retried on the new
 	// leader.
+	// Each step is logged when it fails or is slow (a healthy cell takes
+	// milliseconds): the only trace of where a stuck change waited.
+	step := func(name string, start time.Time, err error) {
+		if took := time.Since(start); err != nil || took > time.Second {
+			p.log.Warn("membership change step slow or failed", "cell", req.Cell, "action", req.Action, "lockd", req.Lockd,
+				"step", name, "took", took.Round(time.Millisecond), "err", err)
+		}
+	}
+	start := time.Now()
 	mctx, cancel := context.WithTimeout(ctx, memberStepTimeout)
 	_, err := c.Membership(mctx)
 	cancel()
+	step("read membership", start, err)
 	if err != nil {
 		return api.CellInfo{}, api.Errorf(api.CodeUnavailable, "cell %s cannot commit a membership change now (%v); nothing changed", req.Cell, err)
 	}
+	start = time.Now()
 	res, err := p.ProposeDirectory(ctx, &directory.Command{Op: directory.OpMember, Member: &req})
+	step("record in the directory", start, err)
 	if err != nil {
 		return api.CellInfo{}, err
 	}
@@ -48,6 +60,7 @@ func (p *Process) ChangeMember(ctx context.Context, c *cell.Cell, req api.Member
 		return api.CellInfo{}, err
 	}
 	var change error
+	start = time.Now()
 	cctx, cancel := context.WithTimeout(ctx, memberStepTimeout)
 	switch req.Action {
 	case api.MemberAdd:
@@ -58,6 +71,7 @@ func (p *Process) ChangeMember(ctx context.Context, c *cell.Cell, req api.Member
 		change = c.RemoveReplica(cctx, rep.ReplicaID)
 	}
 	cancel()
+	step("change the Raft group", start, change)
 	verdict := api.MemberDone
 	if change != nil {
 		// Did the group make it anyway (a timeout after the commit)?
@@ -73,7 +87,9 @@ func (p *Process) ChangeMember(ctx context.Context, c *cell.Cell, req api.Member
 	}
 	dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	start = time.Now()
 	res, err = p.ProposeDirectory(dctx, &directory.Command{Op: directory.OpMember, Member: &api.MemberRequest{Cell: req.Cell, Action: verdict, Lockd: req.Lockd}})
+	step("confirm in the directory", start, err)
 	if err != nil {
 		return api.CellInfo{}, fmt.Errorf("%s made in the cell, not yet confirmed in the directory (run it again): %w", req.Action, err)
 	}

@@ -116,10 +116,11 @@ func (t CellTiming) String() string {
 }
 
 // Ticks converts a duration in ms to Raft ticks of rttMS, rounding up,
-// at least min.
-func Ticks(ms int64, rttMS uint64, min uint64) uint64 {
+// never fewer than def (the lockd's own setting, which it also is when
+// no duration is given): a cell's timing only slows a lockd's down.
+func Ticks(ms int64, rttMS uint64, def uint64) uint64 {
 	if ms <= 0 || rttMS == 0 {
-		return min
+		return def
 	}
-	return max(min, (uint64(ms)+rttMS-1)/rttMS)
+	return max(def, (uint64(ms)+rttMS-1)/rttMS)
 }

@@ -14,22 +14,31 @@ import (
 	"github.com/lockservice/lockd/tests/fake"
 )
 
-// TestForwardPassesTheClientsAuthorization: a request through the proxy
-// reaches the cell with its client's Authorization header, not the
-// proxy's, and the cell's answer comes back as it was.
-func TestForwardPassesTheClientsAuthorization(t *testing.T) {
+// startOnFake starts a proxy named p1 (cfg's other fields as given) in
+// front of a fake cell demo; both stop when the test ends.
+func startOnFake(t *testing.T, cfg Config) (*fake.Cell, *Proxy) {
+	t.Helper()
 	fc, err := fake.New(fake.Options{Name: "demo"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer fc.Close()
+	t.Cleanup(fc.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	p, err := Start(ctx, Config{Name: "p1", Listen: "127.0.0.1:0", Lockds: fc.Endpoints()})
+	cfg.Name, cfg.Listen, cfg.Lockds = "p1", "127.0.0.1:0", fc.Endpoints()
+	p, err := Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
+	t.Cleanup(func() { _ = p.Close() })
+	return fc, p
+}
+
+// TestForwardPassesTheClientsAuthorization: a request through the proxy
+// reaches the cell with its client's Authorization header, not the
+// proxy's, and the cell's answer comes back as it was.
+func TestForwardPassesTheClientsAuthorization(t *testing.T) {
+	fc, p := startOnFake(t, Config{})
 
 	for _, auth := range []string{"Bearer tenant-a", ""} {
 		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
@@ -82,18 +91,7 @@ func TestForwardPassesTheClientsAuthorization(t *testing.T) {
 // MaxConnectionsPerProxy, shrunk here) the proxy answers a new connection
 // 503 and serves the ones it has.
 func TestConnectionLimit(t *testing.T) {
-	fc, err := fake.New(fake.Options{Name: "demo"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	p, err := Start(ctx, Config{Name: "p1", Listen: "127.0.0.1:0", Lockds: fc.Endpoints(), MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	_, p := startOnFake(t, Config{MaxConns: 2})
 	get := func(c net.Conn) string {
 		t.Helper()
 		_ = c.SetDeadline(time.Now().Add(10 * time.Second))

@@ -1117,7 +1117,7 @@ func (s *State) LockDelays() []LockDelay {
 	var out []LockDelay
 	for _, n := range s.nodes {
 		if n.delay != nil {
-			out = append(out, LockDelay{Dir: n.path, Since: n.delay.index, MS: n.delay.ms, AtMS: n.delay.atMS})
+			out = append(out, n.lockDelay())
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Dir < out[j].Dir })
@@ -1139,7 +1139,12 @@ func (s *State) LockDelayOf(dir string) (LockDelay, bool) {
 	if !ok || n.delay == nil {
 		return LockDelay{}, false
 	}
-	return LockDelay{Dir: n.path, Since: n.delay.index, MS: n.delay.ms, AtMS: n.delay.atMS}, true
+	return n.lockDelay(), true
+}
+
+// lockDelay is the delay of a lock directory in one.
+func (n *node) lockDelay() LockDelay {
+	return LockDelay{Dir: n.path, Since: n.delay.index, MS: n.delay.ms, AtMS: n.delay.atMS}
 }
 
 // token is the fencing token of a lock node: its create index under its

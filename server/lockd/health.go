@@ -39,34 +39,27 @@ func newHealthMetrics(reg *prometheus.Registry) *healthMetrics {
 }
 
 // fsyncProbe measures the data directory's fsync once a second until the
-// process stops.
+// process stops (p.wg counted by the caller).
 func (p *Process) fsyncProbe() {
-	defer p.wg.Done()
 	path := filepath.Join(p.cfg.DataDir, "fsync-probe")
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o600)
 	if err != nil {
+		p.wg.Done()
 		p.log.Warn("fsync probe off", "err", err)
 		return
 	}
 	defer func() { f.Close(); os.Remove(path) }()
 	block := make([]byte, 4096)
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-p.stop:
-			return
-		case <-t.C:
-		}
+	p.every(time.Second, func() {
 		start := time.Now()
 		if _, err := f.WriteAt(block, 0); err != nil {
-			continue
+			return
 		}
 		if err := f.Sync(); err != nil {
-			continue
+			return
 		}
 		p.health.fsync.Observe(time.Since(start).Seconds())
-	}
+	})
 }
 
 // checkQuorums sets, for every cell this lockd leads, how many of its

@@ -117,10 +117,59 @@ func TestDeployFilesUseRealFlags(t *testing.T) {
 				t.Errorf("%s: %s without --%s", inv.file, inv.command, f)
 			}
 		}
+		checkRaftTLS(t, inv)
 	}
 	// systemd: 1 + 1; compose: 5 + 2; k8s: 1 + 1.
 	if seen["lockd"] < 7 || seen["lockproxy"] < 4 {
 		t.Fatalf("found %v invocations; the files changed shape (the test reads systemd, compose and k8s)", seen)
+	}
+}
+
+// checkRaftTLS: a lockd given the API's TLS files is given Raft's too, on
+// another CA file (a lockd refuses to start otherwise: the Raft port must
+// not take the applications' certificates); a lockproxy gets no Raft file.
+func checkRaftTLS(t *testing.T, inv invocation) {
+	t.Helper()
+	raft := []string{"raft-tls-cert", "raft-tls-key", "raft-tls-ca"}
+	if inv.command == "lockproxy" {
+		for _, f := range raft {
+			if len(inv.flags[f]) > 0 {
+				t.Errorf("%s: lockproxy --%s: only lockds hold Raft files", inv.file, f)
+			}
+		}
+		return
+	}
+	if len(inv.flags["tls-cert"]) == 0 {
+		return
+	}
+	for _, f := range raft {
+		if len(inv.flags[f]) == 0 {
+			t.Errorf("%s: lockd with --tls-cert but without --%s", inv.file, f)
+		}
+	}
+	if ca := inv.flags["raft-tls-ca"]; len(ca) > 0 && len(inv.flags["tls-ca"]) > 0 && ca[0] == inv.flags["tls-ca"][0] {
+		t.Errorf("%s: lockd --raft-tls-ca is --tls-ca (%s): Raft needs a CA of its own", inv.file, ca[0])
+	}
+}
+
+// TestExampleConfigHasRaftTLS: lockd.example.json gives the API's TLS
+// files and Raft's, on two CA files.
+func TestExampleConfigHasRaftTLS(t *testing.T) {
+	b, err := os.ReadFile("lockd.example.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"tls_cert", "tls_key", "tls_ca", "raft_tls_cert", "raft_tls_key", "raft_tls_ca"} {
+		if v, _ := cfg[k].(string); v == "" {
+			t.Errorf("lockd.example.json has no %s", k)
+		}
+	}
+	if cfg["raft_tls_ca"] == cfg["tls_ca"] {
+		t.Errorf("lockd.example.json: raft_tls_ca is tls_ca (%v): Raft needs a CA of its own", cfg["tls_ca"])
 	}
 }
 

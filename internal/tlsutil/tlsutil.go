@@ -2,24 +2,17 @@
 // and lockctl use, and makes a development CA with certificates for a
 // local cluster (lockd certs). Every connection is mutual: a server asks
 // for and verifies the client's certificate against the cluster's CA, and
-// a client verifies the server's.
+// a client verifies the server's. The API and Raft have CAs of their own
+// (DevCA, DevRaftCA; DistinctCAs checks it): the client certificates the
+// API's CA signs for applications never open a Raft port.
 package tlsutil
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
-	"net"
 	"os"
-	"path/filepath"
-	"time"
 )
 
 // Files names a certificate, its key and the CA that signs the peers'.
@@ -102,107 +95,4 @@ func (f Files) Client() (*tls.Config, error) {
 // verified client certificate (nil: not TLS).
 func HasClientCert(st *tls.ConnectionState) bool {
 	return st != nil && len(st.VerifiedChains) > 0
-}
-
-// DevCA writes, into dir, a development CA (ca.pem, ca-key.pem) and two
-// certificates it signs, valid for hosts (IP addresses or names) for a
-// year: node.pem / node-key.pem for lockds and lockproxies (server and
-// client use: replicas dial each other) and client.pem / client-key.pem
-// for lockctl and applications. Existing files are kept: a cluster's
-// certificates survive restarts.
-func DevCA(dir string, hosts []string) (Files, Files, error) {
-	node := Files{Cert: filepath.Join(dir, "node.pem"), Key: filepath.Join(dir, "node-key.pem"), CA: filepath.Join(dir, "ca.pem")}
-	client := Files{Cert: filepath.Join(dir, "client.pem"), Key: filepath.Join(dir, "client-key.pem"), CA: node.CA}
-	if exists(node.Cert) && exists(node.Key) && exists(client.Cert) && exists(client.Key) && exists(node.CA) {
-		return node, client, nil
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return node, client, err
-	}
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return node, client, err
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "lockd development CA"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(365 * 24 * time.Hour),
-		IsCA:                  true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-		BasicConstraintsValid: true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return node, client, err
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return node, client, err
-	}
-	if err := writePEM(node.CA, "CERTIFICATE", caDER, 0o644); err != nil {
-		return node, client, err
-	}
-	if err := writeKey(filepath.Join(dir, "ca-key.pem"), caKey); err != nil {
-		return node, client, err
-	}
-	leaf := func(f Files, cn string, usage []x509.ExtKeyUsage, hosts []string) error {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			return err
-		}
-		tmpl := &x509.Certificate{
-			SerialNumber: serial(),
-			Subject:      pkix.Name{CommonName: cn},
-			NotBefore:    now.Add(-time.Hour),
-			NotAfter:     now.Add(365 * 24 * time.Hour),
-			KeyUsage:     x509.KeyUsageDigitalSignature,
-			ExtKeyUsage:  usage,
-		}
-		for _, h := range hosts {
-			if ip := net.ParseIP(h); ip != nil {
-				tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-			} else {
-				tmpl.DNSNames = append(tmpl.DNSNames, h)
-			}
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-		if err != nil {
-			return err
-		}
-		if err := writePEM(f.Cert, "CERTIFICATE", der, 0o644); err != nil {
-			return err
-		}
-		return writeKey(f.Key, key)
-	}
-	if err := leaf(node, "lockd node", []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, hosts); err != nil {
-		return node, client, err
-	}
-	if err := leaf(client, "lockd client", []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, nil); err != nil {
-		return node, client, err
-	}
-	return node, client, nil
-}
-
-func exists(p string) bool { _, err := os.Stat(p); return err == nil }
-
-func serial() *big.Int {
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 126))
-	if err != nil {
-		panic(fmt.Sprintf("tlsutil: no randomness: %v", err))
-	}
-	return n
-}
-
-func writeKey(path string, key *ecdsa.PrivateKey) error {
-	der, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return err
-	}
-	return writePEM(path, "EC PRIVATE KEY", der, 0o600)
-}
-
-func writePEM(path, typ string, der []byte, mode os.FileMode) error {
-	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), mode)
 }

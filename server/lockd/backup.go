@@ -22,6 +22,10 @@ func nodeHostConfig(cfg Config) config.NodeHostConfig {
 	logdb, _ := logDBConfig(cfg.LogDB)
 	expert := config.GetDefaultExpertConfig()
 	expert.LogDB = logdb
+	raft := cfg.RaftTLSFiles()
+	if brokenRaftCA {
+		raft = cfg.TLSFiles()
+	}
 	return config.NodeHostConfig{
 		DeploymentID:   cfg.DeploymentID,
 		NodeHostDir:    filepath.Join(cfg.DataDir, "nodehost"),
@@ -30,12 +34,13 @@ func nodeHostConfig(cfg Config) config.NodeHostConfig {
 		RaftAddress:    cfg.Self().RaftAddr,
 		ListenAddress:  cfg.RaftListen,
 		Expert:         expert,
-		// Replicas talk mutual TLS: each presents its certificate and
-		// checks the other's against the cluster's CA.
-		MutualTLS: cfg.TLSFiles().Set(),
-		CAFile:    cfg.TLSCA,
-		CertFile:  cfg.TLSCert,
-		KeyFile:   cfg.TLSKey,
+		// Replicas talk mutual TLS on the Raft CA: each presents its Raft
+		// certificate and checks the other's against the Raft CA, which
+		// signs no API client's certificate.
+		MutualTLS: raft.Set(),
+		CAFile:    raft.CA,
+		CertFile:  raft.Cert,
+		KeyFile:   raft.Key,
 	}
 }
 

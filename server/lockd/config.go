@@ -84,13 +84,21 @@ type Config struct {
 	// lockds also use with each other) or a tenant's. Empty: no auth
 	// (development only).
 	AdminTokenFile string `json:"admin_token_file,omitempty"`
-	// TLSCert, TLSKey and TLSCA: this lockd's certificate (server and
-	// client use: replicas dial each other), its key, and the cluster's
-	// CA. They secure the Raft transport (dragonboat's mutual TLS) and
-	// the API (clients must present a certificate the CA signed).
+	// TLSCert, TLSKey and TLSCA: this lockd's API certificate (server and
+	// client use: lockds call each other's API), its key, and the API's
+	// CA. Clients must present a certificate the CA signed.
 	TLSCert string `json:"tls_cert,omitempty"`
 	TLSKey  string `json:"tls_key,omitempty"`
 	TLSCA   string `json:"tls_ca,omitempty"`
+	// RaftTLSCert, RaftTLSKey and RaftTLSCA: this lockd's Raft
+	// certificate (server and client use), its key, and the Raft CA, a
+	// CA of its own that signs only lockds' Raft certificates: Raft
+	// (dragonboat's mutual TLS) takes no certificate the API's CA signs,
+	// such as the applications'. Required with the API's TLS files; the
+	// Raft CA must not be the API's (Validate).
+	RaftTLSCert string `json:"raft_tls_cert,omitempty"`
+	RaftTLSKey  string `json:"raft_tls_key,omitempty"`
+	RaftTLSCA   string `json:"raft_tls_ca,omitempty"`
 	// PlainHTTP runs the API and Raft without TLS: development only, and
 	// only when asked for.
 	PlainHTTP bool `json:"plain_http,omitempty"`
@@ -99,6 +107,11 @@ type Config struct {
 // TLSFiles are the TLS flags as one value.
 func (c Config) TLSFiles() tlsutil.Files {
 	return tlsutil.Files{Cert: c.TLSCert, Key: c.TLSKey, CA: c.TLSCA}
+}
+
+// RaftTLSFiles are the Raft TLS flags as one value.
+func (c Config) RaftTLSFiles() tlsutil.Files {
+	return tlsutil.Files{Cert: c.RaftTLSCert, Key: c.RaftTLSKey, CA: c.RaftTLSCA}
 }
 
 // ReadToken reads a token file: its first line, trimmed.
@@ -210,14 +223,33 @@ func (c Config) Validate() error {
 	if _, err := logDBConfig(c.LogDB); err != nil {
 		return err
 	}
+	return c.validateTLS()
+}
+
+// validateTLS checks the TLS files: the API's and Raft's, all or none
+// (--plain-http), Raft's on a CA of its own.
+func (c Config) validateTLS() error {
 	if err := c.TLSFiles().Check(); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
-	if !c.TLSFiles().Set() && !c.PlainHTTP {
-		return fmt.Errorf("config: no TLS: give --tls-cert, --tls-key and --tls-ca (lockd certs makes a development set), or --plain-http to run without (development only)")
+	raft := c.RaftTLSFiles()
+	if raft.Set() && (raft.Cert == "" || raft.Key == "" || raft.CA == "") {
+		return fmt.Errorf("config: Raft TLS needs a certificate, its key and the Raft CA (--raft-tls-cert, --raft-tls-key, --raft-tls-ca)")
 	}
-	if c.TLSFiles().Set() && c.PlainHTTP {
-		return fmt.Errorf("config: --plain-http and TLS files both given")
+	if c.PlainHTTP {
+		if c.TLSFiles().Set() || raft.Set() {
+			return fmt.Errorf("config: --plain-http and TLS files both given")
+		}
+		return nil
+	}
+	if !c.TLSFiles().Set() {
+		return fmt.Errorf("config: no TLS: give --tls-cert, --tls-key and --tls-ca, and --raft-tls-cert, --raft-tls-key and --raft-tls-ca (lockd certs makes a development set), or --plain-http to run without (development only)")
+	}
+	if !raft.Set() {
+		return fmt.Errorf("config: the API runs TLS but Raft has no TLS files: give --raft-tls-cert, --raft-tls-key and --raft-tls-ca, a Raft certificate signed by a CA of its own that signs only lockds (lockd certs makes raft.pem and raft-ca.pem); Raft must not take the certificates the API's CA signs for applications")
+	}
+	if err := tlsutil.DistinctCAs(c.TLSCA, c.RaftTLSCA); err != nil {
+		return fmt.Errorf("config: --raft-tls-ca: %w; Raft needs a CA of its own, else it takes every application's client certificate", err)
 	}
 	return nil
 }

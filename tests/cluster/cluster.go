@@ -74,12 +74,14 @@ type Options struct {
 	// admin token (--admin-token-file), and the harness sends it.
 	AdminToken string
 	tokenFile  string // where New wrote it
-	// TLS runs every lockd and lockproxy with mutual TLS on a development
-	// CA New makes (API and Raft); the harness and NewClient use its
-	// client certificate. Without it the processes get --plain-http.
+	// TLS runs every lockd and lockproxy with mutual TLS on the
+	// development CAs New makes: the API's, and Raft's (a CA of its own,
+	// --raft-tls-*); the harness and NewClient use the API's client
+	// certificate. Without it the processes get --plain-http.
 	TLS       bool
 	tlsNode   tlsutil.Files
 	tlsClient tlsutil.Files
+	tlsRaft   tlsutil.Files
 	// StartTimeout bounds Start: every process healthy and every cell led
 	// by a ready leader. Default 60s.
 	StartTimeout time.Duration
@@ -242,6 +244,9 @@ func New(opts Options) (*Cluster, error) {
 		if opts.tlsNode, opts.tlsClient, err = tlsutil.DevCA(dir, []string{"127.0.0.1", "localhost"}); err != nil {
 			return nil, err
 		}
+		if opts.tlsRaft, err = tlsutil.DevRaftCA(dir, []string{"127.0.0.1", "localhost"}); err != nil {
+			return nil, err
+		}
 		tc, err := opts.tlsClient.Client()
 		if err != nil {
 			return nil, err
@@ -383,6 +388,10 @@ func (c *Cluster) args(id int) []string {
 		args = append(args, "--cell", spec)
 	}
 	args = append(args, c.tlsArgs()...)
+	if c.opts.TLS {
+		f := c.opts.tlsRaft
+		args = append(args, "--raft-tls-cert", f.Cert, "--raft-tls-key", f.Key, "--raft-tls-ca", f.CA)
+	}
 	return append(args, c.opts.ExtraArgs...)
 }
 
@@ -407,6 +416,14 @@ func (c *Cluster) Scheme() string {
 // ClientTLS are the files of a client certificate the cluster's CA signed
 // (with TLS on).
 func (c *Cluster) ClientTLS() tlsutil.Files { return c.opts.tlsClient }
+
+// NodeTLS are the files of the API certificate the lockds and lockproxies
+// present (with TLS on).
+func (c *Cluster) NodeTLS() tlsutil.Files { return c.opts.tlsNode }
+
+// RaftTLS are the files of the lockds' Raft certificate and the Raft CA
+// (with TLS on).
+func (c *Cluster) RaftTLS() tlsutil.Files { return c.opts.tlsRaft }
 
 // ServeArgs is replica id's lockd command line after "serve": the flags a
 // command that must describe the same lockd (lockd restore) is given.

@@ -50,11 +50,12 @@ type devCluster struct {
 	// (made once in the data directory, kept across restarts).
 	auth      bool
 	tokenFile string
-	// tls: a development CA and certificates in DATA_DIR/tls; node and
-	// client are their files (unset: plain HTTP).
-	tls          bool
-	node, client tlsutil.Files
-	http         *http.Client // the supervisor's own calls (cell creation)
+	// tls: development CAs and certificates in DATA_DIR/tls; node and
+	// client are the API's files, raft the lockds' Raft files on a CA of
+	// their own (unset: plain HTTP).
+	tls                bool
+	node, client, raft tlsutil.Files
+	http               *http.Client // the supervisor's own calls (cell creation)
 }
 
 func devCommand() *cobra.Command {
@@ -80,7 +81,7 @@ func devCommand() *cobra.Command {
 	f.IntVar(&d.proxies, "proxies", 2, "lockproxy processes to run (clients send through them by default); 0 for none")
 	f.IntVar(&d.proxyBase, "proxy-port", 7201, "API port of proxy 1; proxy i listens on proxy-port+i-1")
 	f.StringVar(&d.proxyBin, "proxy-bin", "", "the lockproxy binary (default: lockproxy beside this lockd)")
-	f.BoolVar(&d.tls, "tls", false, "run mutual TLS everywhere: a development CA and certificates are made in DATA_DIR/tls (lockctl --tls-ca/--tls-cert/--tls-key with its client.pem)")
+	f.BoolVar(&d.tls, "tls", false, "run mutual TLS everywhere: development CAs and certificates are made in DATA_DIR/tls, the API's and, on a CA of its own, Raft's (lockctl --tls-ca/--tls-cert/--tls-key with its client.pem)")
 	f.BoolVar(&d.auth, "auth", false, "require API tokens: an admin token is made in DATA_DIR/admin.token (lockctl --auth-token $(cat it)); tenants with lockctl tenant")
 	f.StringVar(&d.logdb, "logdb", "tiny", "LogDB memory preset of every replica (tiny keeps five replicas small; small is lockd serve's default)")
 	return cmd
@@ -95,6 +96,9 @@ func (d devCluster) args(id int) []string {
 		"--logdb", d.logdb,
 	}
 	args = append(args, d.tlsArgs()...)
+	if d.tls {
+		args = append(args, "--raft-tls-cert", d.raft.Cert, "--raft-tls-key", d.raft.Key, "--raft-tls-ca", d.raft.CA)
+	}
 	for _, c := range d.cellSpecs() {
 		args = append(args, "--cell", c)
 	}
@@ -162,13 +166,33 @@ func (d devCluster) proxyArgs(i int) []string {
 	return append(args, d.tlsArgs()...)
 }
 
-// tlsArgs are the TLS flags of every lockd and lockproxy: the node
-// certificate, or plain HTTP.
+// tlsArgs are the API TLS flags of every lockd and lockproxy: the node
+// certificate, or plain HTTP. A lockd gets the Raft files too (args).
 func (d devCluster) tlsArgs() []string {
 	if !d.tls {
 		return []string{"--plain-http"}
 	}
 	return []string{"--tls-cert", d.node.Cert, "--tls-key", d.node.Key, "--tls-ca", d.node.CA}
+}
+
+// makeCerts makes (or keeps) the development CAs and certificates in
+// DATA_DIR/tls, the API's and Raft's, and points the supervisor's own
+// calls at the client certificate.
+func (d *devCluster) makeCerts() error {
+	dir, hosts := filepath.Join(d.dataDir, "tls"), []string{"127.0.0.1", "localhost"}
+	var err error
+	if d.node, d.client, err = tlsutil.DevCA(dir, hosts); err != nil {
+		return fmt.Errorf("development certificates: %w", err)
+	}
+	if d.raft, err = tlsutil.DevRaftCA(dir, hosts); err != nil {
+		return fmt.Errorf("development Raft certificates: %w", err)
+	}
+	tc, err := d.client.Client()
+	if err != nil {
+		return err
+	}
+	d.http.Transport = &http.Transport{TLSClientConfig: tc}
+	return nil
 }
 
 // call makes one API request to a lockd as the supervisor (the client
@@ -243,14 +267,9 @@ func (d *devCluster) run() error {
 	}
 	d.http = &http.Client{Timeout: 10 * time.Second}
 	if d.tls {
-		if d.node, d.client, err = tlsutil.DevCA(filepath.Join(d.dataDir, "tls"), []string{"127.0.0.1", "localhost"}); err != nil {
-			return fmt.Errorf("development certificates: %w", err)
-		}
-		tc, err := d.client.Client()
-		if err != nil {
+		if err := d.makeCerts(); err != nil {
 			return err
 		}
-		d.http.Transport = &http.Transport{TLSClientConfig: tc}
 	}
 	proxyBin := d.proxyBin
 	if d.proxies > 0 && proxyBin == "" {

@@ -62,9 +62,12 @@ func (sf *serveFlags) register(f *pflag.FlagSet) {
 	f.BoolVar(&sf.cfg.Pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on the API port")
 	f.StringVar(&sf.cfg.BackupDir, "backup-dir", "", "backup store: exported snapshots of the cells this lockd leads go here (lockctl backup, --backup-every)")
 	f.DurationVar(&sf.backupEvery, "backup-every", time.Hour, "with --backup-dir: back up every cell this lockd leads this often (0: only on lockctl backup)")
-	f.StringVar(&sf.cfg.TLSCert, "tls-cert", "", "this lockd's TLS certificate (PEM; server and client use): the API and Raft run mutual TLS")
+	f.StringVar(&sf.cfg.TLSCert, "tls-cert", "", "this lockd's API TLS certificate (PEM; server and client use: lockds call each other's API): the API runs mutual TLS")
 	f.StringVar(&sf.cfg.TLSKey, "tls-key", "", "the key of --tls-cert")
-	f.StringVar(&sf.cfg.TLSCA, "tls-ca", "", "the cluster's CA (PEM): replicas and API clients must present certificates it signed")
+	f.StringVar(&sf.cfg.TLSCA, "tls-ca", "", "the API's CA (PEM): API clients (applications, lockctl, lockproxies, lockds) must present certificates it signed")
+	f.StringVar(&sf.cfg.RaftTLSCert, "raft-tls-cert", "", "this lockd's Raft TLS certificate (PEM; server and client use), signed by --raft-tls-ca: Raft runs mutual TLS (required with --tls-cert)")
+	f.StringVar(&sf.cfg.RaftTLSKey, "raft-tls-key", "", "the key of --raft-tls-cert")
+	f.StringVar(&sf.cfg.RaftTLSCA, "raft-tls-ca", "", "the Raft CA (PEM): a CA of its own, not --tls-ca, that signs only lockds' Raft certificates; replicas must present a certificate it signed")
 	f.BoolVar(&sf.cfg.PlainHTTP, "plain-http", false, "run the API and Raft without TLS (development only; without TLS files lockd refuses to start unless given this)")
 	f.StringVar(&sf.cfg.AdminTokenFile, "admin-token-file", "", "require API tokens: this file holds the cluster's bootstrap admin token (the same on every lockd); tenants' tokens come from lockctl tenant")
 }
@@ -79,58 +82,7 @@ func (sf *serveFlags) config(cmd *cobra.Command) (lockd.Config, error) {
 			return cfg, err
 		}
 		cfg = loaded
-		// Flags given explicitly override the file.
-		if f.Changed("id") {
-			cfg.ReplicaID = flags.ReplicaID
-		}
-		if f.Changed("data-dir") {
-			cfg.DataDir = flags.DataDir
-		}
-		if f.Changed("rtt-ms") {
-			cfg.RTTMillisecond = flags.RTTMillisecond
-		}
-		if f.Changed("logdb") {
-			cfg.LogDB = flags.LogDB
-		}
-		if f.Changed("snapshot-entries") {
-			cfg.SnapshotEntries = flags.SnapshotEntries
-		}
-		if f.Changed("deployment-id") {
-			cfg.DeploymentID = flags.DeploymentID
-		}
-		if f.Changed("pprof") {
-			cfg.Pprof = flags.Pprof
-		}
-		if f.Changed("backup-dir") {
-			cfg.BackupDir = flags.BackupDir
-		}
-		if f.Changed("zone") {
-			cfg.Zone = flags.Zone
-		}
-		if f.Changed("raft-addr") {
-			cfg.RaftAddr = flags.RaftAddr
-		}
-		if f.Changed("raft-listen") {
-			cfg.RaftListen = flags.RaftListen
-		}
-		if f.Changed("api-addr") {
-			cfg.APIAddr = flags.APIAddr
-		}
-		if f.Changed("admin-token-file") {
-			cfg.AdminTokenFile = flags.AdminTokenFile
-		}
-		if f.Changed("tls-cert") {
-			cfg.TLSCert = flags.TLSCert
-		}
-		if f.Changed("tls-key") {
-			cfg.TLSKey = flags.TLSKey
-		}
-		if f.Changed("tls-ca") {
-			cfg.TLSCA = flags.TLSCA
-		}
-		if f.Changed("plain-http") {
-			cfg.PlainHTTP = flags.PlainHTTP
-		}
+		overrideFromFlags(&cfg, flags, f) // flags given explicitly override the file
 	}
 	for _, s := range sf.peers {
 		p, err := lockd.ParsePeer(s)
@@ -156,6 +108,40 @@ func (sf *serveFlags) config(cmd *cobra.Command) (lockd.Config, error) {
 		cfg.BackupEvery = lockd.Duration(sf.backupEvery)
 	}
 	return cfg, nil
+}
+
+// overrideFromFlags sets, in cfg (read from --config), every field whose
+// flag was given explicitly, from flags.
+func overrideFromFlags(cfg *lockd.Config, flags lockd.Config, f *pflag.FlagSet) {
+	for _, o := range []struct {
+		name string
+		set  func()
+	}{
+		{"id", func() { cfg.ReplicaID = flags.ReplicaID }},
+		{"data-dir", func() { cfg.DataDir = flags.DataDir }},
+		{"rtt-ms", func() { cfg.RTTMillisecond = flags.RTTMillisecond }},
+		{"logdb", func() { cfg.LogDB = flags.LogDB }},
+		{"snapshot-entries", func() { cfg.SnapshotEntries = flags.SnapshotEntries }},
+		{"deployment-id", func() { cfg.DeploymentID = flags.DeploymentID }},
+		{"pprof", func() { cfg.Pprof = flags.Pprof }},
+		{"backup-dir", func() { cfg.BackupDir = flags.BackupDir }},
+		{"zone", func() { cfg.Zone = flags.Zone }},
+		{"raft-addr", func() { cfg.RaftAddr = flags.RaftAddr }},
+		{"raft-listen", func() { cfg.RaftListen = flags.RaftListen }},
+		{"api-addr", func() { cfg.APIAddr = flags.APIAddr }},
+		{"admin-token-file", func() { cfg.AdminTokenFile = flags.AdminTokenFile }},
+		{"tls-cert", func() { cfg.TLSCert = flags.TLSCert }},
+		{"tls-key", func() { cfg.TLSKey = flags.TLSKey }},
+		{"tls-ca", func() { cfg.TLSCA = flags.TLSCA }},
+		{"raft-tls-cert", func() { cfg.RaftTLSCert = flags.RaftTLSCert }},
+		{"raft-tls-key", func() { cfg.RaftTLSKey = flags.RaftTLSKey }},
+		{"raft-tls-ca", func() { cfg.RaftTLSCA = flags.RaftTLSCA }},
+		{"plain-http", func() { cfg.PlainHTTP = flags.PlainHTTP }},
+	} {
+		if f.Changed(o.name) {
+			o.set()
+		}
+	}
 }
 
 func serveCommand() *cobra.Command {

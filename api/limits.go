@@ -72,9 +72,73 @@ const (
 	// stays on while they flow; a new leader waits at most this long for
 	// clients that do not check in before it changes a cacheable node.
 	CacheWindow = 9 * time.Second
+
+	// DirectoryRefreshGap is the least time between two directory reads
+	// a lockd makes for requests naming what its view lacks (an unknown
+	// API token or cell): such requests share one read, so made-up
+	// tokens cannot turn into a read each.
+	DirectoryRefreshGap = 100 * time.Millisecond
 )
 
 // CacheWindowFor is the cache window of a session with the given lease.
 func CacheWindowFor(lease time.Duration) time.Duration {
 	return min(CacheWindow, lease*3/4)
 }
+
+// Client caching on the leader (issue 22, holes 5 and 7): bounds on the
+// cacher table. Past either cap a cacheable read is served uncached (not
+// an error: caching is an optimisation), counted in
+// lockd_cache_uncached_over_cap_total.
+const (
+	// MaxCachedPathsPerSession bounds the nodes one session is recorded
+	// as caching on a cell. An entry costs the leader about 150 bytes (two
+	// map entries), so a session at the cap holds about 1.5 MB; 10 000
+	// covers a configuration or name-service working set many times over
+	// (the SDK keeps at most 100 000, and serves the rest uncached too).
+	MaxCachedPathsPerSession = 10_000
+	// MaxCachedPathsPerTenant bounds the (node, session) entries of all
+	// the sessions of one tenant on a cell (the session's tenant as the
+	// state recorded it at its open; sessions without a tenant, auth off,
+	// have only the per-session cap): about 40 MB of leader memory, or
+	// 1 000 clients caching 250 nodes each.
+	MaxCachedPathsPerTenant = 250_000
+)
+
+// The lockproxy's bounds (issue 22, holes 3, 4 and 6): what a client may
+// make a proxy hold, how the proxy cuts its KeepAlive batches, and how
+// fresh its view of the tenants is.
+const (
+	// SessionSecretLen is the length of a session's secret as the leader
+	// draws it: 128 random bits, lower-case hex. A proxy refuses any other
+	// (bad_request) before it keeps or forwards anything of the request.
+	SessionSecretLen = 32
+	// MaxRequestNameLen bounds a cell or proxy-instance name in a client
+	// request a proxy acts on itself.
+	MaxRequestNameLen = 128
+	// MaxProxyBatchSessions and MaxProxyBatchBytes cut a proxy's KeepAlive
+	// batch: a proxy with more sessions (or bytes) on a cell sends several
+	// batches at once, each well under MaxBatchSessions and MaxBatchBody.
+	MaxProxyBatchSessions = 10_000
+	MaxProxyBatchBytes    = 1 << 20
+	// ProxyBatchTimeout bounds one batch call beyond the leader's wait,
+	// its retries included: a batch that fails is not resent as it was
+	// (the next one is built afresh from the sessions then).
+	ProxyBatchTimeout = 5 * time.Second
+	// MaxProxyWatchesPerSession and MaxProxyWatchesPerTenant bound the
+	// watches a proxy holds for clients: one per (path, kind) per client
+	// session, however many times it arms it; past either, arming is
+	// refused limit_exceeded. Each costs the proxy one entry (and, for
+	// the first client on a path and kind, one watch on its own session).
+	MaxProxyWatchesPerSession = 4096
+	MaxProxyWatchesPerTenant  = 32_768
+	// ProxyAuthRefresh is how often a lockproxy re-reads the directory's
+	// tenants: a revoked token or a narrowed grant takes effect at a
+	// proxy within this plus one directory read (the bound is 1 s + the
+	// read), and the sessions of a tenant without tokens stop being
+	// renewed there (they expire within a lease).
+	ProxyAuthRefresh = time.Second
+	// ProxyAuthMaxStale: a proxy whose view of the tenants is older than
+	// this (the directory does not answer it) answers no cached read or
+	// watch itself; it forwards them to the lockds, which decide.
+	ProxyAuthMaxStale = 5 * time.Second
+)

@@ -145,6 +145,25 @@ func (t Tenant) Allows(role Role, path string) bool {
 	return false
 }
 
+// GrantRoot is the shortest prefix on which the tenant holds role over
+// path: the highest node a request of that role on path may reach
+// (make_parents creates ancestors only at or below it). ok is false if
+// the tenant does not hold role on path.
+func (t Tenant) GrantRoot(role Role, path string) (root string, ok bool) {
+	for _, g := range t.Grants {
+		if !Covers(g.Prefix, path) || (ok && len(g.Prefix) >= len(root)) {
+			continue
+		}
+		for _, r := range g.Roles {
+			if r.implies(role) {
+				root, ok = g.Prefix, true
+				break
+			}
+		}
+	}
+	return root, ok
+}
+
 // IsAdmin reports whether the tenant holds admin on "/": the cluster's
 // operations are its.
 func (t Tenant) IsAdmin() bool { return t.Allows(RoleAdmin, "/") }

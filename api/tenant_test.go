@@ -76,3 +76,27 @@ func TestTenantValidate(t *testing.T) {
 		t.Errorf("BearerToken = %q, %v", tok, err)
 	}
 }
+
+func TestTenantGrantRoot(t *testing.T) {
+	tn := Tenant{Name: "t", Grants: []Grant{
+		{Prefix: "/demo/team/alice", Roles: []Role{RoleWrite}},
+		{Prefix: "/demo/team", Roles: []Role{RoleRead}},
+		{Prefix: "/demo", Roles: []Role{RoleLock}},
+	}}
+	for _, tc := range []struct {
+		role       Role
+		path, root string
+		ok         bool
+	}{
+		{RoleWrite, "/demo/team/alice/x", "/demo/team/alice", true},
+		{RoleRead, "/demo/team/alice/x", "/demo", true}, // lock implies read
+		{RoleLock, "/demo/team/alice/x", "/demo", true},
+		{RoleWrite, "/demo/team/bob", "", false},
+		{RoleRead, "/payments/x", "", false},
+	} {
+		root, ok := tn.GrantRoot(tc.role, tc.path)
+		if root != tc.root || ok != tc.ok {
+			t.Errorf("GrantRoot(%s, %s) = %q, %v; want %q, %v", tc.role, tc.path, root, ok, tc.root, tc.ok)
+		}
+	}
+}

@@ -753,6 +753,9 @@ type ExportedNode struct {
 	Value   []byte `json:"value,omitempty"`
 	Version uint64 `json:"version"`
 	NextSeq uint64 `json:"next_seq,omitempty"`
+	// Tenant owns the node (its quota counts it) on the new cell as it
+	// did on the old; "" for none.
+	Tenant string `json:"tenant,omitempty"`
 }
 
 // PrefixOpResponse is a prefix operation's result: the cell's log index

@@ -15,9 +15,17 @@ import (
 
 // Table maps a node's path to the sessions that may hold it in their cache.
 type Table struct {
+	lim       Limits
 	mu        sync.Mutex
 	byPath    map[string]map[uint64]struct{}
 	bySession map[uint64]map[string]struct{}
+	// tenantOf is each registered session's tenant ("" none), perTenant
+	// its tenants' entries (caps.go); refused are the sessions that may
+	// cache no more under this leadership (Revoke).
+	tenantOf  map[uint64]string
+	perTenant map[string]int
+	refused   map[uint64]struct{}
+	counts    Counts
 	// busy counts the changes in flight per path (and busyUnder per
 	// prefix, for a seal): a read of a busy path is served uncached, so
 	// nobody caches a value about to change.
@@ -32,52 +40,68 @@ type Table struct {
 	nextID  uint64
 }
 
-// New returns an empty table.
-func New() *Table {
-	t := &Table{}
+// New returns an empty table without caps.
+func New() *Table { return NewWithLimits(Limits{}) }
+
+// NewWithLimits returns an empty table with caps.
+func NewWithLimits(lim Limits) *Table {
+	t := &Table{lim: lim}
 	t.Reset()
 	return t
 }
 
-// Reset forgets every cacher (leadership lost). Changes in flight keep
-// their done funcs working.
+// Reset forgets every cacher and every refusal (leadership lost: a new
+// leader starts afresh). Changes in flight keep their done funcs working.
 func (t *Table) Reset() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.byPath = map[string]map[uint64]struct{}{}
 	t.bySession = map[uint64]map[string]struct{}{}
+	t.tenantOf, t.perTenant, t.refused = map[uint64]string{}, map[string]int{}, map[uint64]struct{}{}
 	if t.busy == nil {
 		t.busy, t.busyUnder, t.started = map[string]int{}, map[string]int{}, map[uint64]time.Time{}
 		t.inflight = map[string]map[uint64]int{}
 	}
 }
 
-// Register records session as a cacher of path, unless a change of path is
-// in flight: then it reports false and the read must be served uncached.
-func (t *Table) Register(path string, session uint64) bool {
+// Register records session, of tenant ("" none), as a cacher of path.
+// Anything but Registered means the read must be served uncached: a
+// change of path is in flight, the session was refused (Revoke), or a
+// cap is reached (caps.go).
+func (t *Table) Register(path string, session uint64, tenant string) Outcome {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.busy[path] > 0 {
-		return false
+		return Busy
 	}
 	for p := path; p != "/" && p != ""; p = parent(p) {
 		if t.busyUnder[p] > 0 {
-			return false
+			return Busy
 		}
 	}
+	if o := t.admitLocked(path, session, tenant); o != Registered {
+		return o
+	}
+	if _, ok := t.tenantOf[session]; !ok {
+		t.tenantOf[session] = tenant
+	}
 	t.addLocked(path, session)
-	return true
+	return Registered
 }
 
 func (t *Table) addLocked(path string, session uint64) {
 	if t.byPath[path] == nil {
 		t.byPath[path] = map[uint64]struct{}{}
 	}
+	if _, ok := t.byPath[path][session]; ok {
+		return
+	}
 	t.byPath[path][session] = struct{}{}
 	if t.bySession[session] == nil {
 		t.bySession[session] = map[string]struct{}{}
 	}
 	t.bySession[session][path] = struct{}{}
+	t.countLocked(session, 1)
 }
 
 // Begin starts a change of path: from now until done, reads of it are
@@ -191,8 +215,11 @@ func (t *Table) Forget(session uint64) {
 				delete(t.byPath, path)
 			}
 		}
+		t.countLocked(session, -1)
 	}
 	delete(t.bySession, session)
+	delete(t.tenantOf, session)
+	delete(t.refused, session)
 }
 
 // Stats reports the cached paths, the (path, session) entries and when the
@@ -219,6 +246,7 @@ func (t *Table) takeLocked(path string) []uint64 {
 		out = append(out, s)
 		if ps := t.bySession[s]; ps != nil {
 			delete(ps, path)
+			t.countLocked(s, -1)
 			if len(ps) == 0 {
 				delete(t.bySession, s)
 			}

@@ -12,19 +12,19 @@ func TestBeginTakesCachersAndBlocksRegistration(t *testing.T) {
 	tb := New()
 	now := time.Unix(100, 0)
 	for _, s := range []uint64{7, 3} {
-		if !tb.Register("/demo/x", s) {
+		if !reg(tb, "/demo/x", s) {
 			t.Fatal("registration refused with no change in flight")
 		}
 	}
-	tb.Register("/demo/y", 3)
+	reg(tb, "/demo/y", 3)
 	got, done := tb.Begin("/demo/x", now)
 	if !slices.Equal(got, []uint64{3, 7}) {
 		t.Fatalf("cachers %v, want [3 7]", got)
 	}
-	if tb.Register("/demo/x", 9) {
+	if reg(tb, "/demo/x", 9) {
 		t.Fatal("a read during the change was made cacheable")
 	}
-	if !tb.Register("/demo/y", 9) {
+	if !reg(tb, "/demo/y", 9) {
 		t.Fatal("another path was blocked")
 	}
 	if _, _, oldest := tb.Stats(); !oldest.Equal(now) {
@@ -36,7 +36,7 @@ func TestBeginTakesCachersAndBlocksRegistration(t *testing.T) {
 	} else {
 		done2(true)
 	}
-	if !tb.Register("/demo/x", 9) {
+	if !reg(tb, "/demo/x", 9) {
 		t.Fatal("registration refused after the change")
 	}
 
@@ -44,11 +44,11 @@ func TestBeginTakesCachersAndBlocksRegistration(t *testing.T) {
 	if len(under) != 2 || !slices.Equal(under[3], []string{"/demo/y"}) || len(under[9]) != 2 {
 		t.Fatalf("cachers under /demo: %v", under)
 	}
-	if tb.Register("/demo/a/b", 1) || !tb.Register("/demox", 1) {
+	if reg(tb, "/demo/a/b", 1) || !reg(tb, "/demox", 1) {
 		t.Fatal("a seal of /demo must block /demo/a/b and only it")
 	}
 	doneUnder(true)
-	if !tb.Register("/demo/a/b", 1) {
+	if !reg(tb, "/demo/a/b", 1) {
 		t.Fatal("still blocked after the seal")
 	}
 	tb.Forget(1)
@@ -66,7 +66,7 @@ func TestBeginTakesCachersAndBlocksRegistration(t *testing.T) {
 func TestOverlappingChangesShareCachers(t *testing.T) {
 	tb := New()
 	now := time.Unix(100, 0)
-	tb.Register("/demo/k", 5)
+	reg(tb, "/demo/k", 5)
 	first, done1 := tb.Begin("/demo/k", now)
 	second, done2 := tb.Begin("/demo/k", now)
 	if !slices.Equal(first, []uint64{5}) || !slices.Equal(second, []uint64{5}) {
@@ -89,4 +89,9 @@ func TestOverlappingChangesShareCachers(t *testing.T) {
 		t.Fatalf("seal after everything was acknowledged: %v", under)
 	}
 	doneUnder(true)
+}
+
+// reg registers session, without a tenant, and reports whether it was.
+func reg(tb *Table, path string, session uint64) bool {
+	return tb.Register(path, session, "") == Registered
 }

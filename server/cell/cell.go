@@ -116,7 +116,7 @@ func Start(nh *dragonboat.NodeHost, cfg Config) (*Cell, error) {
 	c.log = cfg.Logger.With("cell", cfg.Info.Name, "shard", cfg.Info.ShardID)
 	c.sessions = session.New(session.Config{Expire: c.proposeExpiry, Tick: c.proposeTick, Confirm: c.proposeConfirm, Logger: c.log})
 	c.watches = watch.NewTable(c.sessions)
-	c.cachers = cachers.New()
+	c.cachers = cachers.NewWithLimits(cachers.Limits{PerSession: api.MaxCachedPathsPerSession, PerTenant: api.MaxCachedPathsPerTenant})
 	c.confirms = newConfirmer(c.read, confirmWindow)
 	c.delays = newLockDelays(c.log, func(ctx context.Context, dir string, since uint64) error {
 		_, err := c.propose(ctx, &fsm.Command{Op: fsm.OpEndLockDelay, Path: dir, Since: since})
@@ -483,11 +483,11 @@ func (c *Cell) afterApply(s *fsm.State, a *fsm.Applied) {
 // "no lock node there" means that predecessor is gone.
 func (c *Cell) armPredecessor(s *fsm.State, session uint64, waitFor string) {
 	if _, delayed := s.LockDelayOf(waitFor); delayed {
-		c.watches.Register(session, waitFor, api.WatchData) // the lock's directory, in lock-delay
+		c.watches.Register(session, tenantOf(s, session), waitFor, api.WatchData) // the lock's directory, in lock-delay
 		return
 	}
 	if exists, _, _, _ := s.LockState(waitFor); exists {
-		c.watches.Register(session, waitFor, api.WatchData)
+		c.watches.Register(session, tenantOf(s, session), waitFor, api.WatchData)
 		return
 	}
 	c.watches.FireNow(session, api.Event{Type: api.EventDeleted, Path: waitFor, Kind: api.WatchData, Index: s.Index()})
@@ -498,7 +498,7 @@ func (c *Cell) armPredecessor(s *fsm.State, session uint64, waitFor string) {
 // deleted event fires at once.
 func (c *Cell) armOwn(s *fsm.State, session uint64, node string) {
 	if exists, _, _, _ := s.LockState(node); exists {
-		c.watches.Register(session, node, api.WatchData)
+		c.watches.Register(session, tenantOf(s, session), node, api.WatchData)
 		return
 	}
 	c.watches.FireNow(session, api.Event{Type: api.EventDeleted, Path: node, Kind: api.WatchData, Index: s.Index()})
@@ -691,10 +691,12 @@ type Caller struct {
 	// OwnOnly: the caller holds only the lock role here, so may change
 	// or delete only its own session's ephemeral nodes.
 	OwnOnly bool
+	// ParentsFrom: the caller's grant root on the path (fsm.Command's).
+	ParentsFrom string
 }
 
 func (k Caller) stamp(cmd *fsm.Command) *fsm.Command {
-	cmd.Tenant, cmd.Quota, cmd.Admin, cmd.OwnOnly = k.Tenant, k.Quota, k.Admin, k.OwnOnly
+	cmd.Tenant, cmd.Quota, cmd.Admin, cmd.OwnOnly, cmd.ParentsFrom = k.Tenant, k.Quota, k.Admin, k.OwnOnly, k.ParentsFrom
 	return cmd
 }
 

@@ -65,7 +65,7 @@ func TestDuplicateLeaderStartKeepsRunningLeadership(t *testing.T) {
 	r.apply(start)
 	r.apply(fsm.Command{Op: fsm.OpEnsurePrefix, Path: "/demo", Epoch: 1})
 	id := r.apply(fsm.Command{Op: fsm.OpOpenSession}).Session
-	r.c.watches.Register(id, "/demo/x", api.WatchData)
+	r.c.watches.Register(id, "", "/demo/x", api.WatchData)
 
 	type reply struct {
 		evs []api.Event

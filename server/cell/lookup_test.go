@@ -173,7 +173,7 @@ func TestWatchesPerSessionLimit(t *testing.T) {
 	r, _ := leadingReplica(t)
 	id := r.apply(fsm.Command{Op: fsm.OpOpenSession}).Session
 	for i := 0; i < api.MaxWatchesPerSession-1; i++ {
-		r.c.watches.Register(id, fmt.Sprintf("/demo/w%d", i), api.WatchData)
+		r.c.watches.Register(id, "", fmt.Sprintf("/demo/w%d", i), api.WatchData)
 	}
 	if _, err := r.c.lookup(r.m.state, getQuery{path: "/demo/last", session: id, watch: api.WatchData}); err != nil {
 		t.Fatalf("the last watch within the limit: %v", err)

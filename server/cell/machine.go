@@ -220,7 +220,7 @@ func (c *Cell) lookup(s *fsm.State, q interface{}) (interface{}, error) {
 			if err := c.canWatch(s, q.session, 1); err != nil {
 				return nil, err
 			}
-			c.watches.Register(q.session, q.path, q.watch)
+			c.watches.Register(q.session, tenantOf(s, q.session), q.path, q.watch)
 		}
 		return api.GetResponse{Exists: ok, Node: n, Index: s.Index()}, nil
 	case childrenQuery:
@@ -240,7 +240,7 @@ func (c *Cell) lookup(s *fsm.State, q interface{}) (interface{}, error) {
 			if err := c.canWatch(s, q.session, 1); err != nil {
 				return nil, err
 			}
-			c.watches.Register(q.session, q.path, api.WatchChildren)
+			c.watches.Register(q.session, tenantOf(s, q.session), q.path, api.WatchChildren)
 		}
 		return api.ChildrenResponse{Node: n, Children: names, Index: s.Index()}, nil
 	case lockStateQuery:
@@ -263,7 +263,7 @@ func (c *Cell) lookup(s *fsm.State, q interface{}) (interface{}, error) {
 			if held {
 				watched = q.path
 			}
-			c.watches.Register(q.session, watched, api.WatchData)
+			c.watches.Register(q.session, tenantOf(s, q.session), watched, api.WatchData)
 		}
 		var version uint64
 		if n, ok := s.Get(q.path); ok && exists {
@@ -292,7 +292,7 @@ func (c *Cell) lookup(s *fsm.State, q interface{}) (interface{}, error) {
 			if typ, fire := s.WatchCheck(w.Path, w.Kind, w.Since); fire {
 				c.watches.FireNow(q.session, api.Event{Type: typ, Path: w.Path, Kind: w.Kind, Index: s.Index()})
 			} else {
-				c.watches.Register(q.session, w.Path, w.Kind)
+				c.watches.Register(q.session, tenantOf(s, q.session), w.Path, w.Kind)
 			}
 		}
 		return api.WatchResponse{Index: s.Index()}, nil
@@ -353,6 +353,8 @@ func (c *Cell) lookup(s *fsm.State, q interface{}) (interface{}, error) {
 		}
 		valid, holders := s.CheckToken(q.path, q.token)
 		return api.LockCheckResponse{Valid: valid, Holders: holders, Index: s.Index()}, nil
+	case cacheCheckQuery:
+		return q.run(s), nil
 	case statsQuery:
 		return stats{index: s.Index(), epoch: s.Epoch(), sessions: s.NumSessions(), nodes: s.NumNodes(), tokenHeadroom: s.TokenHeadroom()}, nil
 	}
@@ -376,8 +378,22 @@ func (c *Cell) canWatch(s *fsm.State, session uint64, more int) error {
 	if more > 0 && armed+more > api.MaxWatchesPerSession {
 		return api.Errorf(api.CodeLimitExceeded, "session %d has %d watches armed; %d more would pass the limit %d (MaxWatchesPerSession)", session, armed, more, api.MaxWatchesPerSession)
 	}
-	if q := s.WatchQuota(session); more > 0 && q > 0 && armed+more > q {
-		return api.Errorf(api.CodeQuotaExceeded, "session %d has %d watches armed; %d more would pass its tenant's quota %d", session, armed, more, q)
+	// The tenant's quota counts the watches of all its sessions on this
+	// cell: many sessions do not multiply it.
+	if q := s.WatchQuota(session); more > 0 && q > 0 {
+		tenant := tenantOf(s, session)
+		if byTenant := c.watches.ArmedByTenant(tenant); byTenant+more > q && !brokenWatchQuota {
+			return api.Errorf(api.CodeQuotaExceeded, "tenant %s has %d watches armed on this cell; %d more would pass its quota %d", tenant, byTenant, more, q)
+		}
+		if armed+more > q {
+			return api.Errorf(api.CodeQuotaExceeded, "session %d has %d watches armed; %d more would pass its tenant's quota %d", session, armed, more, q)
+		}
 	}
 	return nil
+}
+
+// tenantOf is the tenant that opened a session ("" for none).
+func tenantOf(s *fsm.State, session uint64) string {
+	t, _ := s.SessionTenant(session)
+	return t
 }

@@ -104,3 +104,38 @@ func TestTenantQuota(t *testing.T) {
 	h.ok(put("/demo/a/v", "3"))
 	h.openWith("a", "a", q)
 }
+
+// TestMakeParentsStaysInGrant: make_parents creates only the ancestors
+// at or below the caller's grant (ParentsFrom); one above it refuses the
+// whole command, and nothing applies. Fails on -tags
+// lockd_broken_parentsfrom.
+func TestMakeParentsStaysInGrant(t *testing.T) {
+	h := newDemo(t)
+	for _, tc := range []struct {
+		name, path, from string
+		op               Op
+		code             api.Code // "" applies
+	}{
+		{"create, parents above the grant", "/demo/team/alice/x", "/demo/team/alice", OpCreate, api.CodeForbidden},
+		{"put, parents above the grant", "/demo/team/alice/y", "/demo/team/alice", OpPut, api.CodeForbidden},
+		{"create, parents within the grant", "/demo/team2/a/b", "/demo/team2", OpCreate, ""},
+		{"put, parents within the grant", "/demo/team2/c/d", "/demo/team2", OpPut, ""},
+		{"admin: anywhere", "/demo/open/a/b", "", OpCreate, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Command{Op: tc.op, Path: tc.path, MakeParents: true, ParentsFrom: tc.from, Value: []byte("v")}
+			if tc.code != "" {
+				before := snapNoIndex(t, h.s)
+				h.fail(c, tc.code)
+				if !bytes.Equal(before, snapNoIndex(t, h.s)) {
+					t.Fatal("a refused make_parents changed the state")
+				}
+				return
+			}
+			h.ok(c)
+		})
+	}
+	if _, ok := h.s.Get("/demo/team"); ok {
+		t.Fatal("/demo/team was created outside the grant")
+	}
+}

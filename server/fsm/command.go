@@ -75,6 +75,10 @@ type Command struct {
 	Sequential  bool         `json:"sequential,omitempty"`
 	Lock        api.LockMode `json:"lock,omitempty"`
 	MakeParents bool         `json:"make_parents,omitempty"`
+	// ParentsFrom: make_parents creates missing ancestors only at or
+	// below this path (the caller's grant; "" anywhere: an admin, or
+	// auth off). An ancestor it would create above is refused forbidden.
+	ParentsFrom string `json:"parents_from,omitempty"`
 	// LockDelayMS: for a lock node's create, its lock-delay.
 	LockDelayMS int64 `json:"lock_delay_ms,omitempty"`
 	// AtMS: for close_session and expire_session, the proposer's wall

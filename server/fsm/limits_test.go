@@ -228,3 +228,36 @@ func TestNamedCellLimits(t *testing.T) {
 		}
 	})
 }
+
+// TestOpenNonceIsPerTenant: a nonce names an open within its tenant.
+// Another tenant replaying it opens a session of its own and never learns
+// the first one's id or secret; the first tenant's retry still gets its
+// session. Fails on -tags lockd_broken_noncekey.
+func TestOpenNonceIsPerTenant(t *testing.T) {
+	h := newDemo(t)
+	open := func(tenant, secret string) Result {
+		return h.ok(Command{Op: OpOpenSession, Nonce: "n-1", Tenant: tenant, WriteHeader: api.WriteHeader{Secret: secret}})
+	}
+	alice := open("alice", "alice-secret")
+	for _, tc := range []struct {
+		name, tenant, secret string
+		same                 bool
+	}{
+		{"another tenant replays it", "mallory", "mallory-secret", false},
+		{"no tenant replays it", "", "anon-secret", false},
+		{"the tenant retries", "alice", "retry-secret", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := open(tc.tenant, tc.secret)
+			if (got.Session == alice.Session) != tc.same {
+				t.Fatalf("session %d, alice's %d: same=%v, want %v", got.Session, alice.Session, got.Session == alice.Session, tc.same)
+			}
+			if !tc.same && got.Secret == alice.Secret {
+				t.Fatalf("%s learned alice's secret", tc.tenant)
+			}
+		})
+	}
+	if !bytes.Equal(snapBytes(t, restore(t, h.snap())), h.snap()) {
+		t.Fatal("snapshot with tenants' nonces does not round-trip byte for byte")
+	}
+}

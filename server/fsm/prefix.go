@@ -209,6 +209,9 @@ func (s *State) stagePrefix(index uint64, c *Command) (Result, []Change) {
 		if err := checkValue(en.Value); err != nil {
 			return Result{Err: err}, nil
 		}
+		if len(en.Tenant) > api.MaxTenantName {
+			return Result{Err: api.Errorf(api.CodeBadRequest, "staged node %s names a tenant of %d bytes, limit %d", en.Path, len(en.Tenant), api.MaxTenantName)}, nil
+		}
 		if i > 0 && en.Path <= c.Nodes[i-1].Path {
 			return Result{Err: api.Errorf(api.CodeBadRequest, "staged nodes must be in path order")}, nil
 		}
@@ -229,12 +232,16 @@ func (s *State) stagePrefix(index uint64, c *Command) (Result, []Change) {
 	for _, en := range c.Nodes {
 		if n, ok := s.nodes[en.Path]; ok { // the root, or a page sent twice
 			s.touch(n)
-			s.bytes += int64(len(en.Value) - len(n.value))
+			delta := int64(len(en.Value) - len(n.value))
+			s.bytes += delta
+			s.use(n.tenant, 0, 0, delta)
 			n.value, n.version, n.nextSeq = cloneBytes(en.Value), max(en.Version, 1), en.NextSeq
 			continue
 		}
+		// The node keeps its owner: the tenant's usage here counts it, so
+		// its quota holds across the move.
 		n := &node{path: en.Path, parent: s.nodes[api.Parent(en.Path)], value: cloneBytes(en.Value), version: max(en.Version, 1), nextSeq: en.NextSeq,
-			createIndex: index, modifyIndex: index, childIndex: index, children: map[string]*node{}}
+			tenant: en.Tenant, createIndex: index, modifyIndex: index, childIndex: index, children: map[string]*node{}}
 		s.link(index, n)
 	}
 	if c.Last {
@@ -300,7 +307,7 @@ func (s *State) ExportPrefix(prefix, after string, limit int) ([]api.ExportedNod
 		if n.ephemeral {
 			continue // none are left after a seal; belt and braces
 		}
-		out = append(out, api.ExportedNode{Path: n.path, Value: cloneBytes(n.value), Version: n.version, NextSeq: n.nextSeq})
+		out = append(out, api.ExportedNode{Path: n.path, Value: cloneBytes(n.value), Version: n.version, NextSeq: n.nextSeq, Tenant: exportedOwner(n.tenant)})
 	}
 	return out, i < len(all), nil
 }

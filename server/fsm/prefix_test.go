@@ -202,3 +202,41 @@ func TestPrefixStatesSurviveSnapshots(t *testing.T) {
 		t.Error("snapshot does not round-trip")
 	}
 }
+
+// TestMoveKeepsOwners: a prefix's export carries each node's owner and
+// the stage keeps it, so the tenant's usage (and so its quota) is the
+// same on the new cell as on the old. Fails on -tags
+// lockd_broken_exportowner.
+func TestMoveKeepsOwners(t *testing.T) {
+	from := newDemo(t)
+	q := &api.Quota{Nodes: 10}
+	for _, p := range []string{"/demo/t", "/demo/t/a", "/demo/t/b"} {
+		from.ok(Command{Op: OpPut, Path: p, Value: []byte("v-" + p), Tenant: "team", Quota: q})
+	}
+	from.ok(sealCmd("/demo", "b", 4))
+	nodes, more, err := from.s.ExportPrefix("/demo", "", 100)
+	if err != nil || more {
+		t.Fatalf("export: %v, more %v", err, more)
+	}
+	to := newDemo(t)
+	to.ok(stageCmd("/moving", 3, true, true, renamed(nodes, "/demo", "/moving")...))
+	_, wantNodes, wantBytes := from.s.Usage("team")
+	_, gotNodes, gotBytes := to.s.Usage("team")
+	if gotNodes != wantNodes || gotBytes-wantBytes != int64(3*(len("/moving")-len("/demo"))) {
+		t.Fatalf("team's usage after the move: %d nodes, %d bytes; before: %d nodes, %d bytes", gotNodes, gotBytes, wantNodes, wantBytes)
+	}
+	if gotNodes != 3 {
+		t.Fatalf("team owns %d nodes on the new cell, want 3", gotNodes)
+	}
+}
+
+// renamed moves exported nodes from one prefix to another (two cells in
+// one test share the demo prefix name otherwise).
+func renamed(nodes []api.ExportedNode, from, to string) []api.ExportedNode {
+	out := make([]api.ExportedNode, len(nodes))
+	for i, n := range nodes {
+		n.Path = to + n.Path[len(from):]
+		out[i] = n
+	}
+	return out
+}

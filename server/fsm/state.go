@@ -422,7 +422,8 @@ func (s *State) openSession(index uint64, c *Command) Result {
 	if len(c.Nonce) > api.MaxNonceLen {
 		return Result{Err: api.Errorf(api.CodeBadRequest, "nonce is %d bytes, limit %d", len(c.Nonce), api.MaxNonceLen)}
 	}
-	if id, ok := s.opens[c.Nonce]; ok && c.Nonce != "" {
+	key := openKey(c.Tenant, c.Nonce)
+	if id, ok := s.opens[key]; ok && c.Nonce != "" {
 		// A retry of an open that applied (its reply was lost): the same
 		// session, and nothing changes. Once that session has ended the
 		// retry opens a new one: the first never reached its client.
@@ -448,9 +449,19 @@ func (s *State) openSession(index uint64, c *Command) Result {
 	s.sessions[index] = sess
 	s.use(sess.tenant, 1, 0, 0)
 	if c.Nonce != "" {
-		s.rememberOpen(c.Nonce, index)
+		s.rememberOpen(key, index)
 	}
 	return Result{Session: index, Secret: sess.secret, LeaseMS: sess.leaseMS, Epoch: s.epoch}
+}
+
+// openKey is what a session open's nonce is remembered by: the nonce
+// within its tenant's opens. Another tenant replaying a nonce it saw
+// opens a session of its own; it never gets the first one's id and secret.
+func openKey(tenant, nonce string) string {
+	if tenant == "" || brokenNonceKey {
+		return nonce
+	}
+	return tenant + "\x00" + nonce
 }
 
 // rememberOpen records an open's nonce, forgetting the oldest beyond the
@@ -735,8 +746,12 @@ func (s *State) checkCreate(index uint64, c *Command) (createPlan, *api.Error) {
 		if s.nodes[q].ephemeral {
 			return p, api.Errorf(api.CodeBadRequest, "ephemeral node %s cannot have children", q)
 		}
-		// The missing ancestors count against the limits too.
+		// The missing ancestors count against the limits too, and each
+		// must lie within the caller's grant.
 		for a := p.parentPath; a != q; a = api.Parent(a) {
+			if c.ParentsFrom != "" && !api.Covers(c.ParentsFrom, a) && !brokenParentsFrom {
+				return p, api.Errorf(api.CodeForbidden, "make_parents would create %s, outside the caller's grant on %s", a, c.ParentsFrom)
+			}
 			p.parentNodes++
 			p.parentBytes += int64(len(a))
 		}
@@ -894,7 +909,7 @@ func (s *State) put(index uint64, c *Command) (Result, []Change) {
 		if c.Version != nil && *c.Version != 0 {
 			return Result{Err: api.Errorf(api.CodeNoNode, "%s does not exist", c.Path)}, nil
 		}
-		create := Command{Op: OpCreate, Path: c.Path, Value: c.Value, MakeParents: c.MakeParents, Tenant: c.Tenant, Quota: c.Quota}
+		create := Command{Op: OpCreate, Path: c.Path, Value: c.Value, MakeParents: c.MakeParents, ParentsFrom: c.ParentsFrom, Tenant: c.Tenant, Quota: c.Quota}
 		return s.create(index, &create)
 	}
 	if err := mayChange(c, n); err != nil {

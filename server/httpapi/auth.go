@@ -34,6 +34,16 @@ func (p principal) caller() cell.Caller {
 	return cell.Caller{Tenant: p.name, Quota: p.quota, Admin: p.admin}
 }
 
+// callerOn is caller for a write of path under role: the nodes it may
+// create (make_parents) stay within the grant that allows it.
+func (p principal) callerOn(role api.Role, path string) cell.Caller {
+	who := p.caller()
+	if !p.admin {
+		who.ParentsFrom, _ = p.tenant.GrantRoot(role, path)
+	}
+	return who
+}
+
 // EnableAuth makes every request but /healthz and /metrics carry a token:
 // adminToken (the cluster's bootstrap admin) or a tenant's.
 func (s *Server) EnableAuth(adminToken string) {
@@ -60,7 +70,7 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (principal, error) {
 	if !ok {
 		// A token made a moment ago on another lockd: read the directory once.
 		rctx, cancel := context.WithTimeout(context.Background(), unknownCellRefresh)
-		s.host.RefreshDirectory(rctx)
+		s.dir.refresh(rctx)
 		cancel()
 		if t, ok = s.host.Directory().TenantByToken(tok); !ok {
 			return principal{}, api.Errorf(api.CodeUnauthorized, "unknown or revoked API token")

@@ -72,6 +72,8 @@ type Server struct {
 	// /metrics needs a verified client certificate.
 	clientCerts bool
 	refusals    logLimiter
+	// dir reads the directory for requests naming what the view lacks.
+	dir refresher
 }
 
 // RequireClientCerts refuses (401) a request on any route but /healthz
@@ -90,6 +92,7 @@ func (s *Server) EnableBackup(fn func(ctx context.Context, cell string) (api.Bac
 // New builds a server. status reports the process; reg receives the HTTP metrics.
 func New(host Host, status func() api.StatusResponse, reg *prometheus.Registry, log *slog.Logger) *Server {
 	s := &Server{host: host, status: status, log: log}
+	s.dir.read = host.RefreshDirectory
 	s.requests = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "lockd_http_request_seconds",
 		Help:    "API request latency by route and result code.",
@@ -106,9 +109,22 @@ func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 	route := string(ctx.Path())
 	code := s.route(ctx, route)
 	if code != "-" {
-		s.requests.WithLabelValues(route, code).Observe(time.Since(start).Seconds())
+		s.requests.WithLabelValues(routeLabel(route), code).Observe(time.Since(start).Seconds())
 	}
 }
+
+// routeLabel is a request's route as a metric label: the route itself if
+// the API has it, else one fixed label, whoever sent it (a label per
+// path a caller makes up would grow /metrics without bound).
+func routeLabel(route string) string {
+	if _, ok := postRoutes[route]; ok || getRoutes[route] || brokenRouteLabel {
+		return route
+	}
+	return "other"
+}
+
+// getRoutes are the routes answered to GET besides the POST routes.
+var getRoutes = map[string]bool{api.RouteStatus: true, api.RouteDirectory: true, api.RouteAdminTenants: true, api.RouteStatusCluster: true}
 
 // route serves one request and returns the result code for metrics ("-" to
 // skip recording, for unknown routes).
@@ -138,6 +154,11 @@ func (s *Server) route(ctx *fasthttp.RequestCtx, route string) string {
 	}
 	switch route {
 	case api.RouteStatus:
+		// A replica's status names every cell and lockd: an operator's
+		// view (docs/api.md, "Who may call what").
+		if err := needAdmin(p); err != nil {
+			return s.reply(ctx, nil, err)
+		}
 		return s.reply(ctx, s.status(), nil)
 	case api.RouteDirectory:
 		cctx, cancel := context.WithTimeout(context.Background(), RequestTimeout)
@@ -151,6 +172,9 @@ func (s *Server) route(ctx *fasthttp.RequestCtx, route string) string {
 		v, err := s.tenants(p)
 		return s.reply(ctx, v, err)
 	case api.RouteStatusCluster:
+		if err := needAdmin(p); err != nil {
+			return s.reply(ctx, nil, err)
+		}
 		cctx, cancel := context.WithTimeout(context.Background(), RequestTimeout)
 		defer cancel()
 		return s.reply(ctx, s.host.ClusterStatus(cctx), nil)
@@ -170,10 +194,8 @@ func (s *Server) route(ctx *fasthttp.RequestCtx, route string) string {
 	if !ctx.IsPost() {
 		return s.reply(ctx, nil, api.Errorf(api.CodeBadRequest, "%s takes POST", route))
 	}
-	// The server takes bodies up to MaxBatchBody for a proxy's KeepAlive
-	// batch; every other request is held to MaxRequestBody.
-	if route != api.RouteKeepAliveBatch && len(ctx.PostBody()) > api.MaxRequestBody {
-		return s.reply(ctx, nil, api.Errorf(api.CodeValueTooLarge, "request body over %d bytes", api.MaxRequestBody))
+	if err := readBody(ctx, bodyLimit(route, p)); err != nil {
+		return s.reply(ctx, nil, err)
 	}
 	v, err := h(s, ctx, p)
 	return s.reply(ctx, v, err)
@@ -314,7 +336,7 @@ func (s *Server) readyCell(ctx *fasthttp.RequestCtx, name string) (*cell.Cell, e
 		// Briefly: the directory may be electing, and a refusal now is
 		// better than a request held past its client's patience.
 		rctx, cancel := context.WithTimeout(context.Background(), unknownCellRefresh)
-		s.host.RefreshDirectory(rctx)
+		s.dir.refresh(rctx)
 		cancel()
 		c, ok = s.host.Cell(name)
 	}
@@ -382,7 +404,7 @@ func (s *Server) onPath(ctx *fasthttp.RequestCtx, req any, path func() string, c
 		if notServedYet(err) && !refreshed && !s.incoming(c, path()) {
 			// Perhaps the view is behind the directory: read it once.
 			refreshed = true
-			s.host.RefreshDirectory(cctx)
+			s.dir.refresh(cctx)
 		}
 		if !notServedYet(err) || !s.incoming(c, path()) {
 			return v, err
@@ -513,7 +535,7 @@ func (s *Server) create(ctx *fasthttp.RequestCtx, p principal) (any, error) {
 		if err := need(p, role, req.Path); err != nil {
 			return err
 		}
-		who = p.caller()
+		who = p.callerOn(role, req.Path)
 		return firstErr(checkValue(req.Value), s.limitWrites(p))
 	}, func(cctx context.Context, c *cell.Cell) (any, error) { return c.Create(cctx, req, who) })
 }
@@ -541,15 +563,15 @@ func (s *Server) delete(ctx *fasthttp.RequestCtx, p principal) (any, error) {
 // writer authorizes a put or delete of path: the write role, or the lock
 // role for the request's own session's ephemeral nodes only.
 func (s *Server) writer(p principal, path string, session uint64) (cell.Caller, error) {
-	who := p.caller()
 	if p.allows(api.RoleWrite, path) {
-		return who, nil
+		return p.callerOn(api.RoleWrite, path), nil
 	}
 	if session != 0 && p.allows(api.RoleLock, path) {
+		who := p.callerOn(api.RoleLock, path)
 		who.OwnOnly = true
 		return who, nil
 	}
-	return who, need(p, api.RoleWrite, path)
+	return p.caller(), need(p, api.RoleWrite, path)
 }
 
 func firstErr(errs ...error) error {

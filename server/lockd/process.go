@@ -209,10 +209,14 @@ func Start(cfg Config, log *slog.Logger) (*Process, error) {
 		}
 	}
 	p.http = &fasthttp.Server{
-		Handler:            srv.Handler,
-		ErrorHandler:       httpapi.ErrorHandler,
-		Name:               "lockd",
-		MaxRequestBodySize: api.MaxBatchBody, // MaxRequestBody for all but a KeepAlive batch (httpapi)
+		Handler:      srv.Handler,
+		ErrorHandler: httpapi.ErrorHandler,
+		Name:         "lockd",
+		// At most MaxRequestBody is read before the request is
+		// authenticated; a larger body (a KeepAlive batch, MaxBatchBody)
+		// streams, and httpapi reads it only for a caller allowed to send it.
+		MaxRequestBodySize: api.MaxRequestBody,
+		StreamRequestBody:  true,
 		ReadTimeout:        api.MaxKeepAliveWait + 2*httpapi.RequestTimeout,
 		WriteTimeout:       api.MaxKeepAliveWait + 2*httpapi.RequestTimeout,
 		IdleTimeout:        2 * time.Minute,
@@ -364,6 +368,15 @@ func registerCellMetrics(reg *prometheus.Registry, c *cell.Cell) []prometheus.Co
 	cache("lockd_cache_invalidation_oldest_seconds", "How long the oldest change still waiting for its cachers' acknowledgements has waited (0 if none).", func(k cell.CacheCounters) float64 { return k.OldestChange.Seconds() })
 	register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "lockd_cache_invalidations_sent_total", Help: "Cache invalidations sent to sessions before a change.", ConstLabels: labels}, func() float64 { return float64(c.CacheCounters().InvalidationsSent) }))
 	register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "lockd_cache_invalidations_acked_total", Help: "Cache invalidations acknowledged (or whose session's lease ran out).", ConstLabels: labels}, func() float64 { return float64(c.CacheCounters().InvalidationsAcked) }))
+	register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "lockd_cache_invalidation_deadlines_missed_total", Help: "Cache invalidations whose deadline (a cache window after the cacher's last renewal) passed unacknowledged: the write went on.", ConstLabels: labels}, func() float64 { return float64(c.CacheCounters().DeadlinesMissed) }))
+	register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "lockd_cache_cachers_revoked_total", Help: "Sessions refused as cachers for the rest of the leadership after missing an invalidation deadline.", ConstLabels: labels}, func() float64 { return float64(c.CacheCounters().Revoked) }))
+	for limit, f := range map[string]func(cell.CacheCounters) uint64{"session": func(k cell.CacheCounters) uint64 { return k.OverSessionCap }, "tenant": func(k cell.CacheCounters) uint64 { return k.OverTenantCap }} {
+		l := prometheus.Labels{"limit": limit}
+		for k, v := range labels {
+			l[k] = v
+		}
+		register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "lockd_cache_uncached_over_cap_total", Help: "Cacheable reads served uncached because the session or its tenant had the most cache entries allowed (api.MaxCachedPathsPerSession, api.MaxCachedPathsPerTenant).", ConstLabels: l}, func() float64 { return float64(f(c.CacheCounters())) }))
+	}
 	snap := func(name, help string, f func(cell.SnapshotCounters) float64) {
 		register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels}, func() float64 { return f(c.SnapshotCounters()) }))
 	}

@@ -119,6 +119,9 @@ func (m *Manager) RenewBatch(ctx context.Context, proxy string, epoch uint64, en
 		if exp := now.Add(l.dur - max(e.Age, 0)); exp.After(l.expiry) {
 			l.expiry = exp
 		}
+		// The client's cache window counts from before the proxy's
+		// arrival time (now − Age): now is later, the safe side.
+		l.renewedAt = now
 		if e.Ack.Epoch == cur {
 			l.ackLocked(e.Ack.Seq)
 			m.ackedLocked(l, e.Ack.Seq)

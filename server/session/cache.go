@@ -3,7 +3,10 @@ package session
 // The leader's side of client caching: a client may serve a node from its
 // cache until the leader invalidates it, and the leader may not commit a
 // change to a cached node until every cacher has acknowledged the
-// invalidation or its lease has run out. A new leader knows no cachers,
+// invalidation, its lease has run out, or the invalidation's deadline has
+// passed (Invalidation: one cache window after the renewal before it; a
+// cacher that renews but never acknowledges delays a write by at most
+// that, and is then refused as a cacher). A new leader knows no cachers,
 // so it first waits until every client has seen its epoch (and flushed
 // its cache) or has stopped trusting its cache (api.CacheWindow after its
 // last KeepAlive confirmed by the old leader, which preceded this start).
@@ -42,44 +45,150 @@ func (m *Manager) MarkCaches(id uint64) {
 	}
 }
 
-// Invalidate queues an invalidation of path for the session's cache and
-// returns its seq; false if the session has no lease here (nothing of
-// its cache can be trusted then: its client is in jeopardy).
-func (m *Manager) Invalidate(id uint64, path string) (uint64, bool) {
-	return m.queue(id, api.Event{Type: api.EventInvalidate, Path: path})
+// Invalidation is an invalidation queued for a session: its seq, the
+// path, and its deadline: the leader's time of the session's last renewal
+// before it was queued, plus the session's cache window
+// (api.CacheWindowFor). The client counts its window from the send of a
+// KeepAlive, which precedes the renewal, less a drift margin; every
+// KeepAlive reply built after the invalidation was queued carries it
+// (only an ack removes an event), and the client drops the path before
+// it extends its window from that reply. So past the deadline the client
+// serves the path from its cache no more, acknowledged or not. Later
+// KeepAlives do not move it. A zero Deadline is none (WaitAcked then
+// waits for the ack or the lease, as before deadlines existed).
+type Invalidation struct {
+	Seq      uint64
+	Path     string
+	Deadline time.Time
 }
 
-// WaitAcked waits until the session's client has acknowledged the event
-// seq, its lease has run out, or the session ended: after that its cache
-// cannot serve what seq invalidated. It fails if leadership is lost or
-// ctx ends first (the write that waits must then not commit).
-func (m *Manager) WaitAcked(ctx context.Context, id, seq uint64) error {
+// pendingInval is an unacknowledged invalidation on the lease.
+type pendingInval struct {
+	seq  uint64
+	path string
+	due  time.Time
+}
+
+// WaitResult says how a wait for an acknowledgement ended.
+type WaitResult int
+
+const (
+	// Acked: the client acknowledged, or the session ended.
+	Acked WaitResult = iota
+	// LeaseOut: the session's lease ran out unacknowledged.
+	LeaseOut
+	// Missed: the invalidation's deadline passed unacknowledged while the
+	// lease was live. The client cannot serve the path any more, but it
+	// did not answer: the caller refuses it as a cacher (Revoke).
+	Missed
+)
+
+// Invalidate queues an invalidation of path for the session's cache;
+// false if the session has no lease here (nothing of its cache can be
+// trusted then: its client is in jeopardy).
+func (m *Manager) Invalidate(id uint64, path string) (Invalidation, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.leases[id]
+	if !ok || !m.active {
+		return Invalidation{}, false
+	}
+	seq := m.queueLocked(id, l, api.Event{Type: api.EventInvalidate, Path: path})
+	inv := Invalidation{Seq: seq, Path: path, Deadline: l.renewedAt.Add(api.CacheWindowFor(l.dur))}
+	if len(l.invals) >= api.MaxPendingEvents {
+		// The oldest deadline goes: a later one is the safe side.
+		l.invals = l.invals[:copy(l.invals, l.invals[1:])]
+	}
+	l.invals = append(l.invals, pendingInval{seq: seq, path: path, due: inv.Deadline})
+	return inv, true
+}
+
+// Outstanding reports whether the session has an invalidation it has not
+// acknowledged. Such a session may not record a new cacheable read: then
+// the first unacknowledged invalidation of a path bounds every later one
+// of it (dueLocked), since a client that dropped the path could not have
+// cached it again before acknowledging.
+func (m *Manager) Outstanding(id uint64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.leases[id]
+	return ok && len(l.invals) > 0
+}
+
+// Flushing records that the session was refused as a cacher and sent an
+// invalidation of every path it may hold, the last being inv: once it
+// acknowledges inv, it holds nothing (and may cache nothing new).
+func (m *Manager) Flushing(id uint64, inv Invalidation) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l, ok := m.leases[id]; ok && inv.Seq > l.flushSeq {
+		l.flushSeq = inv.Seq
+	}
+}
+
+// WaitAcked waits until the session's client has acknowledged inv, the
+// session ended, its lease ran out, or inv's deadline passed (the
+// earliest deadline of an unacknowledged invalidation of the same path
+// up to it: a write retried after its first attempt gave up waits no
+// longer than the first): after any of these its cache cannot serve what
+// inv invalidated. It fails if leadership is lost or ctx ends first (the
+// write that waits must then not commit).
+func (m *Manager) WaitAcked(ctx context.Context, id uint64, inv Invalidation) (WaitResult, error) {
 	for {
 		m.mu.Lock()
 		if !m.active {
 			m.mu.Unlock()
-			return api.Errorf(api.CodeNotLeader, "leadership lost while invalidating caches")
+			return Acked, api.Errorf(api.CodeNotLeader, "leadership lost while invalidating caches")
 		}
 		l, ok := m.leases[id]
-		if !ok || l.acked >= seq {
+		if !ok || l.acked >= inv.Seq || (l.flushSeq > 0 && l.acked >= l.flushSeq) {
 			m.mu.Unlock()
-			return nil
+			return Acked, nil
 		}
-		left := l.expiry.Sub(m.cfg.Now())
-		if left <= 0 {
+		now := m.cfg.Now()
+		until, res := l.expiry, LeaseOut
+		if due := l.dueLocked(inv); !due.IsZero() && due.Before(until) {
+			until, res = due, Missed
+		}
+		if !now.Before(until) {
 			m.mu.Unlock()
-			return nil // its lease ran out: the client no longer trusts its cache
+			if res == Missed {
+				m.missed.Add(1)
+			}
+			return res, nil // the client no longer serves it from its cache
 		}
 		if l.ackWake == nil {
 			l.ackWake = make(chan struct{})
 		}
 		wake, stopped := l.ackWake, m.stopped
 		m.mu.Unlock()
-		if !sleepUntil(ctx, left, wake, stopped) {
-			return api.Errorf(api.CodeUnavailable, "session %d did not acknowledge a cache invalidation in time: %v", id, ctx.Err())
+		if !sleepUntil(ctx, until.Sub(now), wake, stopped) {
+			return Acked, api.Errorf(api.CodeUnavailable, "session %d did not acknowledge a cache invalidation in time: %v", id, ctx.Err())
 		}
 	}
 }
+
+// dueLocked is inv's effective deadline: the earliest of its own and
+// those of the session's unacknowledged invalidations of the same path
+// queued before it. Zero (none) if inv has none.
+func (l *lease) dueLocked(inv Invalidation) time.Time {
+	due := inv.Deadline
+	if due.IsZero() {
+		return due
+	}
+	for _, p := range l.invals {
+		if p.seq > inv.Seq {
+			break
+		}
+		if p.path == inv.Path && p.due.Before(due) {
+			due = p.due
+		}
+	}
+	return due
+}
+
+// Missed counts waits that ended at an invalidation's deadline.
+func (m *Manager) Missed() uint64 { return m.missed.Load() }
 
 // WaitFenced waits until no client can serve from a cache filled under an
 // earlier leader: every session has acknowledged this leadership's epoch,

@@ -49,7 +49,8 @@ func TestWaitAckedEndsOnAckEndOrLoss(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m, _ := newTestManager(t)
 			m.Start(1, caching(7))
-			seq, ok := m.Invalidate(7, "/demo/x")
+			inv, ok := m.Invalidate(7, "/demo/x")
+			seq := inv.Seq
 			if !ok {
 				t.Fatal("no lease for a live session")
 			}
@@ -57,7 +58,7 @@ func TestWaitAckedEndsOnAckEndOrLoss(t *testing.T) {
 				t.Fatal(err) // an ack below the invalidation releases nothing
 			}
 			errc := make(chan error, 1)
-			go func() { errc <- m.WaitAcked(context.Background(), 7, seq) }()
+			go func() { _, err := m.WaitAcked(context.Background(), 7, inv); errc <- err }()
 			select {
 			case err := <-errc:
 				t.Fatalf("returned %v before the invalidation was acknowledged", err)
@@ -77,20 +78,23 @@ func TestWaitAckedEndsOnAckEndOrLoss(t *testing.T) {
 }
 
 // A cacher that never acknowledges holds the wait only until its lease
-// runs out (a real clock here: the wait sleeps until the expiry).
+// runs out, or the invalidation's deadline before it (a real clock here:
+// the wait sleeps until then).
 func TestWaitAckedEndsWhenTheLeaseRunsOut(t *testing.T) {
 	m := New(Config{Expire: func(context.Context, uint64, uint64) error { return nil }, CheckEvery: time.Hour, TickEvery: time.Hour})
 	t.Cleanup(m.Close)
 	m.Start(1, []fsm.SessionInfo{{ID: 7, LeaseMS: 200, Caches: true}})
-	seq, _ := m.Invalidate(7, "/demo/x")
-	if done, err := returnsWithin(5*time.Second, func() error { return m.WaitAcked(context.Background(), 7, seq) }); !done || err != nil {
-		t.Fatalf("done=%v err=%v: the wait must end when the 200 ms lease runs out", done, err)
+	inv, _ := m.Invalidate(7, "/demo/x")
+	inv.Deadline = time.Time{} // none: the lease bounds the wait
+	var res WaitResult
+	if done, err := returnsWithin(5*time.Second, func() (err error) { res, err = m.WaitAcked(context.Background(), 7, inv); return err }); !done || err != nil || res != LeaseOut {
+		t.Fatalf("done=%v err=%v res=%v: the wait must end when the 200 ms lease runs out", done, err, res)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	m.Start(2, caching(8))
-	seq, _ = m.Invalidate(8, "/demo/x")
-	if err := m.WaitAcked(ctx, 8, seq); api.CodeOf(err) != api.CodeUnavailable {
+	inv, _ = m.Invalidate(8, "/demo/x")
+	if _, err := m.WaitAcked(ctx, 8, inv); api.CodeOf(err) != api.CodeUnavailable {
 		t.Fatalf("a wait whose context ended: %v, want unavailable (the change must not commit)", err)
 	}
 }

@@ -68,6 +68,15 @@ type lease struct {
 	// leadership; ackWake is closed (and replaced) when it rises.
 	acked   uint64
 	ackWake chan struct{}
+	// renewedAt is when the leader last renewed the lease (a KeepAlive or
+	// a batch processed, the open, or this leadership's start): the
+	// client's cache window counts from a send before it. invals are the
+	// invalidations not yet acknowledged, in seq order, with their
+	// deadlines; flushSeq, once set, is the last invalidation sent when
+	// the session was refused as a cacher (cache.go).
+	renewedAt time.Time
+	invals    []pendingInval
+	flushSeq  uint64
 	// caches: the client caches reads. sawEpoch: it acknowledged this
 	// leadership's epoch, so it has flushed what it cached under an
 	// earlier one (cache.go); true from the start if it does not cache.
@@ -118,6 +127,7 @@ type Manager struct {
 	batchSessions atomic.Uint64
 	expiries      atomic.Uint64
 	dropped       atomic.Uint64
+	missed        atomic.Uint64
 }
 
 // ErrUnknown means the manager has no lease for the session: the caller must
@@ -185,7 +195,7 @@ func (m *Manager) Start(epoch uint64, sessions []fsm.SessionInfo) {
 		d := time.Duration(s.LeaseMS) * time.Millisecond
 		silent := time.Duration(s.SilentMS) * time.Millisecond
 		// A session that does not cache has nothing to flush.
-		m.leases[s.ID] = &lease{dur: d, expiry: now.Add(d - silent), confirmed: s.ConfirmedEpoch == epoch, caches: s.Caches, sawEpoch: !s.Caches}
+		m.leases[s.ID] = &lease{dur: d, expiry: now.Add(d - silent), renewedAt: now, confirmed: s.ConfirmedEpoch == epoch, caches: s.Caches, sawEpoch: !s.Caches}
 		if s.Caches {
 			m.unfenced++
 			m.fenceBy = later(m.fenceBy, now.Add(min(m.cfg.CacheWindow, api.CacheWindowFor(d))))
@@ -233,7 +243,7 @@ func (m *Manager) Opened(id uint64, leaseMS int64) {
 	if m.active {
 		// Its client learns this leadership's epoch from the open's reply
 		// and has cached nothing before it.
-		m.leases[id] = &lease{dur: d, expiry: now.Add(d), confirmed: true, sawEpoch: true}
+		m.leases[id] = &lease{dur: d, expiry: now.Add(d), renewedAt: now, confirmed: true, sawEpoch: true}
 	}
 }
 
@@ -266,6 +276,11 @@ func (m *Manager) queue(id uint64, ev api.Event) (uint64, bool) {
 	if !ok || !m.active {
 		return 0, false
 	}
+	return m.queueLocked(id, l, ev), true
+}
+
+// queueLocked queues ev for session id (lease l) and returns its seq.
+func (m *Manager) queueLocked(id uint64, l *lease, ev api.Event) uint64 {
 	m.seq++
 	if len(l.events) >= api.MaxPendingEvents {
 		// Too far behind: tell the client to re-read everything instead.
@@ -285,7 +300,7 @@ func (m *Manager) queue(id uint64, ev api.Event) (uint64, bool) {
 	if l.sub != nil {
 		l.sub.note(id)
 	}
-	return m.seq, true
+	return m.seq
 }
 
 // Ack acknowledges a session's events up to Seq, under leader epoch Epoch.
@@ -331,7 +346,8 @@ func (m *Manager) Renew(ctx context.Context, id uint64, wait time.Duration, ack 
 		return Renewal{}, api.Errorf(api.CodeUnavailable, "session %d lease ran out; expiry in flight", id)
 	}
 	epoch := m.epoch
-	l.expiry = m.cfg.Now().Add(l.dur)
+	l.renewedAt = m.cfg.Now()
+	l.expiry = l.renewedAt.Add(l.dur)
 	if ack.Epoch == epoch {
 		l.ackLocked(ack.Seq)
 		m.ackedLocked(l, ack.Seq)
@@ -413,7 +429,7 @@ func (m *Manager) changedLocked(id uint64, l *lease, epoch uint64) error {
 	return nil
 }
 
-// ackLocked drops the events up to seq.
+// ackLocked drops the events, and the pending invalidations, up to seq.
 func (l *lease) ackLocked(seq uint64) {
 	n := 0
 	for n < len(l.events) && l.events[n].Seq <= seq {
@@ -421,6 +437,13 @@ func (l *lease) ackLocked(seq uint64) {
 	}
 	if n > 0 {
 		l.events = l.events[:copy(l.events, l.events[n:])]
+	}
+	n = 0
+	for n < len(l.invals) && l.invals[n].seq <= seq {
+		n++
+	}
+	if n > 0 {
+		l.invals = l.invals[:copy(l.invals, l.invals[n:])]
 	}
 }
 

@@ -28,17 +28,24 @@ type Table struct {
 	sink      Sink
 	watchers  map[key]map[uint64]struct{}
 	bySession map[uint64]map[key]struct{}
-	fired     uint64 // events delivered, for metrics
+	// tenantOf is the tenant of each session with watches armed ("" not
+	// kept), byTenant how many watches each tenant has armed: a tenant's
+	// watch quota holds across all its sessions.
+	tenantOf map[uint64]string
+	byTenant map[string]int
+	fired    uint64 // events delivered, for metrics
 }
 
 // NewTable returns an empty table delivering to sink.
 func NewTable(sink Sink) *Table {
-	return &Table{sink: sink, watchers: map[key]map[uint64]struct{}{}, bySession: map[uint64]map[key]struct{}{}}
+	t := &Table{sink: sink}
+	t.Reset()
+	return t
 }
 
-// Register arms a watch. Registering the same (session, path, kind) twice
-// is one watch.
-func (t *Table) Register(session uint64, path string, kind api.WatchKind) {
+// Register arms a watch of session, which tenant opened ("" for none).
+// Registering the same (session, path, kind) twice is one watch.
+func (t *Table) Register(session uint64, tenant, path string, kind api.WatchKind) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	k := key{path, kind}
@@ -53,6 +60,10 @@ func (t *Table) Register(session uint64, path string, kind api.WatchKind) {
 		ks = map[key]struct{}{}
 		t.bySession[session] = ks
 	}
+	if _, had := ks[k]; !had && tenant != "" {
+		t.tenantOf[session] = tenant
+		t.byTenant[tenant]++
+	}
 	ks[k] = struct{}{}
 }
 
@@ -61,6 +72,28 @@ func (t *Table) Armed(session uint64) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.bySession[session])
+}
+
+// ArmedByTenant is how many watches tenant's sessions have armed.
+func (t *Table) ArmedByTenant(tenant string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.byTenant[tenant]
+}
+
+// forgetLocked drops n of session's watches from its tenant's count,
+// and the session's tenant once it has none left.
+func (t *Table) forgetLocked(session uint64, n int) {
+	tenant, ok := t.tenantOf[session]
+	if !ok {
+		return
+	}
+	if t.byTenant[tenant] -= n; t.byTenant[tenant] <= 0 {
+		delete(t.byTenant, tenant)
+	}
+	if len(t.bySession[session]) == 0 {
+		delete(t.tenantOf, session)
+	}
 }
 
 // FireNow delivers an event for a watch that must fire at registration (the
@@ -136,6 +169,7 @@ func (t *Table) fireExcept(path string, kind api.WatchKind, typ api.EventType, i
 		if len(t.bySession[s]) == 0 {
 			delete(t.bySession, s)
 		}
+		t.forgetLocked(s, 1)
 		if s == skip && s != 0 {
 			continue
 		}
@@ -149,6 +183,7 @@ func (t *Table) fireExcept(path string, kind api.WatchKind, typ api.EventType, i
 func (t *Table) DropSession(session uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	n := len(t.bySession[session])
 	for k := range t.bySession[session] {
 		ws := t.watchers[k]
 		delete(ws, session)
@@ -157,6 +192,7 @@ func (t *Table) DropSession(session uint64) {
 		}
 	}
 	delete(t.bySession, session)
+	t.forgetLocked(session, n)
 }
 
 // Reset forgets every watch (leadership lost).
@@ -165,6 +201,7 @@ func (t *Table) Reset() {
 	defer t.mu.Unlock()
 	t.watchers = map[key]map[uint64]struct{}{}
 	t.bySession = map[uint64]map[key]struct{}{}
+	t.tenantOf, t.byTenant = map[uint64]string{}, map[string]int{}
 }
 
 // Stats returns the number of armed watches and events delivered so far.

@@ -14,10 +14,10 @@ func (s sink) Deliver(id uint64, ev api.Event) { s[id] = append(s[id], ev) }
 func TestFireOnceAndOnlyTheMatchingKind(t *testing.T) {
 	got := sink{}
 	tab := NewTable(got)
-	tab.Register(1, "/demo/a", api.WatchData)
-	tab.Register(1, "/demo/a", api.WatchData) // twice is one watch
-	tab.Register(2, "/demo/a", api.WatchChildren)
-	tab.Register(3, "/demo", api.WatchChildren)
+	tab.Register(1, "", "/demo/a", api.WatchData)
+	tab.Register(1, "", "/demo/a", api.WatchData) // twice is one watch
+	tab.Register(2, "", "/demo/a", api.WatchChildren)
+	tab.Register(3, "", "/demo", api.WatchChildren)
 
 	// A put fires data watches only; a second put fires nothing (one-shot).
 	if n := tab.Apply([]fsm.Change{{Path: "/demo/a", Type: fsm.ChangeData, Index: 5}}, 0); n != 1 {
@@ -50,14 +50,14 @@ func TestFireOnceAndOnlyTheMatchingKind(t *testing.T) {
 func TestDropSessionAndReset(t *testing.T) {
 	got := sink{}
 	tab := NewTable(got)
-	tab.Register(1, "/demo/a", api.WatchData)
-	tab.Register(2, "/demo/a", api.WatchData)
+	tab.Register(1, "", "/demo/a", api.WatchData)
+	tab.Register(2, "", "/demo/a", api.WatchData)
 	tab.DropSession(1)
 	tab.Apply([]fsm.Change{{Path: "/demo/a", Type: fsm.ChangeCreated, Index: 3}}, 0)
 	if len(got[1]) != 0 || len(got[2]) != 1 || got[2][0].Type != api.EventCreated {
 		t.Fatalf("after drop: %v", got)
 	}
-	tab.Register(2, "/demo/b", api.WatchData)
+	tab.Register(2, "", "/demo/b", api.WatchData)
 	tab.Reset()
 	if armed, _ := tab.Stats(); armed != 0 {
 		t.Fatalf("%d armed after reset", armed)
@@ -70,8 +70,8 @@ func TestDropSessionAndReset(t *testing.T) {
 func TestOwnDeleteFiresOthersOnly(t *testing.T) {
 	got := sink{}
 	tab := NewTable(got)
-	tab.Register(1, "/demo/l/w-1", api.WatchData) // the holder's own-node watch
-	tab.Register(2, "/demo/l/w-1", api.WatchData) // the next waiter's
+	tab.Register(1, "", "/demo/l/w-1", api.WatchData) // the holder's own-node watch
+	tab.Register(2, "", "/demo/l/w-1", api.WatchData) // the next waiter's
 	if n := tab.Apply([]fsm.Change{{Path: "/demo/l/w-1", Type: fsm.ChangeDeleted, Index: 9}}, 1); n != 1 {
 		t.Fatalf("release delivered %d events, want 1", n)
 	}
@@ -82,8 +82,35 @@ func TestOwnDeleteFiresOthersOnly(t *testing.T) {
 		t.Fatalf("armed %d fired %d: the deleter's watch must be consumed too", armed, fired)
 	}
 	// Deleted by someone else (or by expiry, by = 0): the holder hears it.
-	tab.Register(1, "/demo/l/w-2", api.WatchData)
+	tab.Register(1, "", "/demo/l/w-2", api.WatchData)
 	if n := tab.Apply([]fsm.Change{{Path: "/demo/l/w-2", Type: fsm.ChangeDeleted, Index: 10}}, 3); n != 1 || len(got[1]) != 1 {
 		t.Fatalf("delete by another session delivered %d, holder got %v", n, got[1])
+	}
+}
+
+// TestTenantCounts: a tenant's count is the watches all its sessions
+// have armed; firing, dropping a session and a reset give them back.
+func TestTenantCounts(t *testing.T) {
+	tab := NewTable(&sink{})
+	tab.Register(1, "t", "/demo/a", api.WatchData)
+	tab.Register(1, "t", "/demo/a", api.WatchData) // twice is one watch
+	tab.Register(1, "t", "/demo/b", api.WatchData)
+	tab.Register(2, "t", "/demo/a", api.WatchData)
+	tab.Register(3, "u", "/demo/a", api.WatchChildren)
+	tab.Register(4, "", "/demo/c", api.WatchData)
+	for _, step := range []struct {
+		name string
+		do   func()
+		t, u int
+	}{
+		{"registered", func() {}, 3, 1},
+		{"/demo/a's data watches fire", func() { tab.Apply([]fsm.Change{{Path: "/demo/a", Type: fsm.ChangeData, Index: 9}}, 0) }, 1, 1},
+		{"session 1 ends", func() { tab.DropSession(1) }, 0, 1},
+		{"reset", tab.Reset, 0, 0},
+	} {
+		step.do()
+		if got, gotU := tab.ArmedByTenant("t"), tab.ArmedByTenant("u"); got != step.t || gotU != step.u {
+			t.Fatalf("%s: t has %d, u %d; want %d, %d", step.name, got, gotU, step.t, step.u)
+		}
 	}
 }

@@ -36,6 +36,9 @@ type Client struct {
 	CallTimeout time.Duration
 	// Token, if set, is sent as the bearer token of every request.
 	Token string
+	// Authorization, if set, is sent as the Authorization header as it
+	// is, instead of Token's (a hostile client's malformed headers).
+	Authorization string
 
 	endpoints []string
 	http      *http.Client
@@ -208,6 +211,17 @@ func (c *Client) Raw(ctx context.Context, method, route string, body []byte) (in
 	return 0, nil, fmt.Errorf("gave up after %d attempts: %w", c.MaxAttempts, lastErr)
 }
 
+// setAuth sets req's Authorization header: Authorization as it is, else
+// Token as a bearer token, else none.
+func (c *Client) setAuth(req *http.Request) {
+	switch {
+	case c.Authorization != "":
+		req.Header.Set("Authorization", c.Authorization)
+	case c.Token != "":
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+}
+
 // Once makes exactly one attempt against endpoint, bounded by timeout (0:
 // AttemptTimeout), and returns the status and body.
 func (c *Client) Once(ctx context.Context, endpoint, method, route string, body []byte, timeout time.Duration) (int, []byte, error) {
@@ -228,9 +242,7 @@ func (c *Client) Once(ctx context.Context, endpoint, method, route string, body 
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if c.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.Token)
-	}
+	c.setAuth(req)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return 0, nil, err

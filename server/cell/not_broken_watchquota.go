@@ -1,0 +1,5 @@
+//go:build !lockd_broken_watchquota
+
+package cell
+
+const brokenWatchQuota = false

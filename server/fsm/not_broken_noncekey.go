@@ -1,0 +1,5 @@
+//go:build !lockd_broken_noncekey
+
+package fsm
+
+const brokenNonceKey = false

@@ -1,0 +1,5 @@
+//go:build !lockd_broken_parentsfrom
+
+package fsm
+
+const brokenParentsFrom = false

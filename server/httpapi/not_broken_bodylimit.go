@@ -1,0 +1,5 @@
+//go:build !lockd_broken_bodylimit
+
+package httpapi
+
+const brokenBodyLimit = false

@@ -1,0 +1,5 @@
+//go:build !lockd_broken_refreshgap
+
+package httpapi
+
+const brokenRefreshGap = false

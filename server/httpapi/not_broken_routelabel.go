@@ -1,0 +1,5 @@
+//go:build !lockd_broken_routelabel
+
+package httpapi
+
+const brokenRouteLabel = false

@@ -1,0 +1,67 @@
+package httpapi
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/lockservice/lockd/api"
+)
+
+// refresher reads the directory for requests that name what this lockd's
+// view lacks (an unknown token or cell, a prefix not served yet). However
+// many such requests arrive, at most one read runs at a time, and reads
+// start at least api.DirectoryRefreshGap apart: a flood of made-up tokens
+// costs the directory group one read per gap, not one per request. A
+// caller waits for a read that started after it asked, so a token made
+// on another lockd a moment before is found.
+type refresher struct {
+	read func(ctx context.Context)
+
+	mu      sync.Mutex
+	next    chan struct{} // closed when the read collecting callers now ends
+	running bool
+	last    time.Time // when the last read started
+}
+
+// refresh waits, up to ctx, for a directory read that starts after now.
+func (r *refresher) refresh(ctx context.Context) {
+	r.mu.Lock()
+	if r.next == nil {
+		r.next = make(chan struct{})
+	}
+	done := r.next
+	if !r.running {
+		r.running = true
+		go r.loop()
+	}
+	r.mu.Unlock()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// loop runs reads while callers wait for one, then ends.
+func (r *refresher) loop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for r.next != nil {
+		wait := api.DirectoryRefreshGap - time.Since(r.last)
+		if wait > 0 && !brokenRefreshGap {
+			r.mu.Unlock()
+			time.Sleep(wait)
+			r.mu.Lock()
+		}
+		// Everyone who asked by now is served by this read.
+		done := r.next
+		r.next, r.last = nil, time.Now()
+		r.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), RequestTimeout)
+		r.read(ctx)
+		cancel()
+		close(done)
+		r.mu.Lock()
+	}
+	r.running = false
+}

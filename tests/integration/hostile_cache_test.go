@@ -1,0 +1,263 @@
+package integration_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/sdk"
+	"github.com/lockservice/lockd/tests/cluster"
+)
+
+const cacheAttackAdminToken = "admin-token-of-the-hostile-cache-test"
+
+// hostileCacheTenants are the writer (write and lock on /demo/x) and the
+// reader (read only), with their tokens.
+func hostileCacheTenants(ctx context.Context, t *testing.T, adm *sdk.Client) (writer, reader string) {
+	t.Helper()
+	tokens := map[string]string{}
+	for _, tn := range []api.Tenant{
+		{Name: "writer", Grants: []api.Grant{{Prefix: "/demo/x", Roles: []api.Role{api.RoleWrite, api.RoleLock}}}},
+		{Name: "reader", Grants: []api.Grant{{Prefix: "/demo/x", Roles: []api.Role{api.RoleRead}}}},
+	} {
+		var resp api.TenantResponse
+		var err error
+		for attempt := 0; ; attempt++ { // the directory bootstraps just after the cells lead
+			resp, err = adm.PutTenant(ctx, tn, true)
+			if api.CodeOf(err) != api.CodeUnavailable || attempt == 100 {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		must(t, err)
+		tokens[tn.Name] = resp.Token
+	}
+	return tokens["writer"], tokens["reader"]
+}
+
+// hostileCacher is a read-only tenant's session that caches nodes and
+// then keeps its lease alive with KeepAlives that never acknowledge.
+type hostileCacher struct {
+	cl     *cluster.Client
+	sess   api.SessionResponse
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// startHostileCacher opens the session, does a cached get of each path
+// (a missing one answers no_node), and starts its KeepAlives. cached
+// reports whether the first path's read was made cacheable.
+func startHostileCacher(t *testing.T, cl *cluster.Client, paths []string) (h *hostileCacher, cached bool) {
+	t.Helper()
+	h = &hostileCacher{cl: cl, done: make(chan struct{})}
+	mustDo(t, cl, api.RouteSessionOpen, api.OpenSessionRequest{Cell: "demo"}, &h.sess)
+	for i, p := range paths {
+		var got api.GetResponse
+		err := do(cl, api.RouteGet, api.ReadRequest{Path: p, Session: h.sess.Session, Secret: h.sess.Secret, Cache: true}, &got)
+		if err != nil && api.CodeOf(err) != api.CodeNoNode {
+			t.Fatalf("cached get of %s: %v", p, err)
+		}
+		if i == 0 {
+			cached = got.Cacheable
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	go func() {
+		defer close(h.done)
+		// Ack fields stay empty: no event is ever acknowledged.
+		req := api.KeepAliveRequest{Cell: "demo", Session: h.sess.Session, Secret: h.sess.Secret, WaitMS: 300}
+		for i := 0; i < 100_000 && ctx.Err() == nil; i++ {
+			cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+			_ = cl.Do(cctx, api.RouteSessionKeepAlive, req, nil)
+			ccancel()
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	return h, cached
+}
+
+// recache does another cached get of path on the hostile session and
+// reports whether the leader made it cacheable.
+func (h *hostileCacher) recache(t *testing.T, path string) bool {
+	t.Helper()
+	var got api.GetResponse
+	mustDo(t, h.cl, api.RouteGet, api.ReadRequest{Path: path, Session: h.sess.Session, Secret: h.sess.Secret, Cache: true}, &got)
+	return got.Cacheable
+}
+
+func (h *hostileCacher) stop() {
+	h.cancel()
+	<-h.done
+}
+
+// maxPutAttempts bounds a raw Put's attempts (not_leader redirects
+// included): a write waits for a cacher at most one cache window (9 s),
+// so one attempt, or two if the server's 5 s request timeout ends the
+// first, must go through.
+const maxPutAttempts = 6
+
+// rawPut writes value with single attempts (cl makes one: MaxAttempts 1;
+// a 503 is retried here, and counted), and returns the time from the
+// first attempt to the success.
+func rawPut(t *testing.T, cl *cluster.Client, path, value string) (took time.Duration, unavailable int) {
+	t.Helper()
+	began := time.Now()
+	for attempt := 0; attempt < maxPutAttempts; attempt++ {
+		ctx, cancel := ctxFor(15 * time.Second)
+		err := cl.Do(ctx, api.RoutePut, api.PutRequest{Path: path, Value: []byte(value)}, nil)
+		cancel()
+		switch {
+		case err == nil:
+			return time.Since(began), unavailable
+		case api.CodeOf(err) == api.CodeNotLeader:
+			time.Sleep(50 * time.Millisecond) // the client follows the hint on the next attempt
+		case api.CodeOf(err) == api.CodeUnavailable || errors.Is(err, context.DeadlineExceeded):
+			unavailable++
+		default:
+			t.Fatalf("put %s: %v", path, err)
+		}
+	}
+	t.Fatalf("put %s: %d attempts in %v, %d answered unavailable: a cacher that renews its lease but never acknowledges blocks the write",
+		path, maxPutAttempts, time.Since(began).Round(time.Millisecond), unavailable)
+	return 0, 0
+}
+
+// lockUnlock takes and releases the mutex, returning the Unlock's time.
+func lockUnlock(t *testing.T, m *sdk.Mutex) time.Duration {
+	t.Helper()
+	ctx, cancel := ctxFor(40 * time.Second)
+	defer cancel()
+	must(t, m.Lock(ctx))
+	began := time.Now()
+	if err := m.Unlock(ctx); err != nil {
+		t.Fatalf("unlock while a hostile cacher holds the lock node: %v", err)
+	}
+	return time.Since(began)
+}
+
+// honestRead is an honest caching client's read of path after a write of
+// want returned: never the old value.
+func honestRead(t *testing.T, cl *sdk.Client, path, want string) {
+	t.Helper()
+	ctx, cancel := ctxFor(20 * time.Second)
+	defer cancel()
+	n, err := cl.Get(ctx, path)
+	must(t, err)
+	if string(n.Value) != want {
+		t.Fatalf("an honest caching client read %q after the write of %q returned: stale", n.Value, want)
+	}
+}
+
+func latencyLine(name string, d []time.Duration) string {
+	if len(d) == 0 {
+		return name + ": no samples"
+	}
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	at := func(q float64) time.Duration { return s[min(len(s)-1, int(q*float64(len(s))))] }
+	return fmt.Sprintf("%s: n=%d p50=%v p99=%v max=%v", name, len(s), at(0.5).Round(time.Millisecond), at(0.99).Round(time.Millisecond), s[len(s)-1].Round(time.Millisecond))
+}
+
+// TestHostileCacherCannotBlockWrites is issue 22's hole 5 on real
+// processes, tokens required: a read-only tenant caches a node (and the
+// lock nodes a lock will create) and keeps its session alive with
+// KeepAlives that never acknowledge. A writer's Put of the node must
+// still complete, each within one cache window (at most one 503 on the
+// way), and an Unlock must not wait at all; the hostile session is then
+// refused as a cacher. An honest caching client never reads a stale
+// value once a write returned. Put and Unlock latencies are logged alone
+// and during the attack. -tags lockd_broken_cachewindow (deadlines
+// ignored) makes every Put fail.
+func TestHostileCacherCannotBlockWrites(t *testing.T) {
+	// The API's default lease (12 s): its cache window (9 s) is longer
+	// than the server's request timeout (5 s), as in production.
+	c := cluster.Start(t, cluster.Options{Replicas: 3, AdminToken: cacheAttackAdminToken, Lease: api.DefaultLease})
+	ctx, cancel := ctxFor(5 * time.Minute)
+	defer cancel()
+	adm, err := sdk.New(ctx, sdk.Config{Endpoints: c.Endpoints(), AuthToken: cacheAttackAdminToken, Direct: true})
+	must(t, err)
+	defer adm.Close()
+	wtok, rtok := hostileCacheTenants(ctx, t, adm)
+	const cfg, lk = "/demo/x/cfg", "/demo/x/lk"
+	admin := authClient(c, cacheAttackAdminToken)
+	for _, p := range []string{cfg, lk} {
+		mustDo(t, admin, api.RoutePut, api.PutRequest{Path: p, Value: []byte("v0"), MakeParents: true}, nil)
+	}
+	writer, err := sdk.New(ctx, sdk.Config{Endpoints: c.Endpoints(), AuthToken: wtok, Direct: true, RequestTimeout: 10 * time.Second})
+	must(t, err)
+	defer writer.Close()
+	honest, err := sdk.New(ctx, sdk.Config{Endpoints: c.Endpoints(), AuthToken: rtok, Direct: true})
+	must(t, err)
+	defer honest.Close()
+	_, err = honest.Session(ctx, "demo")
+	must(t, err)
+	wraw := authClient(c, wtok)
+	wraw.MaxAttempts = 1 // rawPut retries, and counts the 503s
+	mutex := writer.NewMutex(lk)
+
+	var put, unlock, putAttack, unlockAttack []time.Duration
+	version := 0
+	write := func(into *[]time.Duration) int {
+		honestRead(t, honest, cfg, fmt.Sprintf("v%d", version)) // cached from here on
+		version++
+		took, n503 := rawPut(t, wraw, cfg, fmt.Sprintf("v%d", version))
+		*into = append(*into, took)
+		honestRead(t, honest, cfg, fmt.Sprintf("v%d", version))
+		return n503
+	}
+	for i := 0; i < 8; i++ {
+		write(&put)
+		unlock = append(unlock, lockUnlock(t, mutex))
+	}
+	hostileAttackRounds(t, c, rtok, cfg, lk, write, func() { unlockAttack = append(unlockAttack, lockUnlock(t, mutex)) }, &putAttack)
+	t.Log(latencyLine("put alone", put))
+	t.Log(latencyLine("put during the attack", putAttack))
+	t.Log(latencyLine("unlock alone", unlock))
+	t.Log(latencyLine("unlock during the attack", unlockAttack))
+	t.Logf("honest client cache: %+v", honest.CacheStats())
+}
+
+// hostileAttackRounds runs three rounds, each with a new hostile session
+// caching cfg and 64 lock nodes of lk not yet created: a Put of cfg
+// (waits for the hostile session at most one cache window), the session
+// refused as a cacher after, then Lock/Unlock and more Puts while it
+// goes on renewing.
+func hostileAttackRounds(t *testing.T, c *cluster.Cluster, rtok, cfg, lk string, write func(*[]time.Duration) int, lockRound func(), putAttack *[]time.Duration) {
+	t.Helper()
+	paths := []string{cfg}
+	for i := 0; i < 64; i++ {
+		paths = append(paths, fmt.Sprintf("%s/w-%010d", lk, i))
+	}
+	var mu sync.Mutex
+	for round := 0; round < 3; round++ {
+		h, cached := startHostileCacher(t, authClient(c, rtok), paths)
+		if !cached {
+			h.stop()
+			t.Fatalf("round %d: the hostile session's read of %s was not made cacheable: the attack is not set up", round, cfg)
+		}
+		n503 := write(putAttack)
+		mu.Lock()
+		t.Logf("round %d: the first put waited %v with %d unavailable answers", round, (*putAttack)[len(*putAttack)-1].Round(time.Millisecond), n503)
+		mu.Unlock()
+		if n503 > 1 {
+			t.Errorf("round %d: %d unavailable answers before the put went through; want at most 1 (the server's 5 s timeout inside the 9 s cache window)", round, n503)
+		}
+		if h.recache(t, cfg) {
+			t.Errorf("round %d: a session that let an invalidation's deadline pass was made a cacher again", round)
+		}
+		for i := 0; i < 3; i++ {
+			lockRound()
+			write(putAttack)
+		}
+		h.stop()
+	}
+}

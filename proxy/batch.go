@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/lockservice/lockd/api"
-	"github.com/lockservice/lockd/sdk"
 )
 
 // proxySession is one client session this proxy renews on its cell.
@@ -46,25 +45,28 @@ type proxySession struct {
 	// grantUntil bounds every grant to serve from cache this proxy gave
 	// the client (each counts from the client's send, before the reply).
 	grantUntil time.Time
-	// watches are the watches the proxy holds for the client; cached the
-	// paths it served it as cacheable (its entries in cellTable.cachers).
-	watches map[armKey]*sdk.Watch
+	// watches are the shared watches the client waits on (watches.go),
+	// one per path and kind; cached the paths it served it as cacheable
+	// (its entries in cellTable.cachers).
+	watches map[watchKey]*sharedWatch
 	cached  map[string]struct{}
 	// knowsMe: the client's KeepAlive named this proxy instance.
 	knowsMe bool
-	// secret is the session's secret as its client's KeepAlives (or the
-	// cell's open reply) gave it; verified once the cell confirmed it.
-	// Until then a KeepAlive's claim replaces the last, and a refusal
-	// (denied) goes to the KeepAlive that claimed it.
-	secret   string
-	verified bool
-	denied   *api.Error
+	// secret is the session's secret as the cell confirmed it (its open's
+	// reply, or a KeepAlive the leader accepted): an entry exists only
+	// for a session the leader confirmed.
+	secret string
+	// tenant is the tenant whose token opened or first renewed the
+	// session here ("" with auth off or the proxy's own token): later
+	// KeepAlives need a token of it, and once it holds no token the
+	// proxy stops renewing the session.
+	tenant string
 	// gone is closed when the proxy forgets the session.
 	gone chan struct{}
 }
 
 func newProxySession(id uint64) *proxySession {
-	return &proxySession{id: id, watches: map[armKey]*sdk.Watch{}, cached: map[string]struct{}{}, gone: make(chan struct{})}
+	return &proxySession{id: id, watches: map[watchKey]*sharedWatch{}, cached: map[string]struct{}{}, gone: make(chan struct{})}
 }
 
 type ack struct{ epoch, seq uint64 }
@@ -130,7 +132,6 @@ type batchItem struct {
 	ps     *proxySession
 	lastKA time.Time
 	ack    ack
-	secret string // the claim the batch put to the cell
 }
 
 // batchKind is which sessions a batch carries.
@@ -152,16 +153,28 @@ func (ps *proxySession) saysSomething() bool {
 	return ps.base.IsZero() || ps.lease == 0 || ps.ack != ps.sentAck
 }
 
+// errTenantGone ends a session whose tenant holds no token any more.
+func errTenantGone(ps *proxySession) *api.Error {
+	return api.Errorf(api.CodeUnauthorized, "session %d: tenant %s holds no API token (revoked or deleted)", ps.id, ps.tenant)
+}
+
 // buildBatch is the batch of kind for sessions at now: each session
-// whose client was heard from within its lease, with its age and, where
-// there is something to say, its acknowledgement, the events held and
-// whether it is new here.
-func buildBatch(cell, proxy string, epoch uint64, sessions map[uint64]*proxySession, now time.Time, kind batchKind, wait time.Duration) (api.KeepAliveBatchRequest, []batchItem) {
+// whose client was heard from within its lease and whose tenant is live
+// (live nil: all are), with its age and, where there is something to
+// say, its acknowledgement, the events held and whether it is new here.
+// A session of a tenant gone is ended (its client told): it expires
+// within a lease of its client's last KeepAlive.
+func buildBatch(cell, proxy string, epoch uint64, sessions map[uint64]*proxySession, now time.Time, kind batchKind, wait time.Duration, live func(string) bool) (api.KeepAliveBatchRequest, []batchItem, []*proxySession) {
 	req := api.KeepAliveBatchRequest{Cell: cell, Proxy: proxy, Epoch: epoch, WaitMS: wait.Milliseconds()}
 	var items []batchItem
+	var ended []*proxySession
 	for _, ps := range sessions {
 		switch {
 		case ps.err != nil:
+			continue
+		case live != nil && !live(ps.tenant):
+			ps.err = errTenantGone(ps)
+			ended = append(ended, ps)
 			continue
 		case kind == urgentBatch && !ps.urgent:
 			continue
@@ -182,18 +195,73 @@ func buildBatch(cell, proxy string, epoch uint64, sessions map[uint64]*proxySess
 		if ps.saysSomething() || len(ps.events) > 0 {
 			req.Acks = append(req.Acks, api.BatchAck{Session: ps.id, AckEpoch: ps.ack.epoch, AckSeq: ps.ack.seq, Seen: ps.seen(), New: isNew})
 		}
-		items = append(items, batchItem{ps: ps, lastKA: ps.lastKA, ack: ps.ack, secret: ps.secret})
+		items = append(items, batchItem{ps: ps, lastKA: ps.lastKA, ack: ps.ack})
 		if kind == urgentBatch {
 			ps.urgent = false
 		}
 	}
-	return req, items
+	return req, items, ended
+}
+
+// batchPart is one batch call: a request and the items it carries.
+type batchPart struct {
+	req   api.KeepAliveBatchRequest
+	items []batchItem
+}
+
+// itemBytes bounds what one session adds to a batch's JSON body: its id,
+// age and secret, and an ack entry.
+func itemBytes(req *api.KeepAliveBatchRequest, i int, hasAck bool) int {
+	n := 2*20 + 4 + 2*len(req.Secrets[i]) + 8 // id, age, quoted secret (escapes at most double hex), separators
+	if hasAck {
+		n += 160
+	}
+	return n
+}
+
+// splitBatch cuts a batch into parts of at most maxSessions sessions and
+// about maxBytes of body each (always at least one part, so a poll with
+// no sessions still goes).
+func splitBatch(req api.KeepAliveBatchRequest, items []batchItem, maxSessions, maxBytes int) []batchPart {
+	acks := make(map[uint64]api.BatchAck, len(req.Acks))
+	for _, a := range req.Acks {
+		acks[a.Session] = a
+	}
+	head := api.KeepAliveBatchRequest{Cell: req.Cell, Proxy: req.Proxy, Epoch: req.Epoch, WaitMS: req.WaitMS}
+	parts := []batchPart{{req: head}}
+	size := 256
+	for i, id := range req.Sessions {
+		a, hasAck := acks[id]
+		n := itemBytes(&req, i, hasAck)
+		cur := &parts[len(parts)-1]
+		if len(cur.items) > 0 && (len(cur.items) >= maxSessions || size+n > maxBytes) && !brokenBatchSplit {
+			parts = append(parts, batchPart{req: head})
+			cur, size = &parts[len(parts)-1], 256
+		}
+		cur.req.Sessions = append(cur.req.Sessions, id)
+		cur.req.AgeMS = append(cur.req.AgeMS, req.AgeMS[i])
+		cur.req.Secrets = append(cur.req.Secrets, req.Secrets[i])
+		if hasAck {
+			cur.req.Acks = append(cur.req.Acks, a)
+		}
+		cur.items = append(cur.items, items[i])
+		size += n
+	}
+	return parts
+}
+
+// halves splits a part in two (a batch the leader refused as a whole is
+// sent again in halves, down to single sessions).
+func (bp batchPart) halves() []batchPart {
+	return splitBatch(bp.req, bp.items, (len(bp.items)+1)/2, 1<<62)
 }
 
 // applyReply applies a confirmed batch reply to its sessions and returns
 // those whose held KeepAlive should answer now. *epoch is the proxy's
 // epoch of the cell: a newer one drops the events held, which belonged to
 // the old leadership (the client re-arms its watches on the new epoch).
+// A session the reply refuses (expired, unknown, a secret the cell does
+// not take) ends here; the others of the batch are renewed.
 func applyReply(epoch *uint64, all map[uint64]*proxySession, items []batchItem, resp api.KeepAliveBatchResponse) (wake []*proxySession) {
 	if resp.Epoch > *epoch {
 		// A new leader: every held KeepAlive answers now, so its client
@@ -208,21 +276,14 @@ func applyReply(epoch *uint64, all map[uint64]*proxySession, items []batchItem, 
 	}
 	refused := map[uint64]bool{}
 	for _, r := range resp.Sessions {
-		if r.Error != nil && r.Error.Code == api.CodeUnauthorized {
+		if r.Error != nil {
 			refused[r.Session] = true
 		}
 	}
 	for _, it := range items {
 		ps := it.ps
 		if refused[ps.id] {
-			if !ps.verified && ps.secret == it.secret {
-				ps.denied = api.Errorf(api.CodeUnauthorized, "wrong secret for session %d", ps.id)
-				wake = append(wake, ps)
-			}
-			continue // not renewed: the cell refused the secret
-		}
-		if ps.secret == it.secret {
-			ps.verified = true
+			continue // not renewed: the error below says why
 		}
 		first := ps.base.IsZero()
 		if it.lastKA.After(ps.base) {
@@ -245,7 +306,7 @@ func applyReply(epoch *uint64, all map[uint64]*proxySession, items []batchItem, 
 		}
 		if r.Error != nil {
 			switch r.Error.Code {
-			case api.CodeSessionExpired, api.CodeNoSession:
+			case api.CodeSessionExpired, api.CodeNoSession, api.CodeUnauthorized, api.CodeBadRequest:
 				ps.err = r.Error
 				wake = append(wake, ps)
 			}

@@ -23,7 +23,7 @@ func TestBuildBatchRenewsOnlyLiveClients(t *testing.T) {
 		5: {id: 5, lease: lease, lastKA: t0, base: t0, err: api.Errorf(api.CodeSessionExpired, "gone")},                   // ended
 		6: {id: 6, lease: lease, lastKA: t0, base: t0, events: []api.Event{{Seq: 9}}, ack: ack{5, 8}, sentAck: ack{5, 8}}, // holds events
 	}
-	req, items := buildBatch("demo", "p1", 5, sessions, t0, fullBatch, time.Second)
+	req, items, _ := buildBatch("demo", "p1", 5, sessions, t0, fullBatch, time.Second, nil)
 	if req.Cell != "demo" || req.Proxy != "p1" || req.Epoch != 5 || req.WaitMS != 1000 {
 		t.Fatalf("request %+v", req)
 	}
@@ -48,15 +48,15 @@ func TestBuildBatchRenewsOnlyLiveClients(t *testing.T) {
 		t.Fatalf("acks %+v", req.Acks)
 	}
 
-	urgent, _ := buildBatch("demo", "p1", 5, map[uint64]*proxySession{
+	urgent, _, _ := buildBatch("demo", "p1", 5, map[uint64]*proxySession{
 		1: {id: 1, lastKA: t0, urgent: true}, 2: {id: 2, lastKA: t0},
-	}, t0, urgentBatch, 0)
+	}, t0, urgentBatch, 0, nil)
 	if len(urgent.Sessions) != 1 || urgent.Sessions[0] != 1 {
 		t.Fatalf("urgent batch %+v", urgent)
 	}
 	// Between full batches a poll carries only what there is to say: a
 	// new acknowledgement (4), a session new here (3).
-	poll, _ := buildBatch("demo", "p1", 5, sessions, t0, pollBatch, time.Second)
+	poll, _, _ := buildBatch("demo", "p1", 5, sessions, t0, pollBatch, time.Second, nil)
 	slices.Sort(poll.Sessions)
 	if !slices.Equal(poll.Sessions, []uint64{3, 4}) {
 		t.Fatalf("poll renews %v, want [3 4]", poll.Sessions)

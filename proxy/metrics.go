@@ -16,6 +16,7 @@ type metrics struct {
 	cacheMisses   prometheus.Counter
 	invalidations prometheus.Counter
 	clientWatches prometheus.Gauge
+	sharedWatches prometheus.Gauge
 }
 
 func newMetrics(reg *prometheus.Registry, p *Proxy) *metrics {
@@ -37,9 +38,11 @@ func newMetrics(reg *prometheus.Registry, p *Proxy) *metrics {
 		invalidations: prometheus.NewCounter(prometheus.CounterOpts{Name: "lockproxy_invalidations_sent_total",
 			Help: "Invalidations passed on to clients the proxy served the value to."}),
 		clientWatches: prometheus.NewGauge(prometheus.GaugeOpts{Name: "lockproxy_client_watches",
-			Help: "Watches the proxy holds for its clients (the cell sees one per path and kind)."}),
+			Help: "Watches the proxy's clients wait on (at most one per client session, path and kind)."}),
+		sharedWatches: prometheus.NewGauge(prometheus.GaugeOpts{Name: "lockproxy_shared_watches",
+			Help: "Watches the proxy holds on its own sessions for its clients: one per path and kind."}),
 	}
-	reg.MustRegister(m.requests, m.keepAlives, m.batches, m.batchErrors, m.batchSessions, m.cacheHits, m.cacheMisses, m.invalidations, m.clientWatches,
+	reg.MustRegister(m.requests, m.keepAlives, m.batches, m.batchErrors, m.batchSessions, m.cacheHits, m.cacheMisses, m.invalidations, m.clientWatches, m.sharedWatches,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lockproxy_clients", Help: "Open client connections."},
 			func() float64 { return float64(p.clients.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lockproxy_sessions", Help: "Client sessions this proxy renews."},

@@ -75,6 +75,12 @@ type Proxy struct {
 	mu    sync.Mutex
 	cells map[string]*cellTable
 
+	// auth is the proxy's view of the tenants (auth.go); ownDigest its
+	// own token's digest; quota its clients' watches per tenant.
+	auth      authState
+	ownDigest string
+	quota     *watchQuota
+
 	clients atomic.Int64
 	// lastRefresh is when a request for an unknown cell last made the
 	// proxy read the directory (unix ns).
@@ -113,8 +119,14 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
 	p := &Proxy{cfg: cfg, log: cfg.Logger, up: up, cells: map[string]*cellTable{}, ln: ln, reg: prometheus.NewRegistry(),
-		instance: cfg.Name + "/" + rand.Text()[:10]}
+		instance: cfg.Name + "/" + rand.Text()[:10], quota: &watchQuota{per: map[string]int{}}}
 	g.p = p
+	p.auth.kick = make(chan struct{}, 1)
+	if cfg.Token != "" {
+		p.ownDigest = api.TokenDigest(cfg.Token)
+	}
+	d := up.Directory()
+	p.auth.publish(newAuthView(d.Tenants, d.Index, time.Now()))
 	p.m = newMetrics(p.reg, p)
 	p.metrics = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{}))
 	p.ctx, p.cancel = context.WithCancel(context.Background())
@@ -139,7 +151,11 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 	if cfg.TLS != nil {
 		ln = tls.NewListener(ln, cfg.TLS)
 	}
-	p.wg.Add(2)
+	p.wg.Add(3)
+	go func() {
+		defer p.wg.Done()
+		p.refreshTenants()
+	}()
 	go func() {
 		defer p.wg.Done()
 		if err := p.srv.Serve(ln); err != nil {
@@ -199,6 +215,7 @@ func (p *Proxy) table(cell string) (*cellTable, error) {
 		return t, nil
 	}
 	t = newCellTable(p.ctx, cell, p.cfg.Name, p.instance, p.up, p.m)
+	t.live, t.quota = p.tenantLive, p.quota
 	p.cells[cell] = t
 	p.wg.Add(2)
 	go func() { defer p.wg.Done(); t.run(p.ctx) }()
@@ -268,13 +285,14 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx) {
 	}
 	switch route {
 	case api.RouteStatus:
-		reply(ctx, p.Status(), nil)
+		p.serveStatus(ctx)
 		return
-	case api.RouteDirectory:
+	case api.RouteDirectory, api.RouteStatusCluster, api.RouteAdminTenants:
+		// A lockd answers, to the client's own credentials (the tenants
+		// in the directory are for admins only).
 		cctx, cancel := p.requestContext(ctx)
 		defer cancel()
-		// With the client's token: the tenants in it are for admins only.
-		body, err := p.up.Forward(cctx, "", api.RouteDirectory, nil, sdk.ForwardOptions{Method: "GET", RetryUnsure: true, Authorization: string(ctx.Request.Header.Peek(api.HeaderAuth))})
+		body, err := p.up.Forward(cctx, "", route, nil, sdk.ForwardOptions{Method: "GET", RetryUnsure: true, Authorization: string(ctx.Request.Header.Peek(api.HeaderAuth))})
 		replyRaw(ctx, body, err)
 		return
 	}
@@ -283,31 +301,24 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	arrived := time.Now()
-	p.m.requests.WithLabelValues(route).Inc()
+	p.m.requests.WithLabelValues(routeLabel(route)).Inc()
 	switch route {
 	case api.RouteSessionKeepAlive:
-		var req api.KeepAliveRequest
-		if err := decode(ctx, &req); err != nil {
-			reply(ctx, nil, err)
-			return
-		}
-		if req.Session == 0 {
-			reply(ctx, nil, api.Errorf(api.CodeNoSession, "keepalive names no session"))
-			return
-		}
-		t, err := p.table(req.Cell)
-		if err != nil {
-			reply(ctx, nil, err)
-			return
-		}
-		resp, err := t.keepAlive(p.ctx, req, arrived)
-		if err != nil {
-			p.log.Debug("client keepalive refused", "cell", req.Cell, "session", req.Session, "err", err)
-		}
+		resp, err := p.clientKeepAlive(ctx, arrived)
 		reply(ctx, resp, err)
 		return
 	case api.RouteKeepAliveBatch:
-		reply(ctx, nil, api.Errorf(api.CodeBadRequest, "a proxy takes its clients' KeepAlives, not batches"))
+		// Refused as a lockd would refuse a non-admin, and to an admin
+		// because a proxy sends batches, it takes none.
+		who, err := p.authenticate(p.ctx, ctx)
+		switch {
+		case err != nil:
+		case !who.admin:
+			err = api.Errorf(api.CodeForbidden, "tenant %s is not an admin: batches are a lockproxy's", who.tenant)
+		default:
+			err = api.Errorf(api.CodeBadRequest, "a proxy takes its clients' KeepAlives, not batches")
+		}
+		reply(ctx, nil, err)
 		return
 	}
 	cell, err := p.cellOf(ctx)
@@ -326,20 +337,115 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx) {
 	body, err := p.up.Forward(cctx, cell, route, ctx.PostBody(), sdk.ForwardOptions{Authorization: string(ctx.Request.Header.Peek(api.HeaderAuth))})
 	switch c := api.CodeOf(err); {
 	case err == nil && route == api.RouteSessionOpen:
-		p.opened(cell, body, arrived)
+		p.opened(ctx, cell, body, arrived)
 	case err != nil && (c == api.CodeUnavailable || c == api.CodeInternal || c == ""):
 		p.log.Debug("forward failed", "route", route, "cell", cell, "err", err)
 	}
 	replyRaw(ctx, body, err)
 }
 
-// opened notes a session opened through the proxy.
-func (p *Proxy) opened(cell string, body []byte, arrived time.Time) {
-	var resp api.SessionResponse
-	if json.Unmarshal(body, &resp) == nil && resp.Session != 0 {
-		if t, err := p.table(cell); err == nil {
-			t.opened(resp.Session, resp.Secret, time.Duration(resp.LeaseMS)*time.Millisecond, arrived)
+// serveStatus answers /v1/status: for admins only, as a lockd's (it
+// lists the proxy's cells and sessions).
+func (p *Proxy) serveStatus(ctx *fasthttp.RequestCtx) {
+	who, err := p.authenticate(p.ctx, ctx)
+	if err == nil && !who.admin {
+		err = api.Errorf(api.CodeForbidden, "tenant %s is not an admin: the proxy's status is for admins", who.tenant)
+	}
+	if err != nil {
+		reply(ctx, nil, err)
+		return
+	}
+	reply(ctx, p.Status(), nil)
+}
+
+// clientKeepAlive answers a client's KeepAlive. It is bounded and
+// authenticated here; a session new to this proxy gets an entry only once
+// the leader accepted a KeepAlive of it (forwarded with the client's own
+// credentials): a made-up session id or secret never reaches a batch.
+func (p *Proxy) clientKeepAlive(rc *fasthttp.RequestCtx, arrived time.Time) (api.SessionResponse, error) {
+	var req api.KeepAliveRequest
+	if err := decode(rc, &req); err != nil {
+		return api.SessionResponse{}, err
+	}
+	if err := checkKeepAlive(req); err != nil {
+		return api.SessionResponse{}, err
+	}
+	who, err := p.authenticate(p.ctx, rc)
+	if err != nil {
+		return api.SessionResponse{}, err
+	}
+	t, err := p.table(req.Cell)
+	if err != nil {
+		return api.SessionResponse{}, err
+	}
+	tenant, known := t.owner(req.Session)
+	switch {
+	case known && tenant != "" && tenant != who.tenant && !who.admin:
+		return api.SessionResponse{}, api.Errorf(api.CodeForbidden, "session %d is tenant %s's", req.Session, tenant)
+	case !known && brokenBatchSplit:
+		t.adopt(req.Session, req.Secret, who.tenant) // the claim rides unverified
+	case !known:
+		if err := p.confirmSession(rc, req); err != nil {
+			return api.SessionResponse{}, err
 		}
+		t.adopt(req.Session, req.Secret, who.tenant)
+	}
+	resp, err := t.keepAlive(p.ctx, req, arrived)
+	if err != nil {
+		p.log.Debug("client keepalive refused", "cell", req.Cell, "session", req.Session, "err", err)
+	}
+	return resp, err
+}
+
+// confirmSession asks the cell's leader to accept one KeepAlive of a
+// session new to this proxy, without a wait, with the client's own
+// credentials: it renews the session (its client is alive) and proves
+// the session and its secret.
+func (p *Proxy) confirmSession(rc *fasthttp.RequestCtx, req api.KeepAliveRequest) error {
+	body, err := json.Marshal(api.KeepAliveRequest{Cell: req.Cell, Session: req.Session, Secret: req.Secret, AckSeq: req.AckSeq, AckEpoch: req.AckEpoch})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(p.ctx, sdk.DefaultRequestTimeout)
+	defer cancel()
+	_, err = p.up.Forward(ctx, req.Cell, api.RouteSessionKeepAlive, body, sdk.ForwardOptions{KeepAlive: true, RetryUnsure: true,
+		Authorization: string(rc.Request.Header.Peek(api.HeaderAuth))})
+	return err
+}
+
+// routeLabel is a request's route as a metric label: the route itself if
+// the API has it, else one fixed label (a label per path a caller makes up
+// would grow /metrics without bound).
+func routeLabel(route string) string {
+	if knownRoutes[route] {
+		return route
+	}
+	return "other"
+}
+
+var knownRoutes = map[string]bool{
+	api.RouteSessionOpen: true, api.RouteSessionKeepAlive: true, api.RouteSessionClose: true, api.RouteKeepAliveBatch: true,
+	api.RouteCreate: true, api.RoutePut: true, api.RouteDelete: true, api.RouteGet: true, api.RouteChildren: true,
+	api.RouteLockState: true, api.RouteLockQueue: true, api.RouteLockCheck: true, api.RouteWatch: true,
+	api.RouteAdminSnapshot: true, api.RouteAdminBackup: true, api.RouteAdminCellCreate: true, api.RouteAdminPrefixAssign: true,
+	api.RouteAdminRegister: true, api.RouteAdminMigrate: true, api.RouteAdminMember: true, api.RouteAdminRestore: true,
+	api.RouteAdminTenant: true, api.RouteAdminProxyRegister: true, api.RouteAdminTransfer: true, api.RouteAdminPrefixOp: true,
+	api.RouteAdminTenantCommit: true, api.RouteAdminTenants: true, api.RouteStatusCluster: true,
+}
+
+// opened notes a session opened through the proxy, as its client's
+// tenant's.
+func (p *Proxy) opened(rc *fasthttp.RequestCtx, cell string, body []byte, arrived time.Time) {
+	var resp api.SessionResponse
+	if json.Unmarshal(body, &resp) != nil || resp.Session == 0 {
+		return
+	}
+	who, err := p.authenticate(p.ctx, rc)
+	if err != nil {
+		return // the cell took a token the proxy does not know: its KeepAlives will tell
+	}
+	if t, err := p.table(cell); err == nil {
+		t.opened(resp.Session, resp.Secret, time.Duration(resp.LeaseMS)*time.Millisecond, arrived, who.tenant)
 	}
 }
 

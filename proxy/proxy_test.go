@@ -72,7 +72,7 @@ func TestForwardPassesTheClientsAuthorization(t *testing.T) {
 		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 		req.SetRequestURI("http://" + p.Addr() + api.RouteSessionKeepAlive)
 		req.Header.SetMethod(fasthttp.MethodPost)
-		req.SetBodyString(`{"cell":"nope","session":7}`)
+		req.SetBodyString(`{"cell":"nope","session":7,"secret":"0123456789abcdef0123456789abcdef"}`)
 		if err := fasthttp.DoTimeout(req, resp, 10*time.Second); err != nil {
 			t.Fatal(err)
 		}

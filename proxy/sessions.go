@@ -51,6 +51,9 @@ type cellTable struct {
 	proxy string // this proxy's name: the leader tells it of its sessions' events
 	up    *sdk.Client
 	m     *metrics
+	// live reports whether a tenant still holds a token (nil: all do);
+	// the sessions of one that does not are not renewed.
+	live func(tenant string) bool
 
 	mu       sync.Mutex
 	sessions map[uint64]*proxySession
@@ -81,10 +84,16 @@ type cellTable struct {
 	gen         uint64
 	acked       chan struct{}
 	ctx         context.Context
+	// watches are the shared watches by path and kind (watches.go);
+	// quota counts its clients' waits per tenant (the proxy's, over all
+	// cells).
+	watches map[watchKey]*sharedWatch
+	quota   *watchQuota
 }
 
 func newCellTable(ctx context.Context, name, proxy, instance string, up *sdk.Client, m *metrics) *cellTable {
 	t := &cellTable{name: name, proxy: proxy, up: up, m: m, sessions: map[uint64]*proxySession{}, kick: make(chan struct{}, 1),
+		watches: map[watchKey]*sharedWatch{}, quota: &watchQuota{per: map[string]int{}},
 		instance: instance, cachers: map[string]map[uint64]struct{}{}, flights: map[string]*flight{}, nextFlights: map[string]*flight{}, ctx: ctx}
 	if up != nil {
 		t.sharedCache = up.SharedCache
@@ -104,6 +113,7 @@ func (t *cellTable) forgetLocked(ps *proxySession) {
 				}
 			}
 		}
+		t.dropWatchesLocked(ps)
 		if ps.gone != nil {
 			close(ps.gone)
 		}
@@ -172,51 +182,138 @@ func (t *cellTable) runUrgent(ctx context.Context) {
 	}
 }
 
-// send builds one batch of kind, sends it and applies the reply; it
-// returns when the batch was built (its renewals count from then).
+// send builds one batch of kind, sends it (in parts of at most
+// api.MaxProxyBatchSessions sessions and api.MaxProxyBatchBytes, at once)
+// and applies each part's reply; it returns when the batch was built (its
+// renewals count from then).
 func (t *cellTable) send(ctx context.Context, kind batchKind, wait time.Duration) (time.Time, error) {
 	t.mu.Lock()
 	built := time.Now()
-	req, items := buildBatch(t.name, t.proxy, t.epoch, t.sessions, built, kind, wait)
+	req, items, ended := buildBatch(t.name, t.proxy, t.epoch, t.sessions, built, kind, wait, t.live)
+	for _, ps := range ended {
+		t.wakeLocked(ps)
+	}
 	none := len(t.sessions) == 0
 	t.mu.Unlock()
 	if none || (len(items) == 0 && kind != pollBatch) {
 		return built, errNothing
 	}
-	body, err := json.Marshal(req)
+	t.m.batchSessions.WithLabelValues(t.name).Set(float64(len(items)))
+	parts := splitBatch(req, items, api.MaxProxyBatchSessions, api.MaxProxyBatchBytes)
+	if len(parts) == 1 {
+		return built, t.sendPart(ctx, kind, built, parts[0], 0)
+	}
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for i, part := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = t.sendPart(ctx, kind, built, part, 0)
+		}()
+	}
+	wg.Wait()
+	return built, errors.Join(errs...)
+}
+
+// maxSplitDepth bounds the halving of a refused batch: a part of
+// api.MaxProxyBatchSessions reaches single sessions within it.
+const maxSplitDepth = 16
+
+// sendPart sends one part of a batch and applies its reply. The call,
+// retries included, is bounded (the leader's wait + api.ProxyBatchTimeout):
+// a part that fails is not resent as it was; the next batch is built
+// afresh. A part the leader refuses as a whole (its content, not the
+// cell's state) is sent again in halves, and a single session so refused
+// ends here: one bad session never stalls the others.
+func (t *cellTable) sendPart(ctx context.Context, kind batchKind, built time.Time, part batchPart, depth int) error {
+	body, err := json.Marshal(part.req)
 	if err != nil {
-		return built, err
+		return err
+	}
+	if len(body) > api.MaxProxyBatchBytes && len(part.items) > 1 && !brokenBatchSplit {
+		return t.sendHalves(ctx, kind, built, part, depth)
 	}
 	t.m.batches.WithLabelValues(t.name).Inc()
-	t.m.batchSessions.WithLabelValues(t.name).Set(float64(len(items)))
-	raw, err := t.up.Forward(ctx, t.name, api.RouteKeepAliveBatch, body, sdk.ForwardOptions{
-		KeepAlive: true, RetryUnsure: true, Timeout: wait + 3*time.Second})
+	wait := time.Duration(part.req.WaitMS) * time.Millisecond
+	cctx, cancel := context.WithTimeout(ctx, wait+api.ProxyBatchTimeout)
+	if brokenBatchSplit {
+		cctx, cancel = context.WithCancel(ctx) // resent until it goes through
+	}
+	raw, err := t.up.Forward(cctx, t.name, api.RouteKeepAliveBatch, body, sdk.ForwardOptions{
+		KeepAlive: true, RetryUnsure: true, Timeout: wait + 3*time.Second, Own: true})
+	cancel()
 	if err == nil {
 		var resp api.KeepAliveBatchResponse
 		if err = json.Unmarshal(raw, &resp); err == nil {
-			t.mu.Lock()
-			for _, ps := range applyReply(&t.epoch, t.sessions, items, resp) {
-				t.wakeLocked(ps)
-			}
-			t.index = max(t.index, resp.Index)
-			if len(items) > 0 && built.After(t.lastOK) {
-				t.lastOK = built
-			}
-			t.lastReply = time.Now()
-			t.batches++
-			t.mu.Unlock()
-			return built, nil
+			t.applyPart(built, part, resp)
+			return nil
 		}
 	}
 	t.m.batchErrors.WithLabelValues(t.name).Inc()
+	if refusedWhole(err) && !brokenBatchSplit {
+		if len(part.items) > 1 && depth < maxSplitDepth {
+			return t.sendHalves(ctx, kind, built, part, depth)
+		}
+		t.dropRefused(part, err)
+		return err
+	}
 	if kind == urgentBatch {
 		t.mu.Lock()
-		for _, it := range items {
+		for _, it := range part.items {
 			it.ps.urgent = true
 		}
 		t.mu.Unlock()
 	}
-	return built, err
+	return err
+}
+
+// sendHalves sends a part again as two, without a wait at the leader.
+func (t *cellTable) sendHalves(ctx context.Context, kind batchKind, built time.Time, part batchPart, depth int) error {
+	part.req.WaitMS = 0
+	var errs []error
+	for _, h := range part.halves() {
+		errs = append(errs, t.sendPart(ctx, kind, built, h, depth+1))
+	}
+	return errors.Join(errs...)
+}
+
+// refusedWhole: the leader refused a batch for what it carries (a
+// request that cannot succeed as it is), not for the cell's state.
+func refusedWhole(err error) bool {
+	switch api.CodeOf(err) {
+	case api.CodeBadRequest, api.CodeValueTooLarge, api.CodeLimitExceeded:
+		return true
+	}
+	return false
+}
+
+// dropRefused ends the sessions of a part the leader refused as a whole
+// (at most one, once halved): their clients are told why.
+func (t *cellTable) dropRefused(part batchPart, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, it := range part.items {
+		if it.ps.err == nil {
+			it.ps.err = api.Errorf(api.CodeBadRequest, "the cell refused to renew session %d through this proxy: %v", it.ps.id, err)
+			t.wakeLocked(it.ps)
+		}
+	}
+}
+
+// applyPart applies a part's reply.
+func (t *cellTable) applyPart(built time.Time, part batchPart, resp api.KeepAliveBatchResponse) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, ps := range applyReply(&t.epoch, t.sessions, part.items, resp) {
+		t.wakeLocked(ps)
+	}
+	t.index = max(t.index, resp.Index)
+	if len(part.items) > 0 && built.After(t.lastOK) {
+		t.lastOK = built
+	}
+	t.lastReply = time.Now()
+	t.batches++
 }
 
 // batchWait is the main batch's wait for sessions whose shortest lease is
@@ -243,7 +340,7 @@ func (t *cellTable) prune(now time.Time) (minLease time.Duration) {
 
 // opened records a session its client opened through this proxy: the
 // leader's lease began after the open reached the proxy.
-func (t *cellTable) opened(id uint64, secret string, lease time.Duration, arrived time.Time) {
+func (t *cellTable) opened(id uint64, secret string, lease time.Duration, arrived time.Time, tenant string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	ps := t.sessions[id]
@@ -252,7 +349,32 @@ func (t *cellTable) opened(id uint64, secret string, lease time.Duration, arrive
 		t.sessions[id] = ps
 	}
 	ps.lease, ps.lastKA, ps.base, ps.err = lease, arrived, arrived, nil
-	ps.secret, ps.verified = secret, true // the cell's own reply
+	ps.secret, ps.tenant = secret, tenant // the cell's own reply
+}
+
+// adopt records a session new to this proxy whose KeepAlive the leader
+// just accepted (its secret with it): the next urgent batch confirms it
+// here. A session already known is left as it is.
+func (t *cellTable) adopt(id uint64, secret, tenant string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.sessions[id] != nil {
+		return
+	}
+	ps := newProxySession(id)
+	ps.secret, ps.tenant = secret, tenant
+	t.sessions[id] = ps
+}
+
+// owner is the tenant of a session this proxy renews, and whether it does.
+func (t *cellTable) owner(id uint64) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ps := t.sessions[id]
+	if ps == nil {
+		return "", false
+	}
+	return ps.tenant, true
 }
 
 // closed forgets a session its client closed (with its secret: the
@@ -260,7 +382,7 @@ func (t *cellTable) opened(id uint64, secret string, lease time.Duration, arrive
 func (t *cellTable) closed(id uint64, secret string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if ps := t.sessions[id]; ps != nil && ps.verified && ps.secret == secret {
+	if ps := t.sessions[id]; ps != nil && subtle.ConstantTimeCompare([]byte(ps.secret), []byte(secret)) == 1 {
 		ps.err = api.Errorf(api.CodeSessionExpired, "session %d closed", id)
 		t.wakeLocked(ps)
 		t.forgetLocked(ps)
@@ -281,17 +403,13 @@ func (t *cellTable) keepAlive(ctx context.Context, req api.KeepAliveRequest, arr
 	t.mu.Lock()
 	ps := t.sessions[req.Session]
 	if ps == nil {
-		ps = newProxySession(req.Session)
-		t.sessions[req.Session] = ps
+		// Only a session the leader confirmed has an entry (adopt).
+		t.mu.Unlock()
+		return api.SessionResponse{}, api.Errorf(api.CodeUnavailable, "proxy: session %d is not renewed here; try again", req.Session)
 	}
-	if ps.verified && subtle.ConstantTimeCompare([]byte(ps.secret), []byte(req.Secret)) != 1 {
+	if subtle.ConstantTimeCompare([]byte(ps.secret), []byte(req.Secret)) != 1 {
 		t.mu.Unlock()
 		return api.SessionResponse{}, api.Errorf(api.CodeUnauthorized, "wrong secret for session %d", req.Session)
-	}
-	if !ps.verified {
-		// A claim the next batch puts to the cell: confirmed, it sticks;
-		// refused, the KeepAlive that made it is told so.
-		ps.secret = req.Secret
 	}
 	if req.Proxy == t.instance {
 		ps.knowsMe = true
@@ -328,11 +446,6 @@ func (t *cellTable) keepAlive(ctx context.Context, req api.KeepAliveRequest, arr
 			err := ps.err
 			t.mu.Unlock()
 			return api.SessionResponse{}, err
-		case ps.denied != nil && ps.secret == req.Secret:
-			err := ps.denied
-			ps.denied, ps.secret = nil, ""
-			t.mu.Unlock()
-			return api.SessionResponse{}, err
 		case ps.base.IsZero():
 			if !now.Before(confirmBy) || w.superseded {
 				t.mu.Unlock()
@@ -359,9 +472,12 @@ func (t *cellTable) keepAlive(ctx context.Context, req api.KeepAliveRequest, arr
 			// own, recorded with the events it goes with.
 			// Counted from the request's arrival, which the client's
 			// send precedes: the client's grant ends before the proxy's.
-			if cacheUntil.After(now) {
-				resp.CacheMS = cacheUntil.Sub(arrived).Milliseconds()
-				ps.grantUntil = later(ps.grantUntil, cacheUntil)
+			// While an invalidation passed to the client is
+			// unacknowledged, the grant is not extended: the proxy's
+			// acknowledgement waits for it at most until the grant it has.
+			if until := ps.grantCap(cacheUntil); until.After(now) {
+				resp.CacheMS = until.Sub(arrived).Milliseconds()
+				ps.grantUntil = later(ps.grantUntil, until)
 			}
 			if ps.waiter == w {
 				ps.waiter = nil

@@ -23,7 +23,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
-	"slices"
+	"errors"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -31,14 +31,6 @@ import (
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/sdk"
 )
-
-// armKey is one watch a client armed through this proxy: the path and
-// kind, and the cell index it was armed at.
-type armKey struct {
-	path  string
-	kind  api.WatchKind
-	index uint64
-}
 
 // gate is the proxy as its sdk client's AckGate: the shared session
 // acknowledges an invalidation, or a new leader's epoch, only when the
@@ -302,7 +294,9 @@ func (t *cellTable) await(waits []clientWait) <-chan struct{} {
 
 // serveShared answers, from the proxy's own session, a client's cached
 // read or watch: it reports false for any other request, or a client
-// whose KeepAlives do not come here, which is forwarded as it is.
+// whose KeepAlives do not come here, which is forwarded as it is. A
+// request it answers is authenticated here (auth.go) and bounded
+// (validate.go) first.
 func (p *Proxy) serveShared(rc *fasthttp.RequestCtx, cell, route string) bool {
 	switch route {
 	case api.RouteGet, api.RouteChildren, api.RouteWatch:
@@ -313,41 +307,59 @@ func (p *Proxy) serveShared(rc *fasthttp.RequestCtx, cell, route string) bool {
 	if t == nil {
 		return false
 	}
+	var paths []string
+	var session uint64
+	var secret string
+	var rreq api.ReadRequest
+	var wreq api.WatchRequest
 	if route == api.RouteWatch {
-		var req api.WatchRequest
-		if json.Unmarshal(rc.PostBody(), &req) != nil || req.Session == 0 || len(req.Watches) > api.MaxWatchesPerCall {
+		if json.Unmarshal(rc.PostBody(), &wreq) != nil || wreq.Session == 0 {
 			return false
 		}
-		if !t.isLiveClient(req.Session, req.Secret) || !p.mayRead(rc, watchPaths(req.Watches)...) {
+		if err := checkWatch(wreq); err != nil {
+			reply(rc, nil, err)
+			return true
+		}
+		paths, session, secret = watchPaths(wreq.Watches), wreq.Session, wreq.Secret
+	} else {
+		if json.Unmarshal(rc.PostBody(), &rreq) != nil || rreq.Session == 0 || (rreq.Watch == "" && !(rreq.Cache && route == api.RouteGet)) {
 			return false
 		}
-		cctx, cancel := p.requestContext(rc)
-		defer cancel()
-		resp, err := p.rearm(cctx, t, req)
-		if api.CodeOf(err) == api.CodeLimitExceeded {
-			return false // the proxy's session is full: the client's own holds them
+		if err := checkRead(rreq); err != nil {
+			reply(rc, nil, err)
+			return true
 		}
-		reply(rc, resp, err)
-		return true
-	}
-	var req api.ReadRequest
-	if json.Unmarshal(rc.PostBody(), &req) != nil || req.Session == 0 || !t.isLiveClient(req.Session, req.Secret) || !p.mayRead(rc, req.Path) {
-		return false
+		paths, session, secret = []string{rreq.Path}, rreq.Session, rreq.Secret
 	}
 	cctx, cancel := p.requestContext(rc)
 	defer cancel()
+	who, err := p.authenticate(cctx, rc)
+	if err == nil {
+		err = need(who, api.RoleRead, paths...)
+	}
+	if err != nil {
+		reply(rc, nil, err)
+		return true
+	}
+	if !p.viewFresh() || !t.isLiveClient(session, secret) {
+		return false
+	}
 	switch {
-	case req.Watch != "":
-		body, err := p.watchRead(cctx, t, route, req)
-		if api.CodeOf(err) == api.CodeLimitExceeded {
-			return false // the proxy's session is full: the client's own holds it
+	case route == api.RouteWatch:
+		resp, err := p.rearm(cctx, t, wreq)
+		if errors.Is(err, errOwnSessionFull) {
+			return false // the proxy's session is full: the client's own holds them
+		}
+		reply(rc, resp, err)
+	case rreq.Watch != "":
+		body, err := p.watchRead(cctx, t, route, rreq)
+		if errors.Is(err, errOwnSessionFull) {
+			return false
 		}
 		replyRaw(rc, body, err)
-	case req.Cache && route == api.RouteGet:
-		resp, err := p.cachedGet(cctx, t, req)
-		reply(rc, resp, err)
 	default:
-		return false
+		resp, err := p.cachedGet(cctx, t, rreq)
+		reply(rc, resp, err)
 	}
 	return true
 }
@@ -359,35 +371,7 @@ func (t *cellTable) isLiveClient(id uint64, secret string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	ps := t.liveClientLocked(id)
-	return ps != nil && ps.verified && subtle.ConstantTimeCompare([]byte(ps.secret), []byte(secret)) == 1
-}
-
-// mayRead reports whether the request's token may read every path, by
-// the tenants in the proxy's directory view (it reads the directory as
-// an admin). With no token of its own the cluster runs without auth. A
-// token the view does not know is not refused here: the request is
-// forwarded and the lockd, with a fresher view, decides.
-func (p *Proxy) mayRead(rc *fasthttp.RequestCtx, paths ...string) bool {
-	if p.cfg.Token == "" || brokenACL {
-		return true
-	}
-	tok, err := api.BearerToken(string(rc.Request.Header.Peek(api.HeaderAuth)))
-	if err != nil || tok == "" {
-		return false
-	}
-	digest := api.TokenDigest(tok)
-	for _, t := range p.up.Directory().Tenants {
-		if !slices.Contains(t.Tokens, digest) {
-			continue
-		}
-		for _, path := range paths {
-			if !t.Allows(api.RoleRead, path) {
-				return false
-			}
-		}
-		return true
-	}
-	return false
+	return ps != nil && subtle.ConstantTimeCompare([]byte(ps.secret), []byte(secret)) == 1
 }
 
 func watchPaths(specs []api.WatchSpec) []string {
@@ -396,6 +380,27 @@ func watchPaths(specs []api.WatchSpec) []string {
 		out[i] = w.Path
 	}
 	return out
+}
+
+// cacheBlocked: an invalidation (or a resync, which may stand for one) the
+// proxy passed to the client is unacknowledged. Until it is, the client's
+// grant to serve from cache is not extended and it is served uncached.
+func (ps *proxySession) cacheBlocked() bool {
+	for _, ev := range ps.pevents {
+		if ev.Seq > ps.pack && (ev.Type == api.EventInvalidate || ev.Type == api.EventResync) {
+			return true
+		}
+	}
+	return false
+}
+
+// grantCap is the grant the client may have, given the proxy's own cache
+// until: no later than the grant it has while it is cacheBlocked.
+func (ps *proxySession) grantCap(until time.Time) time.Time {
+	if ps.cacheBlocked() && until.After(ps.grantUntil) {
+		return ps.grantUntil
+	}
+	return until
 }
 
 // cachedGet serves a client's cached read from the shared cache (or the
@@ -427,7 +432,7 @@ func (p *Proxy) cachedGet(ctx context.Context, t *cellTable, req api.ReadRequest
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.gen != gen || t.liveClientLocked(req.Session) == nil {
+	if ps := t.liveClientLocked(req.Session); t.gen != gen || ps == nil || ps.cacheBlocked() {
 		resp.Cacheable = false
 		return resp, nil
 	}
@@ -439,86 +444,4 @@ func (p *Proxy) cachedGet(ctx context.Context, t *cellTable, req api.ReadRequest
 	ps.cached[req.Path] = struct{}{}
 	resp.Proxy = p.instance
 	return resp, nil
-}
-
-// watchRead runs a client's watch-arming read on the proxy's session (one
-// server-side watch per path and kind for all clients) and holds the
-// watch for the client.
-func (p *Proxy) watchRead(ctx context.Context, t *cellTable, route string, req api.ReadRequest) ([]byte, error) {
-	client := req.Session
-	body, index, w, err := p.up.SharedWatchRead(ctx, t.name, route, api.ReadRequest{Path: req.Path, Watch: req.Watch})
-	if err != nil {
-		return nil, err
-	}
-	p.hold(t, client, armKey{req.Path, req.Watch, index}, w)
-	return body, nil
-}
-
-// rearm re-arms a client's watches (after it came to this proxy, or a
-// fail-over) on the proxy's session, each as armed at its Since.
-func (p *Proxy) rearm(ctx context.Context, t *cellTable, req api.WatchRequest) (api.WatchResponse, error) {
-	t.mu.Lock()
-	ps := t.liveClientLocked(req.Session)
-	var specs []api.WatchSpec
-	for _, sp := range req.Watches {
-		// One already held at the same index fires as this one would.
-		if ps == nil || ps.watches[armKey{sp.Path, sp.Kind, sp.Since}] == nil {
-			specs = append(specs, sp)
-		}
-	}
-	t.mu.Unlock()
-	if len(specs) == 0 {
-		return api.WatchResponse{}, nil
-	}
-	ws, index, err := p.up.SharedRearm(ctx, t.name, specs)
-	if err != nil {
-		return api.WatchResponse{}, err
-	}
-	for i, w := range ws {
-		p.hold(t, req.Session, armKey{specs[i].Path, specs[i].Kind, specs[i].Since}, w)
-	}
-	return api.WatchResponse{Index: index}, nil
-}
-
-// hold keeps w for the client until it fires (then the client gets its
-// event) or the client leaves this proxy.
-func (p *Proxy) hold(t *cellTable, client uint64, key armKey, w *sdk.Watch) {
-	t.mu.Lock()
-	ps := t.liveClientLocked(client)
-	dup := ps != nil && ps.watches[key] != nil
-	if ps != nil && !dup {
-		ps.watches[key] = w
-		p.m.clientWatches.Inc()
-	}
-	t.mu.Unlock()
-	if ps == nil || dup {
-		w.Stop() // it left meanwhile; or one held already fires for it
-		return
-	}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		select {
-		case ev, ok := <-w.C:
-			t.mu.Lock()
-			delete(ps.watches, key)
-			p.m.clientWatches.Dec()
-			if ok && t.sessions[ps.id] == ps && ps.err == nil {
-				if ev.Type == sdk.EventSessionExpired || ev.Type == sdk.EventSessionClosed {
-					// The proxy's session ended, and its watches with it:
-					// the client re-reads.
-					ev = api.Event{Type: api.EventResync, Path: key.path, Kind: key.kind}
-				}
-				t.pushLocked(ps, ev)
-			}
-			t.mu.Unlock()
-		case <-ps.gone:
-			w.Stop()
-			t.mu.Lock()
-			delete(ps.watches, key)
-			p.m.clientWatches.Dec()
-			t.mu.Unlock()
-		case <-p.ctx.Done():
-		}
-	}()
 }

@@ -27,7 +27,7 @@ func (c *Client) Forward(ctx context.Context, cell, route string, body []byte, o
 	}
 	var resp json.RawMessage
 	cl := &call{route: route, req: json.RawMessage(body), resp: &resp, keepAlive: o.KeepAlive, timeout: o.Timeout,
-		retryUnsure: o.RetryUnsure, anyReplica: cell == "", auth: o.Authorization}
+		retryUnsure: o.RetryUnsure, anyReplica: cell == "", auth: authHeader{value: o.Authorization, forward: !o.Own}}
 	if o.Method != "" {
 		cl.method, cl.req = o.Method, nil
 	}
@@ -47,8 +47,12 @@ type ForwardOptions struct {
 	RetryUnsure bool          // resend after an unsure failure (the request is idempotent)
 	Timeout     time.Duration // one attempt; 0: Config.RequestTimeout
 	// Authorization is the proxy's client's Authorization header, passed
-	// on as it came ("" sends the client's configured token, if any).
+	// on exactly as it came: "" sends none. Forward never sends the
+	// Client's own AuthToken (a proxy's credential is for its own calls).
 	Authorization string
+	// Own sends the Client's own token instead: for a proxy's own calls
+	// (its KeepAlive batches), never for a request a client made.
+	Own bool
 }
 
 // ErrorOf returns err as the *api.Error a proxy answers with.

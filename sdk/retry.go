@@ -54,9 +54,9 @@ type call struct {
 	// noClusterAfter: give up with ErrNoCluster once every endpoint has
 	// refused connections for this long (0: never).
 	noClusterAfter time.Duration
-	// auth, if set, is sent as the Authorization header instead of the
-	// client's own (a proxy passes on its client's).
-	auth string
+	// auth overrides the client's own Authorization header (a proxy
+	// passes on its client's, and only its client's).
+	auth authHeader
 
 	// Set by do.
 	sent time.Time // when the successful attempt was sent

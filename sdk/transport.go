@@ -189,7 +189,24 @@ type exchange struct {
 	waitLeader  bool
 	unreachable []string // the addresses the call failed to reach
 	cell        string   // api.HeaderCell, if set
-	auth        string   // Authorization header for this exchange, instead of the transport's
+	auth        authHeader
+}
+
+// authHeader is an exchange's own Authorization header. A forwarded one
+// (a lockproxy passing on its client's request) is sent exactly as the
+// client sent it, and not at all if the client sent none: the transport's
+// token is the proxy's own credential and is never lent to a client.
+type authHeader struct {
+	value   string
+	forward bool
+}
+
+// header is the Authorization value to send, given the transport's own.
+func (a authHeader) header(own string) string {
+	if a.forward && (a.value != "" || !brokenLendToken) {
+		return a.value
+	}
+	return own
 }
 
 // roundTrip performs one exchange. It returns the status, a copy of the
@@ -210,10 +227,8 @@ func (t *transport) roundTrip(ctx context.Context, x exchange) (status int, body
 	resp := fasthttp.AcquireResponse()
 	req.Header.SetMethod(x.method)
 	req.SetRequestURI(t.scheme + "://" + x.addr + x.path)
-	if x.auth != "" {
-		req.Header.Set("Authorization", x.auth)
-	} else if t.auth != "" {
-		req.Header.Set("Authorization", t.auth)
+	if h := x.auth.header(t.auth); h != "" {
+		req.Header.Set("Authorization", h)
 	}
 	if x.body != nil {
 		req.Header.SetContentType("application/json")

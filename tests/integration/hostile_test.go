@@ -7,6 +7,7 @@ package integration_test
 // fails on.
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
@@ -85,7 +86,37 @@ func startHostile(t *testing.T) *hostileEnv {
 	alice := c.NewClient()
 	alice.Token = e.tokens["alice"]
 	mustDo(t, alice, api.RouteSessionOpen, api.OpenSessionRequest{Cell: "demo"}, &e.alice)
+	e.keepAlive(t, alice)
 	return e
+}
+
+// keepAlive renews alice's session until the test ends, so that the
+// attacks on it meet a live session (and closing it would show).
+func (e *hostileEnv) keepAlive(t *testing.T, alice *cluster.Client) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+			_ = alice.Do(cctx, api.RouteSessionKeepAlive, api.KeepAliveRequest{Cell: "demo", Session: e.alice.Session, Secret: e.alice.Secret}, nil)
+			ccancel()
+			select {
+			case <-ctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}()
+}
+
+// aliceLives reports whether alice's session is still live.
+func (e *hostileEnv) aliceLives(t *testing.T) error {
+	cl := e.c.NewClient()
+	cl.Token = e.tokens["alice"]
+	ctx, cancel := ctxFor(30 * time.Second)
+	defer cancel()
+	return cl.Do(ctx, api.RouteSessionKeepAlive, api.KeepAliveRequest{Cell: "demo", Session: e.alice.Session, Secret: e.alice.Secret}, nil)
 }
 
 // entryPoints are every lockd's and every proxy's API address.
@@ -191,8 +222,10 @@ func (k credential) want(r hostileRoute) []api.Code {
 	case needsAny:
 		return nil
 	case needsSecret:
-		// A wrong secret (401), or no read role on the path first (403).
-		return []api.Code{api.CodeUnauthorized, api.CodeForbidden}
+		// A wrong secret (401), or no read role on the path first (403);
+		// a replica that does not lead the cell sends it on without
+		// looking at the session.
+		return []api.Code{api.CodeUnauthorized, api.CodeForbidden, api.CodeNotLeader, api.CodeWrongCell}
 	case needsRead:
 		if k.tenant == "reader" {
 			return nil
@@ -226,6 +259,9 @@ func TestHostileCredentials(t *testing.T) {
 	t.Run("nothing changed", func(t *testing.T) {
 		if after := e.snapshot(t); after != before {
 			t.Fatalf("the cluster changed under attack:\nbefore %s\nafter  %s", before, after)
+		}
+		if err := e.aliceLives(t); err != nil {
+			t.Fatalf("alice's session after the attacks: %v", err)
 		}
 	})
 	t.Run("bodies", func(t *testing.T) { e.bodies(t) })

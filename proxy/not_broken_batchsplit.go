@@ -1,0 +1,5 @@
+//go:build !lockproxy_broken_batchsplit
+
+package proxy
+
+const brokenBatchSplit = false

@@ -1,0 +1,5 @@
+//go:build !lockproxy_broken_revoke
+
+package proxy
+
+const brokenRevoke = false

@@ -1,0 +1,5 @@
+//go:build !lockproxy_broken_watchkey
+
+package proxy
+
+const brokenWatchKey = false

@@ -733,11 +733,25 @@ func (c *Cell) CheckSecret(session uint64, secret string) error {
 	if session == 0 {
 		return nil
 	}
-	v, err := c.nh.StaleRead(c.cfg.Info.ShardID, secretQuery{sessions: []uint64{session}, secrets: []string{secret}})
+	return c.checkSecrets([]uint64{session}, []string{secret}, nil)[0]
+}
+
+// RenewCheck decides whether a session a tenant opened may be renewed
+// (nil error) or is refused (the error answers its KeepAlive).
+type RenewCheck func(tenant string) error
+
+// checkSecrets checks sessions' secrets (parallel slices), and with renew
+// their tenants, on this replica's state: an error per session.
+func (c *Cell) checkSecrets(sessions []uint64, secrets []string, renew RenewCheck) []error {
+	v, err := c.nh.StaleRead(c.cfg.Info.ShardID, secretQuery{sessions: sessions, secrets: secrets, renew: renew})
 	if err != nil {
-		return raftError(err)
+		errs := make([]error, len(sessions))
+		for i := range errs {
+			errs[i] = raftError(err)
+		}
+		return errs
 	}
-	return v.([]error)[0]
+	return v.([]error)
 }
 
 // KeepAlive renews a session and long-polls for its events. The reply is
@@ -746,8 +760,12 @@ func (c *Cell) CheckSecret(session uint64, secret string) error {
 // leader does not know about. Events leave the session's queue only when a
 // later KeepAlive acknowledges them, so a reply that never reaches its
 // client loses nothing.
-func (c *Cell) KeepAlive(ctx context.Context, req api.KeepAliveRequest) (api.SessionResponse, error) {
-	if err := c.CheckSecret(req.Session, req.Secret); err != nil {
+//
+// renew, if not nil, decides whether the session's tenant may have it
+// renewed (its caller's, and a tenant that still has a token): a refusal
+// leaves the lease to run out.
+func (c *Cell) KeepAlive(ctx context.Context, req api.KeepAliveRequest, renew RenewCheck) (api.SessionResponse, error) {
+	if err := c.checkSecrets([]uint64{req.Session}, []string{req.Secret}, renew)[0]; err != nil {
 		return api.SessionResponse{}, err
 	}
 	wait := min(time.Duration(req.WaitMS)*time.Millisecond, api.MaxKeepAliveWait)
@@ -779,12 +797,12 @@ func (c *Cell) KeepAlive(ctx context.Context, req api.KeepAliveRequest) (api.Ses
 // KeepAlive, it answers only after one ReadIndex round, started after
 // the leases were extended, confirms this replica still leads under the
 // same epoch and that each session is live.
-func (c *Cell) KeepAliveBatch(ctx context.Context, req api.KeepAliveBatchRequest) (api.KeepAliveBatchResponse, error) {
+func (c *Cell) KeepAliveBatch(ctx context.Context, req api.KeepAliveBatchRequest, renew RenewCheck) (api.KeepAliveBatchResponse, error) {
 	entries, err := batchEntries(req)
 	if err != nil {
 		return api.KeepAliveBatchResponse{}, err
 	}
-	entries, denied, err := c.checkBatchSecrets(req, entries)
+	entries, denied, err := c.checkBatchSecrets(req, entries, renew)
 	if err != nil {
 		return api.KeepAliveBatchResponse{}, err
 	}
@@ -840,7 +858,7 @@ func (c *Cell) KeepAliveBatch(ctx context.Context, req api.KeepAliveBatchRequest
 
 // checkBatchSecrets drops from a batch the sessions whose secret it does
 // not carry (each answered unauthorized, and not renewed).
-func (c *Cell) checkBatchSecrets(req api.KeepAliveBatchRequest, entries []session.BatchEntry) ([]session.BatchEntry, []api.BatchSession, error) {
+func (c *Cell) checkBatchSecrets(req api.KeepAliveBatchRequest, entries []session.BatchEntry, renew RenewCheck) ([]session.BatchEntry, []api.BatchSession, error) {
 	secrets := req.Secrets
 	if len(secrets) != len(req.Sessions) {
 		if len(secrets) != 0 {
@@ -848,7 +866,7 @@ func (c *Cell) checkBatchSecrets(req api.KeepAliveBatchRequest, entries []sessio
 		}
 		secrets = make([]string, len(req.Sessions)) // an older proxy: only sessions without a secret pass
 	}
-	v, err := c.nh.StaleRead(c.cfg.Info.ShardID, secretQuery{sessions: req.Sessions, secrets: secrets})
+	v, err := c.nh.StaleRead(c.cfg.Info.ShardID, secretQuery{sessions: req.Sessions, secrets: secrets, renew: renew})
 	if err != nil {
 		return nil, nil, raftError(err)
 	}

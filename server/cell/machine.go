@@ -177,6 +177,9 @@ type (
 	secretQuery struct {
 		sessions []uint64
 		secrets  []string
+		// renew, if set, is asked about each session's tenant once its
+		// secret passed: a tenant whose sessions may not be renewed.
+		renew RenewCheck
 	}
 	exportQuery struct {
 		prefix, after string
@@ -331,6 +334,8 @@ func (c *Cell) lookup(s *fsm.State, q interface{}) (interface{}, error) {
 		for i, id := range q.sessions {
 			if err := s.CheckSecret(id, q.secrets[i]); err != nil {
 				errs[i] = err
+			} else if tenant, live := s.SessionTenant(id); live && q.renew != nil {
+				errs[i] = q.renew(tenant)
 			}
 		}
 		return errs, nil

@@ -64,7 +64,7 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (principal, error) {
 		return principal{}, api.Errorf(api.CodeUnauthorized, "this cluster requires an API token (Authorization: Bearer <token>; lockctl --auth-token)")
 	}
 	if subtle.ConstantTimeCompare([]byte(api.TokenDigest(tok)), []byte(s.adminDigest)) == 1 {
-		return principal{name: "admin", admin: true}, nil
+		return principal{name: bootstrapAdmin, admin: true}, nil
 	}
 	t, ok := s.host.Directory().TenantByToken(tok)
 	if !ok {
@@ -78,6 +78,33 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (principal, error) {
 	}
 	q := t.Quota.Effective()
 	return principal{name: t.Name, tenant: t, admin: t.IsAdmin(), quota: &q}, nil
+}
+
+// bootstrapAdmin is the principal of the lockds' --admin-token: the
+// tenant its sessions (a lockproxy's own) are recorded under.
+const bootstrapAdmin = "admin"
+
+// renewCheck decides whose sessions p may have renewed: a tenant only its
+// own; an admin (a lockproxy's batch) any. Either way only while the
+// session's tenant holds a token in this lockd's view of the directory:
+// once its tokens are revoked or it is deleted, its sessions run out
+// within a lease, whatever a proxy still sends.
+func (s *Server) renewCheck(p principal) cell.RenewCheck {
+	if !s.auth {
+		return nil
+	}
+	return func(tenant string) error {
+		if !p.admin && tenant != p.name {
+			return api.Errorf(api.CodeForbidden, "the session belongs to tenant %s, not to %s", tenant, p.name)
+		}
+		if tenant == "" || tenant == bootstrapAdmin || brokenRenewCheck {
+			return nil
+		}
+		if t, ok := s.host.Directory().Tenant(tenant); !ok || len(t.Tokens) == 0 {
+			return api.Errorf(api.CodeUnauthorized, "tenant %s holds no API token: its sessions are not renewed", tenant)
+		}
+		return nil
+	}
 }
 
 // need refuses p unless it holds role on path.

@@ -219,10 +219,15 @@ var postRoutes map[string]handler
 
 func init() {
 	postRoutes = map[string]handler{
-		api.RouteSessionOpen:        (*Server).openSession,
-		api.RouteSessionKeepAlive:   (*Server).keepAlive,
-		api.RouteSessionClose:       (*Server).closeSession,
-		api.RouteKeepAliveBatch:     adminOnly((*Server).keepAliveBatch), // lockproxies run as admins
+		api.RouteSessionOpen:      (*Server).openSession,
+		api.RouteSessionKeepAlive: (*Server).keepAlive,
+		api.RouteSessionClose:     (*Server).closeSession,
+		api.RouteKeepAliveBatch: func(s *Server, ctx *fasthttp.RequestCtx, p principal) (any, error) {
+			if err := needAdmin(p); err != nil { // lockproxies run as admins
+				return nil, err
+			}
+			return s.keepAliveBatch(ctx, p)
+		},
 		api.RouteAdminProxyRegister: adminOnly((*Server).registerProxy),
 		api.RouteCreate:             (*Server).create,
 		api.RoutePut:                (*Server).put,
@@ -495,23 +500,25 @@ func (s *Server) openSession(ctx *fasthttp.RequestCtx, p principal) (any, error)
 	})
 }
 
-func (s *Server) keepAlive(ctx *fasthttp.RequestCtx, _ principal) (any, error) {
+func (s *Server) keepAlive(ctx *fasthttp.RequestCtx, p principal) (any, error) {
 	var req api.KeepAliveRequest
 	return s.onCell(ctx, &req, func() string { return req.Cell },
 		func() error { return needSession(req.Session, "keepalive") },
 		func() time.Duration {
 			return min(time.Duration(req.WaitMS)*time.Millisecond, api.MaxKeepAliveWait) + RequestTimeout
 		},
-		func(cctx context.Context, c *cell.Cell) (any, error) { return c.KeepAlive(cctx, req) })
+		func(cctx context.Context, c *cell.Cell) (any, error) { return c.KeepAlive(cctx, req, s.renewCheck(p)) })
 }
 
-func (s *Server) keepAliveBatch(ctx *fasthttp.RequestCtx) (any, error) {
+func (s *Server) keepAliveBatch(ctx *fasthttp.RequestCtx, p principal) (any, error) {
 	var req api.KeepAliveBatchRequest
 	return s.onCell(ctx, &req, func() string { return req.Cell }, nil,
 		func() time.Duration {
 			return min(time.Duration(req.WaitMS)*time.Millisecond, api.MaxBatchWait) + RequestTimeout
 		},
-		func(cctx context.Context, c *cell.Cell) (any, error) { return c.KeepAliveBatch(cctx, req) })
+		func(cctx context.Context, c *cell.Cell) (any, error) {
+			return c.KeepAliveBatch(cctx, req, s.renewCheck(p))
+		})
 }
 
 func (s *Server) closeSession(ctx *fasthttp.RequestCtx, _ principal) (any, error) {

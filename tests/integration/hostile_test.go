@@ -46,6 +46,7 @@ var hostileTenants = []api.Tenant{
 	{Name: "gone", Grants: []api.Grant{{Prefix: "/demo/alice", Roles: []api.Role{api.RoleWrite}}}},
 	{Name: "carol", Grants: []api.Grant{{Prefix: "/demo/team/carol", Roles: []api.Role{api.RoleWrite}}}},
 	{Name: "watcher", Grants: []api.Grant{{Prefix: "/demo/alice", Roles: []api.Role{api.RoleRead}}}, Quota: api.Quota{Watches: 3}},
+	{Name: "dave", Grants: []api.Grant{{Prefix: "/demo/dave", Roles: []api.Role{api.RoleWrite}}}},
 	{Name: "nine", Grants: []api.Grant{{Prefix: "/team9", Roles: []api.Role{api.RoleWrite}}}, Quota: api.Quota{Nodes: 3}},
 }
 
@@ -251,7 +252,8 @@ func answers(want []api.Code, got api.Code) bool {
 // tenant's watch quota across its sessions, owners through a move. Fails
 // on -tags lockproxy_broken_lendtoken (lockproxy), lockd_broken_routelabel,
 // lockd_broken_bodylimit, lockd_broken_noncekey, lockd_broken_parentsfrom,
-// lockd_broken_watchquota, lockd_broken_exportowner.
+// lockd_broken_watchquota, lockd_broken_exportowner,
+// lockd_broken_renewcheck.
 func TestHostileCredentials(t *testing.T) {
 	e := startHostile(t)
 	before := e.snapshot(t)
@@ -270,6 +272,52 @@ func TestHostileCredentials(t *testing.T) {
 	t.Run("make_parents", func(t *testing.T) { e.makeParents(t) })
 	t.Run("watch quota across sessions", func(t *testing.T) { e.watchQuota(t) })
 	t.Run("a move keeps owners", func(t *testing.T) { e.moveKeepsOwners(t) })
+	t.Run("renewals", func(t *testing.T) { e.renewals(t) })
+}
+
+// renewals: a tenant renews only its own sessions, and once its tokens
+// are revoked nobody renews its sessions, not even a lockproxy's batch
+// (hole 4). Fails on -tags lockd_broken_renewcheck.
+func (e *hostileEnv) renewals(t *testing.T) {
+	bob := e.c.NewClient()
+	bob.Token = e.tokens["bob"]
+	ctx, cancel := ctxFor(time.Minute)
+	defer cancel()
+	err := bob.Do(ctx, api.RouteSessionKeepAlive, api.KeepAliveRequest{Cell: "demo", Session: e.alice.Session, Secret: e.alice.Secret}, nil)
+	if api.CodeOf(err) != api.CodeForbidden {
+		t.Fatalf("bob renewing alice's session with its secret: %v, want forbidden", err)
+	}
+	dave := e.c.NewClient()
+	dave.Token = e.tokens["dave"]
+	var sess api.SessionResponse
+	mustDo(t, dave, api.RouteSessionOpen, api.OpenSessionRequest{Cell: "demo"}, &sess)
+	_, err = e.adm.RevokeTenantTokens(ctx, "dave")
+	must(t, err)
+	// Every lockd's view has the revocation once dave's token fails there.
+	for _, ep := range e.c.Endpoints() {
+		for attempt := 0; ; attempt++ {
+			status, _, err := dave.Once(ctx, ep, http.MethodGet, api.RouteDirectory, nil, 0)
+			must(t, err)
+			if status == http.StatusUnauthorized {
+				break
+			}
+			if attempt == 100 {
+				t.Fatalf("%s still takes a revoked token", ep)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	// A proxy that still carries dave's session (its view lags, or it is
+	// an old build) gets a refusal for it, not a renewal.
+	var resp api.KeepAliveBatchResponse
+	mustDo(t, e.c.NewClient(), api.RouteKeepAliveBatch, api.KeepAliveBatchRequest{Cell: "demo", Proxy: "stale-proxy",
+		Sessions: []uint64{sess.Session}, Secrets: []string{sess.Secret}, AgeMS: []int64{0}}, &resp)
+	for _, r := range resp.Sessions {
+		if r.Session == sess.Session && r.Error != nil && r.Error.Code == api.CodeUnauthorized {
+			return
+		}
+	}
+	t.Fatalf("a batch renewed the revoked tenant's session: %+v", resp.Sessions)
 }
 
 // watchQuota: a tenant's watch quota holds across its sessions on a cell

@@ -1,0 +1,5 @@
+//go:build !lockd_broken_renewcheck
+
+package httpapi
+
+const brokenRenewCheck = false

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -52,10 +54,17 @@ type hostileCacher struct {
 // startHostileCacher opens the session, does a cached get of each path
 // (a missing one answers no_node), and starts its KeepAlives. cached
 // reports whether the first path's read was made cacheable.
-func startHostileCacher(t *testing.T, cl *cluster.Client, paths []string) (h *hostileCacher, cached bool) {
+func startHostileCacher(t *testing.T, cl *cluster.Client, paths []string) (h *hostileCacher, cached bool, servedBy string) {
 	t.Helper()
 	h = &hostileCacher{cl: cl, done: make(chan struct{})}
 	mustDo(t, cl, api.RouteSessionOpen, api.OpenSessionRequest{Cell: "demo"}, &h.sess)
+	// Two KeepAlives first: a lockproxy serves its cache to the clients
+	// whose KeepAlives name it (its instance, in the first reply).
+	ka := api.KeepAliveRequest{Cell: "demo", Session: h.sess.Session, Secret: h.sess.Secret}
+	var first api.SessionResponse
+	mustDo(t, cl, api.RouteSessionKeepAlive, ka, &first)
+	ka.Proxy = first.Proxy
+	mustDo(t, cl, api.RouteSessionKeepAlive, ka, nil)
 	for i, p := range paths {
 		var got api.GetResponse
 		err := do(cl, api.RouteGet, api.ReadRequest{Path: p, Session: h.sess.Session, Secret: h.sess.Secret, Cache: true}, &got)
@@ -63,7 +72,7 @@ func startHostileCacher(t *testing.T, cl *cluster.Client, paths []string) (h *ho
 			t.Fatalf("cached get of %s: %v", p, err)
 		}
 		if i == 0 {
-			cached = got.Cacheable
+			cached, servedBy = got.Cacheable, got.Proxy
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -71,7 +80,8 @@ func startHostileCacher(t *testing.T, cl *cluster.Client, paths []string) (h *ho
 	go func() {
 		defer close(h.done)
 		// Ack fields stay empty: no event is ever acknowledged.
-		req := api.KeepAliveRequest{Cell: "demo", Session: h.sess.Session, Secret: h.sess.Secret, WaitMS: 300}
+		req := ka
+		req.WaitMS = 300
 		for i := 0; i < 100_000 && ctx.Err() == nil; i++ {
 			cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
 			_ = cl.Do(cctx, api.RouteSessionKeepAlive, req, nil)
@@ -82,7 +92,7 @@ func startHostileCacher(t *testing.T, cl *cluster.Client, paths []string) (h *ho
 			}
 		}
 	}()
-	return h, cached
+	return h, cached, servedBy
 }
 
 // recache does another cached get of path on the hostile session and
@@ -175,9 +185,18 @@ func latencyLine(name string, d []time.Duration) string {
 // way), and an Unlock must not wait at all; the hostile session is then
 // refused as a cacher. An honest caching client never reads a stale
 // value once a write returned. Put and Unlock latencies are logged alone
-// and during the attack. -tags lockd_broken_cachewindow (deadlines
-// ignored) makes every Put fail.
+// and during the attack, with everyone talking to the lockds directly,
+// and with everyone (attacker, writer, honest reader) going through a
+// lockproxy. -tags lockd_broken_cachewindow (deadlines ignored) makes
+// every Put fail.
 func TestHostileCacherCannotBlockWrites(t *testing.T) {
+	for _, viaProxy := range []bool{false, true} {
+		name := map[bool]string{false: "direct", true: "through a proxy"}[viaProxy]
+		t.Run(name, func(t *testing.T) { cacheAttack(t, viaProxy) })
+	}
+}
+
+func cacheAttack(t *testing.T, viaProxy bool) {
 	// The API's default lease (12 s): its cache window (9 s) is longer
 	// than the server's request timeout (5 s), as in production.
 	c := cluster.Start(t, cluster.Options{Replicas: 3, AdminToken: cacheAttackAdminToken, Lease: api.DefaultLease})
@@ -192,15 +211,25 @@ func TestHostileCacherCannotBlockWrites(t *testing.T) {
 	for _, p := range []string{cfg, lk} {
 		mustDo(t, admin, api.RoutePut, api.PutRequest{Path: p, Value: []byte("v0"), MakeParents: true}, nil)
 	}
-	writer, err := sdk.New(ctx, sdk.Config{Endpoints: c.Endpoints(), AuthToken: wtok, Direct: true, RequestTimeout: 10 * time.Second})
+	raw := func(tok string) *cluster.Client { return authClient(c, tok) }
+	if viaProxy {
+		p, err := c.StartProxy("cache-attack-proxy")
+		must(t, err)
+		raw = func(tok string) *cluster.Client {
+			cl := cluster.NewClient(p.Addr)
+			cl.Token = tok
+			return cl
+		}
+	}
+	writer, err := sdk.New(ctx, sdk.Config{Endpoints: c.Endpoints(), AuthToken: wtok, Direct: !viaProxy, RequestTimeout: 10 * time.Second})
 	must(t, err)
 	defer writer.Close()
-	honest, err := sdk.New(ctx, sdk.Config{Endpoints: c.Endpoints(), AuthToken: rtok, Direct: true})
+	honest, err := sdk.New(ctx, sdk.Config{Endpoints: c.Endpoints(), AuthToken: rtok, Direct: !viaProxy})
 	must(t, err)
 	defer honest.Close()
 	_, err = honest.Session(ctx, "demo")
 	must(t, err)
-	wraw := authClient(c, wtok)
+	wraw := raw(wtok)
 	wraw.MaxAttempts = 1 // rawPut retries, and counts the 503s
 	mutex := writer.NewMutex(lk)
 
@@ -218,12 +247,45 @@ func TestHostileCacherCannotBlockWrites(t *testing.T) {
 		write(&put)
 		unlock = append(unlock, lockUnlock(t, mutex))
 	}
-	hostileAttackRounds(t, c, rtok, cfg, lk, write, func() { unlockAttack = append(unlockAttack, lockUnlock(t, mutex)) }, &putAttack)
+	hostileAttackRounds(t, viaProxy, func() *cluster.Client { return raw(rtok) }, cfg, lk, write, func() { unlockAttack = append(unlockAttack, lockUnlock(t, mutex)) }, &putAttack)
 	t.Log(latencyLine("put alone", put))
 	t.Log(latencyLine("put during the attack", putAttack))
 	t.Log(latencyLine("unlock alone", unlock))
 	t.Log(latencyLine("unlock during the attack", unlockAttack))
 	t.Logf("honest client cache: %+v", honest.CacheStats())
+	counters, revoked := cacheRevocations(t, c)
+	t.Logf("cache deadline counters: %s", counters)
+	if viaProxy && revoked > 0 {
+		// The proxy's own session is the leader's only cacher here: it
+		// must acknowledge in time even for a client that never does, or
+		// one hostile client turns the shared cache off for everyone.
+		t.Fatalf("the proxy's session missed %d invalidation deadlines and lost its caching", revoked)
+	}
+}
+
+// cacheRevocations reads the cache-deadline counters from every lockd's
+// /metrics, and the sessions refused as cachers in all.
+func cacheRevocations(t *testing.T, c *cluster.Cluster) (string, int) {
+	var b strings.Builder
+	revoked := 0
+	for _, ep := range c.Endpoints() {
+		ctx, cancel := ctxFor(10 * time.Second)
+		_, body, err := authClient(c, cacheAttackAdminToken).Once(ctx, ep, http.MethodGet, api.RouteMetrics, nil, 0)
+		cancel()
+		must(t, err)
+		for _, line := range strings.Split(string(body), "\n") {
+			if strings.HasPrefix(line, "lockd_cache_cachers_revoked_total") || strings.HasPrefix(line, "lockd_cache_invalidation_deadlines_missed_total") {
+				if !strings.HasSuffix(line, " 0") {
+					fmt.Fprintf(&b, "%s %s; ", ep, line)
+				}
+				var n int
+				if _, err := fmt.Sscanf(line[strings.LastIndexByte(line, ' ')+1:], "%d", &n); err == nil && strings.HasPrefix(line, "lockd_cache_cachers_revoked_total") {
+					revoked += n
+				}
+			}
+		}
+	}
+	return b.String(), revoked
 }
 
 // hostileAttackRounds runs three rounds, each with a new hostile session
@@ -231,7 +293,7 @@ func TestHostileCacherCannotBlockWrites(t *testing.T) {
 // (waits for the hostile session at most one cache window), the session
 // refused as a cacher after, then Lock/Unlock and more Puts while it
 // goes on renewing.
-func hostileAttackRounds(t *testing.T, c *cluster.Cluster, rtok, cfg, lk string, write func(*[]time.Duration) int, lockRound func(), putAttack *[]time.Duration) {
+func hostileAttackRounds(t *testing.T, viaProxy bool, attacker func() *cluster.Client, cfg, lk string, write func(*[]time.Duration) int, lockRound func(), putAttack *[]time.Duration) {
 	t.Helper()
 	paths := []string{cfg}
 	for i := 0; i < 64; i++ {
@@ -239,10 +301,10 @@ func hostileAttackRounds(t *testing.T, c *cluster.Cluster, rtok, cfg, lk string,
 	}
 	var mu sync.Mutex
 	for round := 0; round < 3; round++ {
-		h, cached := startHostileCacher(t, authClient(c, rtok), paths)
-		if !cached {
+		h, cached, servedBy := startHostileCacher(t, attacker(), paths)
+		if !cached || (viaProxy && servedBy == "") {
 			h.stop()
-			t.Fatalf("round %d: the hostile session's read of %s was not made cacheable: the attack is not set up", round, cfg)
+			t.Fatalf("round %d: the hostile session's read of %s was not made cacheable (by a proxy: %v, %q): the attack is not set up", round, cfg, viaProxy, servedBy)
 		}
 		n503 := write(putAttack)
 		mu.Lock()

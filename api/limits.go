@@ -102,6 +102,12 @@ const (
 	// have only the per-session cap): about 40 MB of leader memory, or
 	// 1 000 clients caching 250 nodes each.
 	MaxCachedPathsPerTenant = 250_000
+	// MaxCacheMissesPerTenant: once this many of one tenant's sessions
+	// let a cache invalidation go unacknowledged past its deadline (each
+	// holding up a write up to one cache window), none of the tenant's
+	// sessions may cache on the cell until its next leader: a tenant
+	// cannot renew the attack with a new session for every write.
+	MaxCacheMissesPerTenant = 3
 )
 
 // The lockproxy's bounds (issue 22, holes 3, 4 and 6): what a client may

@@ -102,10 +102,18 @@ type Tenant struct {
 // MaxTenantName bounds a tenant's name.
 const MaxTenantName = 64
 
+// BootstrapAdmin is the name the lockds' bootstrap admin token acts
+// under (a lockproxy's own sessions and nodes are recorded as its): no
+// tenant may take it.
+const BootstrapAdmin = "admin"
+
 // Validate checks a tenant's name, grants and quota.
 func (t Tenant) Validate() error {
-	if t.Name == "" || len(t.Name) > MaxTenantName || strings.ContainsAny(t.Name, "/ \t\n") {
-		return Errorf(CodeBadRequest, "tenant name %q: 1 to %d characters, no slash or space", t.Name, MaxTenantName)
+	if t.Name == "" || len(t.Name) > MaxTenantName || strings.ContainsAny(t.Name, "/ \t\n\x00") {
+		return Errorf(CodeBadRequest, "tenant name %q: 1 to %d characters, no slash, space or NUL", t.Name, MaxTenantName)
+	}
+	if t.Name == BootstrapAdmin {
+		return Errorf(CodeBadRequest, "tenant name %q is the bootstrap admin's", t.Name)
 	}
 	for _, g := range t.Grants {
 		if g.Prefix != "/" {

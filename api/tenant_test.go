@@ -54,6 +54,8 @@ func TestTenantValidate(t *testing.T) {
 		{"root grant", Tenant{Name: "a", Grants: []Grant{{Prefix: "/", Roles: []Role{RoleAdmin}}}}, true},
 		{"no name", Tenant{}, false},
 		{"slash in name", Tenant{Name: "a/b"}, false},
+		{"NUL in name", Tenant{Name: "a\x00b"}, false},
+		{"the bootstrap admin's name", Tenant{Name: BootstrapAdmin}, false},
 		{"bad prefix", Tenant{Name: "a", Grants: []Grant{{Prefix: "p", Roles: []Role{RoleRead}}}}, false},
 		{"no role", Tenant{Name: "a", Grants: []Grant{{Prefix: "/p"}}}, false},
 		{"unknown role", Tenant{Name: "a", Grants: []Grant{{Prefix: "/p", Roles: []Role{"root"}}}}, false},

@@ -39,17 +39,19 @@ func (p principal) allows(role api.Role, path string) bool {
 type authView struct {
 	byDigest map[string]api.Tenant
 	live     map[string]bool // tenant name → it has a token
+	watches  map[string]int  // tenant name → its effective watch quota
 	read     time.Time       // when the directory read it comes from began
 	index    uint64
 }
 
 func newAuthView(tenants []api.Tenant, index uint64, read time.Time) *authView {
-	v := &authView{byDigest: map[string]api.Tenant{}, live: map[string]bool{}, read: read, index: index}
+	v := &authView{byDigest: map[string]api.Tenant{}, live: map[string]bool{}, watches: map[string]int{}, read: read, index: index}
 	for _, t := range tenants {
 		for _, d := range t.Tokens {
 			v.byDigest[d] = t
 		}
 		v.live[t.Name] = len(t.Tokens) > 0
+		v.watches[t.Name] = t.Quota.Effective().Watches
 	}
 	return v
 }
@@ -206,6 +208,18 @@ func (p *Proxy) tenantLive(name string) bool {
 	}
 	v := p.auth.current()
 	return v == nil || v.live[name]
+}
+
+// tenantWatchQuota is a tenant's effective watch quota as the proxy's
+// view of the directory has it (0: unknown tenant, or auth off).
+func (p *Proxy) tenantWatchQuota(name string) int {
+	if name == "" || !p.authRequired() {
+		return 0
+	}
+	if v := p.auth.current(); v != nil {
+		return v.watches[name]
+	}
+	return 0
 }
 
 // need refuses p unless it holds role on every path.

@@ -121,6 +121,7 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 	p := &Proxy{cfg: cfg, log: cfg.Logger, up: up, cells: map[string]*cellTable{}, ln: ln, reg: prometheus.NewRegistry(),
 		instance: cfg.Name + "/" + rand.Text()[:10], quota: &watchQuota{per: map[string]int{}}}
 	g.p = p
+	p.quota.quotaOf = p.tenantWatchQuota
 	p.auth.kick = make(chan struct{}, 1)
 	if cfg.Token != "" {
 		p.ownDigest = api.TokenDigest(cfg.Token)
@@ -491,7 +492,9 @@ func (p *Proxy) noteClose(ctx *fasthttp.RequestCtx, cell string) {
 func (p *Proxy) requestContext(ctx *fasthttp.RequestCtx) (context.Context, context.CancelFunc) {
 	budget := sdk.DefaultRequestTimeout
 	if n, err := strconv.ParseInt(string(ctx.Request.Header.Peek(api.HeaderWaitLeaderMS)), 10, 64); err == nil && n > 0 {
-		budget = 2 * time.Duration(n) * time.Millisecond
+		// As a lockd holds a request at most MaxLeaderWait, whatever
+		// the header says.
+		budget = 2 * min(time.Duration(n)*time.Millisecond, api.MaxLeaderWait)
 	}
 	return context.WithTimeout(p.ctx, budget)
 }

@@ -79,6 +79,11 @@ type cellTable struct {
 	sharedCache func(cell string) (session uint64, left time.Duration)
 	sharedID    uint64
 	cachers     map[string]map[uint64]struct{}
+	// lapses counts, per tenant, its clients whose grant ran out with an
+	// invalidation unacknowledged: at api.MaxCacheMissesPerTenant none
+	// of its clients is served cacheable on this cell again (a new
+	// session per write does not renew the attack), as at the leader.
+	lapses      map[string]int
 	flights     map[string]*flight // reads of the shared cache under way, by path
 	nextFlights map[string]*flight // the next ones, collecting reads
 	gen         uint64
@@ -94,7 +99,7 @@ type cellTable struct {
 func newCellTable(ctx context.Context, name, proxy, instance string, up *sdk.Client, m *metrics) *cellTable {
 	t := &cellTable{name: name, proxy: proxy, up: up, m: m, sessions: map[uint64]*proxySession{}, kick: make(chan struct{}, 1),
 		watches: map[watchKey]*sharedWatch{}, quota: &watchQuota{per: map[string]int{}},
-		instance: instance, cachers: map[string]map[uint64]struct{}{}, flights: map[string]*flight{}, nextFlights: map[string]*flight{}, ctx: ctx}
+		instance: instance, cachers: map[string]map[uint64]struct{}{}, lapses: map[string]int{}, flights: map[string]*flight{}, nextFlights: map[string]*flight{}, ctx: ctx}
 	if up != nil {
 		t.sharedCache = up.SharedCache
 	}

@@ -184,6 +184,10 @@ func (t *cellTable) fly(p *Proxy, f *flight, path string) {
 type clientWait struct {
 	ps  *proxySession
 	seq uint64
+	// granted: the client's grant was live when the invalidation was
+	// queued (else it serves nothing from its cache, and a wait that
+	// ends with its grant is no miss of its).
+	granted bool
 }
 
 // invalidate passes the leader's invalidation of paths (nil: all) on to
@@ -219,7 +223,7 @@ func (t *cellTable) invalidateLocked(paths []string) []clientWait {
 			delete(ps.cached, path)
 			seq := t.pushLocked(ps, api.Event{Type: api.EventInvalidate, Path: path})
 			t.m.invalidations.Inc()
-			waits = append(waits, clientWait{ps, seq})
+			waits = append(waits, clientWait{ps: ps, seq: seq, granted: time.Now().Before(ps.grantUntil)})
 		}
 		delete(t.cachers, path)
 	}
@@ -263,7 +267,11 @@ func (t *cellTable) await(waits []clientWait) <-chan struct{} {
 			rest := waits[:0]
 			for _, w := range waits {
 				gone := t.sessions[w.ps.id] != w.ps
-				if gone || w.ps.pack >= w.seq || !now.Before(w.ps.grantUntil) {
+				lapsed := !gone && w.ps.pack < w.seq && !now.Before(w.ps.grantUntil)
+				if lapsed && w.granted {
+					t.lapses[w.ps.tenant]++ // once: the wait ends here
+				}
+				if gone || w.ps.pack >= w.seq || lapsed {
 					continue
 				}
 				rest = append(rest, w)
@@ -394,6 +402,13 @@ func (ps *proxySession) cacheBlocked() bool {
 	return false
 }
 
+// tenantLapsedLocked: api.MaxCacheMissesPerTenant of the tenant's clients
+// let a grant run out with an invalidation unacknowledged ("" is no
+// tenant: auth off, refused one session at a time).
+func (t *cellTable) tenantLapsedLocked(tenant string) bool {
+	return tenant != "" && t.lapses[tenant] >= api.MaxCacheMissesPerTenant && !brokenTenantLapses
+}
+
 // grantCap is the grant the client may have, given the proxy's own cache
 // until: no later than the grant it has while it is cacheBlocked.
 func (ps *proxySession) grantCap(until time.Time) time.Time {
@@ -432,7 +447,7 @@ func (p *Proxy) cachedGet(ctx context.Context, t *cellTable, req api.ReadRequest
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if ps := t.liveClientLocked(req.Session); t.gen != gen || ps == nil || ps.cacheBlocked() {
+	if ps := t.liveClientLocked(req.Session); t.gen != gen || ps == nil || ps.cacheBlocked() || t.tenantLapsedLocked(ps.tenant) {
 		resp.Cacheable = false
 		return resp, nil
 	}

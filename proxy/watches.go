@@ -52,12 +52,27 @@ type sharedWatch struct {
 type watchQuota struct {
 	mu  sync.Mutex
 	per map[string]int
+	// quotaOf is a tenant's own watch quota (0: none known), which the
+	// proxy holds it to as well: the leader sees only the proxy's one
+	// watch per path, never the tenant's.
+	quotaOf func(tenant string) int
+}
+
+// limit is how many waits tenant may hold through the proxy.
+func (q *watchQuota) limit(tenant string) int {
+	n := api.MaxProxyWatchesPerTenant
+	if q.quotaOf != nil && !brokenProxyWatchQuota {
+		if own := q.quotaOf(tenant); own > 0 {
+			n = min(n, own)
+		}
+	}
+	return n
 }
 
 func (q *watchQuota) take(tenant string) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if tenant != "" && q.per[tenant] >= api.MaxProxyWatchesPerTenant {
+	if tenant != "" && q.per[tenant] >= q.limit(tenant) {
 		return false
 	}
 	q.per[tenant]++
@@ -84,7 +99,7 @@ func (t *cellTable) subscribeLocked(ps *proxySession, sw *sharedWatch) error {
 		return api.Errorf(api.CodeLimitExceeded, "session %d waits on %d watches through this proxy, limit %d", ps.id, len(ps.watches), api.MaxProxyWatchesPerSession)
 	}
 	if !t.quota.take(ps.tenant) {
-		return api.Errorf(api.CodeLimitExceeded, "tenant %s waits on %d watches through this proxy", ps.tenant, api.MaxProxyWatchesPerTenant)
+		return api.Errorf(api.CodeQuotaExceeded, "tenant %s waits on %d watches through this proxy: its quota", ps.tenant, t.quota.limit(ps.tenant))
 	}
 	sw.subs[ps.id] = ps
 	ps.watches[sw.key] = sw

@@ -25,6 +25,8 @@ type Table struct {
 	tenantOf  map[uint64]string
 	perTenant map[string]int
 	refused   map[uint64]struct{}
+	// misses counts each tenant's sessions refused (Revoke).
+	misses map[string]int
 	counts    Counts
 	// busy counts the changes in flight per path (and busyUnder per
 	// prefix, for a seal): a read of a busy path is served uncached, so
@@ -57,7 +59,7 @@ func (t *Table) Reset() {
 	defer t.mu.Unlock()
 	t.byPath = map[string]map[uint64]struct{}{}
 	t.bySession = map[uint64]map[string]struct{}{}
-	t.tenantOf, t.perTenant, t.refused = map[uint64]string{}, map[string]int{}, map[uint64]struct{}{}
+	t.tenantOf, t.perTenant, t.refused, t.misses = map[uint64]string{}, map[string]int{}, map[uint64]struct{}{}, map[string]int{}
 	if t.busy == nil {
 		t.busy, t.busyUnder, t.started = map[string]int{}, map[string]int{}, map[uint64]time.Time{}
 		t.inflight = map[string]map[uint64]int{}

@@ -14,6 +14,13 @@ type Limits struct {
 	// PerTenant bounds the (path, session) entries of one tenant's
 	// sessions. Sessions without a tenant have only PerSession.
 	PerTenant int
+	// MissesPerTenant: once this many of one tenant's sessions were
+	// refused (Revoke), none of its sessions may cache under this
+	// leadership, so that opening a new session for each write does not
+	// renew the attack. Sessions without a tenant, and Exempt's (the
+	// lockproxies' own), are refused only one by one.
+	MissesPerTenant int
+	Exempt          string
 }
 
 // Outcome is what Register did.
@@ -36,8 +43,9 @@ const (
 type Counts struct {
 	// OverSession and OverTenant count reads served uncached at a cap.
 	OverSession, OverTenant uint64
-	// Revoked counts sessions refused as cachers (Revoke).
-	Revoked uint64
+	// Revoked counts sessions refused as cachers (Revoke); Tenants the
+	// tenants refused as a whole (Limits.MissesPerTenant).
+	Revoked, Tenants uint64
 }
 
 // admitLocked decides whether session may record path. Re-recording a
@@ -55,6 +63,9 @@ func (t *Table) admitLocked(path string, session uint64, tenant string) Outcome 
 	}
 	if known, ok := t.tenantOf[session]; ok {
 		tenant = known
+	}
+	if t.misses[tenant] >= t.lim.MissesPerTenant && t.lim.MissesPerTenant > 0 && !brokenTenantMisses {
+		return Refused
 	}
 	if t.lim.PerTenant > 0 && tenant != "" && t.perTenant[tenant] >= t.lim.PerTenant {
 		t.counts.OverTenant++
@@ -75,7 +86,7 @@ func (t *Table) countLocked(session uint64, d int) {
 }
 
 // Revoke refuses session as a cacher for the rest of this leadership
-// and returns the paths it may still hold in its cache: those recorded
+// (and its tenant, at its Limits.MissesPerTenant-th) and returns the paths it may still hold in its cache: those recorded
 // and those changes in flight are invalidating, sorted. The caller sends
 // it an invalidation of each (and waits for them like any other before
 // a change of one of them commits: the entries stay recorded until a
@@ -89,6 +100,11 @@ func (t *Table) Revoke(session uint64) (paths []string, first bool) {
 	}
 	t.refused[session] = struct{}{}
 	t.counts.Revoked++
+	if tenant := t.tenantOf[session]; tenant != "" && tenant != t.lim.Exempt {
+		if t.misses[tenant]++; t.misses[tenant] == t.lim.MissesPerTenant {
+			t.counts.Tenants++
+		}
+	}
 	for p := range t.bySession[session] {
 		paths = append(paths, p)
 	}

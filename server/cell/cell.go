@@ -116,7 +116,8 @@ func Start(nh *dragonboat.NodeHost, cfg Config) (*Cell, error) {
 	c.log = cfg.Logger.With("cell", cfg.Info.Name, "shard", cfg.Info.ShardID)
 	c.sessions = session.New(session.Config{Expire: c.proposeExpiry, Tick: c.proposeTick, Confirm: c.proposeConfirm, Logger: c.log})
 	c.watches = watch.NewTable(c.sessions)
-	c.cachers = cachers.NewWithLimits(cachers.Limits{PerSession: api.MaxCachedPathsPerSession, PerTenant: api.MaxCachedPathsPerTenant})
+	c.cachers = cachers.NewWithLimits(cachers.Limits{PerSession: api.MaxCachedPathsPerSession, PerTenant: api.MaxCachedPathsPerTenant,
+		MissesPerTenant: api.MaxCacheMissesPerTenant, Exempt: api.BootstrapAdmin})
 	c.confirms = newConfirmer(c.read, confirmWindow)
 	c.delays = newLockDelays(c.log, func(ctx context.Context, dir string, since uint64) error {
 		_, err := c.propose(ctx, &fsm.Command{Op: fsm.OpEndLockDelay, Path: dir, Since: since})

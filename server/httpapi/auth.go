@@ -64,7 +64,7 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (principal, error) {
 		return principal{}, api.Errorf(api.CodeUnauthorized, "this cluster requires an API token (Authorization: Bearer <token>; lockctl --auth-token)")
 	}
 	if subtle.ConstantTimeCompare([]byte(api.TokenDigest(tok)), []byte(s.adminDigest)) == 1 {
-		return principal{name: bootstrapAdmin, admin: true}, nil
+		return principal{name: api.BootstrapAdmin, admin: true}, nil
 	}
 	t, ok := s.host.Directory().TenantByToken(tok)
 	if !ok {
@@ -80,10 +80,6 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (principal, error) {
 	return principal{name: t.Name, tenant: t, admin: t.IsAdmin(), quota: &q}, nil
 }
 
-// bootstrapAdmin is the principal of the lockds' --admin-token: the
-// tenant its sessions (a lockproxy's own) are recorded under.
-const bootstrapAdmin = "admin"
-
 // renewCheck decides whose sessions p may have renewed: a tenant only its
 // own; an admin (a lockproxy's batch) any. Either way only while the
 // session's tenant holds a token in this lockd's view of the directory:
@@ -97,7 +93,7 @@ func (s *Server) renewCheck(p principal) cell.RenewCheck {
 		if !p.admin && tenant != p.name {
 			return api.Errorf(api.CodeForbidden, "the session belongs to tenant %s, not to %s", tenant, p.name)
 		}
-		if tenant == "" || tenant == bootstrapAdmin || brokenRenewCheck {
+		if tenant == "" || tenant == api.BootstrapAdmin || brokenRenewCheck {
 			return nil
 		}
 		if t, ok := s.host.Directory().Tenant(tenant); !ok || len(t.Tokens) == 0 {

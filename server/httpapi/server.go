@@ -123,12 +123,30 @@ func routeLabel(route string) string {
 	return "other"
 }
 
+// bodyless reports whether route is one the server answers without a
+// body: one sent is refused.
+func bodyless(route string) bool {
+	switch route {
+	case api.RouteHealth, api.RouteMetrics, api.RouteStatusPage:
+		return true
+	}
+	return getRoutes[route] || strings.HasPrefix(route, "/debug/pprof")
+}
+
 // getRoutes are the routes answered to GET besides the POST routes.
 var getRoutes = map[string]bool{api.RouteStatus: true, api.RouteDirectory: true, api.RouteAdminTenants: true, api.RouteStatusCluster: true}
 
 // route serves one request and returns the result code for metrics ("-" to
 // skip recording, for unknown routes).
 func (s *Server) route(ctx *fasthttp.RequestCtx, route string) string {
+	if bodyless(route) && !brokenBodyLimit {
+		// Only a POST route takes a body (read by readBody, after the
+		// caller is known); any other route's body is refused unread: a
+		// handler such as /metrics's adaptor would read it whole.
+		if err := readBody(ctx, 0); err != nil {
+			return s.reply(ctx, nil, err)
+		}
+	}
 	switch route {
 	case api.RouteHealth:
 		ctx.SetStatusCode(fasthttp.StatusOK)
@@ -150,6 +168,7 @@ func (s *Server) route(ctx *fasthttp.RequestCtx, route string) string {
 	}
 	p, err := s.authenticate(ctx)
 	if err != nil {
+		ctx.SetConnectionClose() // its body, if any, is left unread
 		return s.reply(ctx, nil, err)
 	}
 	switch route {

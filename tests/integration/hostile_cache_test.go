@@ -66,13 +66,23 @@ func startHostileCacher(t *testing.T, cl *cluster.Client, paths []string) (h *ho
 	ka.Proxy = first.Proxy
 	mustDo(t, cl, api.RouteSessionKeepAlive, ka, nil)
 	for i, p := range paths {
-		var got api.GetResponse
-		err := do(cl, api.RouteGet, api.ReadRequest{Path: p, Session: h.sess.Session, Secret: h.sess.Secret, Cache: true}, &got)
-		if err != nil && api.CodeOf(err) != api.CodeNoNode {
-			t.Fatalf("cached get of %s: %v", p, err)
-		}
-		if i == 0 {
+		// The first path is read until it is made cacheable (a proxy's
+		// own session may be a moment from its first confirmed window),
+		// a bounded number of times.
+		for attempt := 0; ; attempt++ {
+			var got api.GetResponse
+			err := do(cl, api.RouteGet, api.ReadRequest{Path: p, Session: h.sess.Session, Secret: h.sess.Secret, Cache: true}, &got)
+			if err != nil && api.CodeOf(err) != api.CodeNoNode {
+				t.Fatalf("cached get of %s: %v", p, err)
+			}
+			if i > 0 {
+				break
+			}
 			cached, servedBy = got.Cacheable, got.Proxy
+			if cached || attempt == 20 {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -288,7 +298,8 @@ func cacheRevocations(t *testing.T, c *cluster.Cluster) (string, int) {
 	return b.String(), revoked
 }
 
-// hostileAttackRounds runs three rounds, each with a new hostile session
+// hostileAttackRounds runs api.MaxCacheMissesPerTenant rounds, each with
+// a new hostile session
 // caching cfg and 64 lock nodes of lk not yet created: a Put of cfg
 // (waits for the hostile session at most one cache window), the session
 // refused as a cacher after, then Lock/Unlock and more Puts while it
@@ -300,7 +311,7 @@ func hostileAttackRounds(t *testing.T, viaProxy bool, attacker func() *cluster.C
 		paths = append(paths, fmt.Sprintf("%s/w-%010d", lk, i))
 	}
 	var mu sync.Mutex
-	for round := 0; round < 3; round++ {
+	for round := 0; round < api.MaxCacheMissesPerTenant; round++ {
 		h, cached, servedBy := startHostileCacher(t, attacker(), paths)
 		if !cached || (viaProxy && servedBy == "") {
 			h.stop()
@@ -321,5 +332,15 @@ func hostileAttackRounds(t *testing.T, viaProxy bool, attacker func() *cluster.C
 			write(putAttack)
 		}
 		h.stop()
+	}
+	// The tenant's sessions have missed api.MaxCacheMissesPerTenant
+	// deadlines: a new one is not made a cacher, and writes do not wait.
+	h, cached, _ := startHostileCacher(t, attacker(), paths)
+	defer h.stop()
+	if cached {
+		t.Fatalf("after %d missed deadlines, a new session of the tenant was made a cacher again: it can stall a write per session", api.MaxCacheMissesPerTenant)
+	}
+	if n503 := write(putAttack); n503 != 0 {
+		t.Fatalf("a put waited for a tenant refused as a cacher (%d unavailable answers)", n503)
 	}
 }

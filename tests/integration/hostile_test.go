@@ -9,6 +9,7 @@ package integration_test
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -249,11 +250,12 @@ func answers(want []api.Code, got api.Code) bool {
 // nothing anywhere changed. Also: bodies past the limit refused before
 // they are read, metrics labels that callers cannot multiply, a session
 // nonce replayed by another tenant, make_parents outside a grant, a
-// tenant's watch quota across its sessions, owners through a move. Fails
+// tenant's watch quota across its sessions and through a proxy, owners
+// through a move. Fails
 // on -tags lockproxy_broken_lendtoken (lockproxy), lockd_broken_routelabel,
 // lockd_broken_bodylimit, lockd_broken_noncekey, lockd_broken_parentsfrom,
 // lockd_broken_watchquota, lockd_broken_exportowner,
-// lockd_broken_renewcheck.
+// lockd_broken_renewcheck, lockproxy_broken_proxywatchquota.
 func TestHostileCredentials(t *testing.T) {
 	e := startHostile(t)
 	before := e.snapshot(t)
@@ -352,6 +354,44 @@ func (e *hostileEnv) watchQuota(t *testing.T) {
 	if armed != 3 || refused == nil {
 		t.Fatalf("a tenant allowed 3 watches armed %d over two sessions (refusal: %v)", armed, refused)
 	}
+	// Through a proxy too: the leader sees only the proxy's one watch per
+	// path, so the proxy holds the tenant to its quota.
+	px := cluster.NewClient(e.proxies[1].Addr)
+	px.UseTLS(e.clientTLS(t))
+	px.Token = e.tokens["watcher"]
+	var sess api.SessionResponse
+	mustDo(t, px, api.RouteSessionOpen, api.OpenSessionRequest{Cell: "demo"}, &sess)
+	ka := api.KeepAliveRequest{Cell: "demo", Session: sess.Session, Secret: sess.Secret}
+	var first api.SessionResponse
+	mustDo(t, px, api.RouteSessionKeepAlive, ka, &first)
+	ka.Proxy = first.Proxy
+	mustDo(t, px, api.RouteSessionKeepAlive, ka, nil)
+	armed, refused = 0, nil
+	for _, w := range []api.WatchSpec{{Path: "/demo/alice/cfg", Kind: api.WatchData}, {Path: "/demo/alice/cfg", Kind: api.WatchChildren},
+		{Path: "/demo/alice", Kind: api.WatchData}, {Path: "/demo/alice", Kind: api.WatchChildren}} {
+		w.Since = now.Index
+		ctx, cancel := ctxFor(30 * time.Second)
+		err := px.Do(ctx, api.RouteWatch, api.WatchRequest{Cell: "demo", Session: sess.Session, Secret: sess.Secret, Watches: []api.WatchSpec{w}}, nil)
+		cancel()
+		switch api.CodeOf(err) {
+		case "":
+			armed++
+		case api.CodeQuotaExceeded:
+			refused = err
+		default:
+			t.Fatalf("watch through the proxy: %v", err)
+		}
+	}
+	if armed != 3 || refused == nil {
+		t.Fatalf("through a proxy, a tenant allowed 3 watches armed %d (refusal: %v)", armed, refused)
+	}
+}
+
+// clientTLS is the application's TLS configuration.
+func (e *hostileEnv) clientTLS(t *testing.T) *tls.Config {
+	tc, err := e.c.ClientTLS().Client()
+	must(t, err)
+	return tc
 }
 
 // moveKeepsOwners: a tenant's nodes keep their owner through a move, so
@@ -490,6 +530,8 @@ func (e *hostileEnv) bodies(t *testing.T) {
 		want                api.Code
 	}{
 		{"no token, 1 MiB put", "", api.RoutePut, api.CodeUnauthorized},
+		{"no token, 1 MiB to /metrics", "", api.RouteMetrics, api.CodeValueTooLarge},
+		{"no token, 1 MiB to /healthz", "", api.RouteHealth, api.CodeValueTooLarge},
 		{"reader, 1 MiB put", "Bearer " + e.tokens["reader"], api.RoutePut, api.CodeValueTooLarge},
 		{"reader, 1 MiB batch", "Bearer " + e.tokens["reader"], api.RouteKeepAliveBatch, api.CodeValueTooLarge},
 		{"admin, 1 MiB batch", "Bearer " + suiteAdminToken, api.RouteKeepAliveBatch, api.CodeBadRequest},

@@ -1,0 +1,5 @@
+//go:build !lockproxy_broken_proxywatchquota
+
+package proxy
+
+const brokenProxyWatchQuota = false

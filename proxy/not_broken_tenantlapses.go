@@ -1,0 +1,5 @@
+//go:build !lockproxy_broken_tenantlapses
+
+package proxy
+
+const brokenTenantLapses = false

@@ -1,0 +1,5 @@
+//go:build !lockd_broken_tenantmisses
+
+package cachers
+
+const brokenTenantMisses = false

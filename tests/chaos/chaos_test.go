@@ -28,6 +28,9 @@ func TestChaosShort(t *testing.T) {
 	if brokenGrantBuild {
 		t.Skip("the broken build (-tags lockd_broken_grant_early) runs TestChaosBrokenGrant instead")
 	}
+	if brokenLendTokenBuild || brokenCacheWindowBuild {
+		t.Skip("a broken build (-tags lockproxy_broken_lendtoken or lockd_broken_cachewindow) runs its TestChaosBroken… instead")
+	}
 	cfg := Config{Seed: 1, Short: true, Rounds: 1, Duration: 2 * time.Minute, Logf: t.Logf}
 	if raceEnabled {
 		cfg.Locks, cfg.WorkersPerLock, cfg.SharedReaders, cfg.Candidates = 1, 3, 2, 2
@@ -63,6 +66,7 @@ func TestChaosShort(t *testing.T) {
 	if rep.SessionsLost != 0 {
 		t.Errorf("%d sessions lost", rep.SessionsLost)
 	}
+	checkHostileRan(t, rep)
 	if rep.Ops < 1000 {
 		t.Errorf("only %d operations", rep.Ops)
 	}

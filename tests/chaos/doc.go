@@ -77,6 +77,50 @@
 // waiters; probes that put back to back to time fail-overs; a holder
 // process and its in-process waiter for takeovers.
 //
+// Tokens are required (cluster.Options.AdminToken): the workloads are one
+// tenant, "workload", with write and lock on /demo/chaos (the holder
+// process gets its token in CHAOS_HOLDER_TOKEN); the executor's own client
+// (move-prefix, replace-replica, the quorum probe), the final reads and the
+// lockproxies use the bootstrap admin token.
+//
+// # The hostile tenant (hostile*.go; -no-hostile to run without)
+//
+// During the fault phase "mallory", with read on /demo/chaos and write on
+// a sandbox /demo/mallory/own whose parent does not exist, attacks every
+// lockd and every lockproxy at a bounded rate (HostileRate: 60 requests/s
+// short, 200 in `make chaos`, plus its sessions' requests; every loop
+// bounded in count, stopping with the fault phase), as issue 22 lists: no,
+// empty, malformed, unknown and revoked credentials (a second tenant, with
+// write, revoked at the start after opening a session) and its own reader
+// token on writes of the workloads' nodes, creates, tenants, migrations,
+// member changes, KeepAlive batches, status and reads outside its grant;
+// make_parents outside its grant (hole 10); random routes (8); KeepAlives
+// for made-up sessions with oversized secrets through the proxies (3);
+// and, in phases of three cache windows alternating between a lockd and
+// each proxy, cached gets of the workloads' config and lock nodes and of
+// the lock nodes next to be made, with KeepAlives that never acknowledge
+// an invalidation (5), cached gets of many missing paths (7) and watch
+// floods on one path with distinct since values through a proxy (6). It
+// counts its requests by kind and answer; the report and the JSON line
+// carry the counts, the proxies' goroutines and memory, /metrics sizes,
+// and the workloads' write latency inside and outside the attack phases.
+//
+//	h1. JudgeHostile: no request outside its grants answered 2xx, and no
+//	    directory read of its lists the tenants (each violation with the
+//	    request).
+//	h2. CheckHostileState: the tenants, prefixes and cells are as before
+//	    it started, no node it tried to create exists, no value it tried
+//	    to write is there (the workloads' own data: checkers c and d).
+//	h3. CheckWriteStalls: no direct workload write took longer than one
+//	    cache window (api.CacheWindowFor(lease)) plus stallSlack, unless
+//	    the probes saw the cell commit nothing meanwhile (an outage); no
+//	    workload session lost is checker d.
+//
+// Its mutant: `go test -tags lockproxy_broken_lendtoken -run
+// TestChaosBrokenLendToken ./tests/chaos/` runs lockproxies that lend
+// their admin token to requests with no Authorization header (hole 1);
+// h1 (and h2, c, d) must fire.
+//
 // # Checkers (package check; each has a test that feeds it a broken history)
 //
 // The history types and the checkers live in tests/chaos/check, apart

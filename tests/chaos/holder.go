@@ -75,6 +75,10 @@ func (p *holderProc) kill() error {
 	}
 }
 
+// HolderTokenEnv names the environment variable that gives the holder
+// process its API token (the workloads' tenant's).
+const HolderTokenEnv = "CHAOS_HOLDER_TOKEN"
+
 // startHolder starts a holder process on the takeover lock. Its grant is
 // recorded like an in-process worker's.
 func (e *env) startHolder(bin, resourceURL, logDir, name string) (*holderProc, error) {
@@ -85,6 +89,8 @@ func (e *env) startHolder(bin, resourceURL, logDir, name string) (*holderProc, e
 		"-name", name,
 		"-prepare", e.cfg.HolderPrepare.String(),
 	)
+	// The token goes in the environment, not on the command line (ps).
+	cmd.Env = append(os.Environ(), HolderTokenEnv+"="+e.tenantToken)
 	logf, err := os.OpenFile(filepath.Join(logDir, "holders.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err

@@ -93,6 +93,23 @@ type Report struct {
 	TakeoverByKind        map[string]Stats
 	Dir                   string // data and logs, kept when a violation was found
 
+	// Hostile counts the hostile tenant's requests by attack kind (nil:
+	// it did not run); HostileWindows its cache-block attacks,
+	// HostileCacheable its cached gets made cacheable, and
+	// HostileInvalidations the most invalidations one reply carried
+	// that it never acknowledged.
+	Hostile              map[string]HostileCount
+	HostileWindows       int
+	HostileCacheable     int
+	HostileInvalidations int
+	HostileFigures       hostileFigures
+	// WriteLatency: the workloads' writes (direct, through a proxy)
+	// started during a cache-block attack, and the others.
+	WriteLatency map[string]check.Latencies
+	StallBoundMS int64 // checker h3's bound on a direct write
+	// SlowestWrites are the slowest direct writes, described.
+	SlowestWrites []string
+
 	failoverSamples, takeoverSamples, regainSamples []Sample
 }
 
@@ -144,7 +161,15 @@ func (r *Report) JSON() string {
 		Intervals int `json:"intervals"`
 		// Nemeses counts the fault steps that ran, by kind.
 		Nemeses map[string]int `json:"nemeses"`
-	}{r.Seed, math.Round(r.DurationS*10) / 10, r.Ops, r.Violations, r.Failovers, r.FailoverMS, r.TakeoverMS, r.SessionsLost, r.Intervals, r.Faults}
+		// Hostile counts the hostile tenant's requests by attack kind;
+		// HostileViolations is what its checkers (h1-h3) found.
+		Hostile           map[string]int `json:"hostile,omitempty"`
+		HostileViolations *int           `json:"hostile_violations,omitempty"`
+		// WriteLatency: the workloads' writes during the hostile tenant's
+		// cache-block attacks and outside them.
+		WriteLatency map[string]check.Latencies `json:"write_latency,omitempty"`
+	}{r.Seed, math.Round(r.DurationS*10) / 10, r.Ops, r.Violations, r.Failovers, r.FailoverMS, r.TakeoverMS, r.SessionsLost, r.Intervals, r.Faults,
+		r.hostileAttempts(), r.hostileViolations(), r.WriteLatency}
 	b, _ := json.Marshal(line)
 	return string(b)
 }
@@ -203,6 +228,7 @@ func (r *Report) Summary() string {
 	if len(r.Outages) > 0 {
 		fmt.Fprintf(&b, "OUTAGES (no commit for a lease or more): %s; sessions ended during them: %d\n", strings.Join(r.Outages, ", "), r.SessionsLostToOutages)
 	}
+	r.hostileSummary(&b)
 	fmt.Fprintf(&b, "violations: %d\n", r.Violations)
 	if r.Dir != "" {
 		fmt.Fprintf(&b, "data and logs: %s\n", r.Dir)

@@ -38,6 +38,12 @@ type Config struct {
 	// NoProxies runs no lockproxy: every worker talks to the replicas and
 	// the kill-proxy nemesis is skipped.
 	NoProxies bool
+	// NoHostile runs without the hostile tenant (hostile.go).
+	NoHostile bool
+	// HostileRate bounds the hostile tenant's credential attacks, in
+	// requests per second over every lockd and proxy (its session attacks
+	// add a few tens a second).
+	HostileRate int
 
 	RTTMillisecond int
 	Lease          time.Duration
@@ -118,6 +124,7 @@ func (c Config) withDefaults() Config {
 		def(&c.RequestTimeout, 2*time.Second)
 		def(&c.ProbeTimeout, 200*time.Millisecond)
 		def(&c.ProbeCall, 500*time.Millisecond)
+		defi(&c.HostileRate, 60)
 	} else {
 		defi(&c.RTTMillisecond, 100)
 		def(&c.Lease, 12*time.Second)
@@ -130,6 +137,7 @@ func (c Config) withDefaults() Config {
 		defi(&c.AckedWriters, 2)
 		def(&c.ProbeTimeout, 500*time.Millisecond)
 		def(&c.ProbeCall, time.Second)
+		defi(&c.HostileRate, 200)
 	}
 	def(&c.Grace, api.DefaultGrace)
 	defi(&c.ConfigKeys, 2)
@@ -212,7 +220,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}()
 	}
 
+	// Tokens are required: the workloads are a tenant, the executor and
+	// the proxies the admin.
+	adminToken := newAdminToken()
 	opts := cluster.Options{
+		AdminToken:     adminToken,
 		Replicas:       5,
 		RTTMillisecond: cfg.RTTMillisecond,
 		Lease:          cfg.Lease,
@@ -253,6 +265,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	var proxies []*cluster.Proxy
+	var proxyAddrs []string
 	if !cfg.NoProxies {
 		for i := 1; i <= 2; i++ {
 			p, err := c.StartProxy(fmt.Sprintf("proxy-%d", i))
@@ -260,6 +273,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				return nil, fmt.Errorf("proxy: %w", err)
 			}
 			proxies = append(proxies, p)
+			proxyAddrs = append(proxyAddrs, p.Addr)
 		}
 		rep.Proxies = len(proxies)
 	}
@@ -272,11 +286,19 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
-	e := &env{h: h, res: res, cfg: cfg, endpoints: c.Endpoints(), ctx: wctx, logf: logf, proxies: len(proxies) > 0}
+	e := &env{h: h, res: res, cfg: cfg, endpoints: c.Endpoints(), ctx: wctx, logf: logf, proxies: len(proxies) > 0, adminToken: adminToken}
 	defer e.closeClients()
 	admin, err := e.newClient("admin", false, 0)
 	if err != nil {
 		return nil, err
+	}
+	{
+		tctx, tcancel := e.callCtx()
+		e.tenantToken, err = putTenant(tctx, admin, workloadTenant, workloadGrant)
+		tcancel()
+		if err != nil {
+			return nil, err
+		}
 	}
 	e.epoch = 1
 	if pi, ok := admin.Directory().Prefix("/demo"); ok {
@@ -355,10 +377,29 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.Schedule = steps
 	logf("chaos: seed %d, %d steps scheduled (election ≤ %v, lease %v), fault phase %v", cfg.Seed, len(steps), timing.Election, cfg.Lease, cfg.Duration)
 
-	// Let the workloads warm up, then the faults.
+	var hs *hostile
+	var hostileBefore check.ClusterState
+	if !cfg.NoHostile {
+		if hs, hostileBefore, err = startHostile(e, admin, c.Endpoints(), proxyAddrs, keys); err != nil {
+			return nil, err
+		}
+	}
+
+	// Let the workloads warm up, then the faults, and the hostile tenant
+	// while they last.
 	sleepCtx(ctx, 2*timing.Election)
 	faultStart := time.Now()
+	hctx, hcancel := context.WithCancel(wctx)
+	hdone := make(chan struct{})
+	go func() {
+		defer close(hdone)
+		if hs != nil {
+			hs.run(hctx, faultStart.Add(cfg.Duration), cfg.HostileRate)
+		}
+	}()
 	n.run(ctx, steps, faultStart.Add(cfg.Duration))
+	hcancel()
+	<-hdone
 	rep.DurationS = time.Since(faultStart).Seconds()
 	if ctx.Err() != nil {
 		n.killHolder()
@@ -398,9 +439,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	// Final reads, on a fresh client.
 	snap := h.Snapshot()
-	final, unread, finalOps, err := finalReads(c.Endpoints(), snap.Acked, keys, h, cfg.RecoveryBound)
+	final, unread, finalOps, err := finalReads(c.Endpoints(), adminToken, snap.Acked, keys, h, cfg.RecoveryBound)
 	if err != nil {
 		n.violation("liveness", "final reads after the heal: %v", err)
+	}
+	var hostileAfter check.ClusterState
+	if hs != nil {
+		sctx, scancel := context.WithTimeout(ctx, cfg.RecoveryBound)
+		hostileAfter, err = clusterState(sctx, c.Endpoints(), adminToken, keys)
+		scancel()
+		if err != nil {
+			h.AddViolation("hostile-state", fmt.Sprintf("the state after the run could not be read: %v", err))
+		}
 	}
 	snap = h.Snapshot()
 
@@ -421,6 +471,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep.check("no commit without a majority")(check.CheckNoQuorum(snap.Ops, snap.NoQuorum))
 	rep.check("e. liveness after heal")(check.CheckLiveness(snap.WaiterGrant, waiters, healAt, cfg.LivenessBound))
+	if hs != nil {
+		rep.check("h2. hostile: nothing outside its grants changed")(check.CheckHostileState(hostileBefore, hostileAfter))
+		rep.hostileFigures(e, hs, snap.Ops, pr.outages(stallOutageGap, h.Now()))
+	}
 	byChecker := map[string][]check.Violation{}
 	for _, v := range snap.Violations {
 		byChecker[v.Checker] = append(byChecker[v.Checker], v)
@@ -473,19 +527,20 @@ var runningChecks = []struct{ key, title string }{
 	{"session-churn", "churn: owner right, gone after close"},
 	{"no-majority", "no-majority probe lock not granted"},
 	{"liveness", "bounds: fail-over, takeover, recovery"},
+	{"hostile-refused", "h1. hostile: nothing outside its grants answered"},
 }
 
 // finalReads reads back every acknowledged key and each config key (the
 // latter recorded as config gets for the linearizability checker). Keys it
 // could not read are in unread, not in final; they fail the run (checker
 // d) as well as the liveness bound.
-func finalReads(endpoints []string, acked []check.AckedWrite, keys []string, h *check.History, bound time.Duration) (final map[string]string, unread map[string]bool, ops []check.ConfigOp, err error) {
+func finalReads(endpoints []string, adminToken string, acked []check.AckedWrite, keys []string, h *check.History, bound time.Duration) (final map[string]string, unread map[string]bool, ops []check.ConfigOp, err error) {
 	final, unread = map[string]string{}, map[string]bool{}
 	// Each read is a ReadIndex round: a cross-region round trip on a
 	// global cell. Budget one per key beyond the bound, many at once.
 	ctx, cancel := context.WithTimeout(context.Background(), bound+time.Duration(len(acked))*20*time.Millisecond)
 	defer cancel()
-	c, err := sdk.New(ctx, sdk.Config{Endpoints: endpoints})
+	c, err := sdk.New(ctx, sdk.Config{Endpoints: endpoints, AuthToken: adminToken})
 	if err != nil {
 		for _, a := range acked {
 			unread[a.Key] = true

@@ -44,8 +44,12 @@ type env struct {
 	endpoints []string
 	epoch     uint64 // directory epoch of /demo: the high bits of its tokens
 	proxies   bool   // lockproxies run: half the workers send through them
-	ctx       context.Context
-	logf      func(string, ...any)
+	// adminToken is the cluster's bootstrap admin token (the executor's
+	// own clients: admin, final reads); tenantToken the workloads'
+	// tenant's (write and lock on basePath).
+	adminToken, tenantToken string
+	ctx                     context.Context
+	logf                    func(string, ...any)
 
 	wg      sync.WaitGroup
 	mu      sync.Mutex
@@ -78,6 +82,16 @@ func (e *env) viaProxy(name string) bool {
 	return f.Sum32()%2 == 0
 }
 
+// tokenFor is the API token worker name sends: the admin's for the
+// executor's own client (cluster operations: move-prefix, replace-replica,
+// the quorum probe), the workloads' tenant's for every other.
+func (e *env) tokenFor(name string) string {
+	if name == "admin" {
+		return e.adminToken
+	}
+	return e.tenantToken
+}
+
 // newClient connects a client; with monitor, a goroutine follows its
 // sessions' events (jeopardy counted, an expiry recorded as a loss).
 func (e *env) newClient(name string, monitor bool, requestTimeout time.Duration) (*sdk.Client, error) {
@@ -88,6 +102,7 @@ func (e *env) newClient(name string, monitor bool, requestTimeout time.Duration)
 		RequestTimeout: requestTimeout,
 		Logger:         slog.New(slog.DiscardHandler),
 		Direct:         !e.viaProxy(name),
+		AuthToken:      e.tokenFor(name),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: connect: %w", name, err)

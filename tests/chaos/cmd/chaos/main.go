@@ -30,6 +30,8 @@ func main() {
 		rounds   = flag.Int("rounds", 0, "stop after this many schedule rounds (0: run for -duration)")
 		noPart   = flag.Bool("no-partitions", false, "run without network namespaces")
 		noProxy  = flag.Bool("no-proxies", false, "run no lockproxy (half the workers send through two by default)")
+		noHost   = flag.Bool("no-hostile", false, "run without the hostile tenant")
+		hRate    = flag.Int("hostile-rate", 0, "the hostile tenant's credential attacks per second (0: 60 with -short, else 200)")
 		dir      = flag.String("dir", "", "keep data and logs here")
 		quiet    = flag.Bool("quiet", false, "no progress lines on stderr")
 		snapN    = flag.Int("snapshot-entries", 0, "lockd --snapshot-entries (0: lockd's default)")
@@ -50,7 +52,7 @@ func main() {
 	fmt.Printf("chaos: seed %d (SEED=%d reproduces the schedule), duration %v\n", *seed, *seed, *duration)
 	cfg := chaos.Config{
 		Seed: *seed, Duration: *duration, Rounds: *rounds, Short: *short,
-		NoPartitions: *noPart, NoProxies: *noProxy, Dir: *dir, Logf: logf, SnapshotEntries: *snapN,
+		NoPartitions: *noPart, NoProxies: *noProxy, NoHostile: *noHost, HostileRate: *hRate, Dir: *dir, Logf: logf, SnapshotEntries: *snapN,
 		CellTiming: *timing,
 	}
 	if *delay != "" {

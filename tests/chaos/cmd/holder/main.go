@@ -53,7 +53,7 @@ func main() {
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM, syscall.SIGINT)
 
-	c, err := sdk.New(ctx, sdk.Config{Endpoints: strings.Split(*endpoints, ",")})
+	c, err := sdk.New(ctx, sdk.Config{Endpoints: strings.Split(*endpoints, ","), AuthToken: os.Getenv(chaos.HolderTokenEnv)})
 	if err != nil {
 		fail(err)
 	}

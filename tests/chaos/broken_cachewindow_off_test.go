@@ -1,0 +1,5 @@
+//go:build !lockd_broken_cachewindow
+
+package chaos
+
+const brokenCacheWindowBuild = false

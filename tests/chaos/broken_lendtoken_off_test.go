@@ -1,0 +1,5 @@
+//go:build !lockproxy_broken_lendtoken
+
+package chaos
+
+const brokenLendTokenBuild = false

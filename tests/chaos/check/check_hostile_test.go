@@ -1,0 +1,89 @@
+package check
+
+import (
+	"testing"
+	"time"
+)
+
+func TestJudgeHostile(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		r    HostileReply
+		bad  bool
+	}{
+		{"refused 401", HostileReply{Expect: ExpectRefused, Status: 401}, false},
+		{"refused 403", HostileReply{Expect: ExpectRefused, Status: 403}, false},
+		{"no answer", HostileReply{Expect: ExpectRefused, Status: 0}, false},
+		{"unavailable", HostileReply{Expect: ExpectRefused, Status: 503}, false},
+		{"admin route answered", HostileReply{Kind: "cred-none", Op: "admin-tenant", Expect: ExpectRefused, Status: 200, Body: []byte(`{"token":"lkd_x"}`)}, true},
+		{"write answered 204", HostileReply{Expect: ExpectRefused, Status: 204}, true},
+		{"directory without tenants", HostileReply{Expect: ExpectNoTenants, Status: 200, Body: []byte(`{"cells":[]}`)}, false},
+		{"directory with tenants", HostileReply{Expect: ExpectNoTenants, Status: 200, Body: []byte(`{"tenants":[{"name":"a"}]}`)}, true},
+		{"directory with digests", HostileReply{Expect: ExpectNoTenants, Status: 200, Body: []byte(`{"cells":[],"x":{"tokens":["ab"]}}`)}, true},
+		{"own session answered", HostileReply{Expect: ExpectAny, Status: 200}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := JudgeHostile(tc.r); (got != "") != tc.bad {
+				t.Fatalf("JudgeHostile = %q, want violation %v", got, tc.bad)
+			}
+		})
+	}
+}
+
+func TestCheckHostileState(t *testing.T) {
+	base := ClusterState{Tenants: []string{"a", "b"}, Prefixes: []string{"/demo", "/side"}, Cells: []string{"demo", "side"}}
+	for _, tc := range []struct {
+		name  string
+		after func(s *ClusterState)
+		want  int
+	}{
+		{"unchanged, in another order", func(s *ClusterState) { s.Tenants = []string{"b", "a"} }, 0},
+		{"a tenant added", func(s *ClusterState) { s.Tenants = append(s.Tenants, "mallory-root admin /") }, 1},
+		{"a prefix assigned", func(s *ClusterState) { s.Prefixes = append(s.Prefixes, "/mallory") }, 1},
+		{"a cell created", func(s *ClusterState) { s.Cells = []string{"demo"} }, 1},
+		{"a node created", func(s *ClusterState) { s.Exists = []string{"/demo/chaos/mallory-1"} }, 1},
+		{"a value written", func(s *ClusterState) {
+			s.Values = map[string]string{"/demo/chaos/config/k0": "mallory-3", "/k1": "config1-9"}
+		}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			after := base
+			after.Tenants = append([]string(nil), base.Tenants...)
+			tc.after(&after)
+			if _, vs := CheckHostileState(base, after); len(vs) != tc.want {
+				t.Fatalf("%d violations %v, want %d", len(vs), vs, tc.want)
+			}
+		})
+	}
+}
+
+func TestCheckWriteStalls(t *testing.T) {
+	s := time.Second
+	outages := []Window{{Start: 10 * s, End: 12 * s}}
+	for _, tc := range []struct {
+		name string
+		op   Op
+		bad  bool
+	}{
+		{"fast", Op{Start: 1 * s, End: 2 * s}, false},
+		{"slow during an outage", Op{Start: 8 * s, End: 15 * s}, false},
+		{"slow well past an outage", Op{Start: 8 * s, End: 22 * s}, true},
+		{"slow while the cell committed", Op{Worker: "config0", Kind: "config-put", Start: 20 * s, End: 26 * s}, true},
+		{"slow and refused", Op{Start: 30 * s, End: 40 * s, OK: false}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, vs := CheckWriteStalls([]Op{tc.op}, outages, 5*s); (len(vs) > 0) != tc.bad {
+				t.Fatalf("violations %v, want %v", vs, tc.bad)
+			}
+		})
+	}
+}
+
+func TestSplitLatencies(t *testing.T) {
+	ms := time.Millisecond
+	ops := []Op{{Start: 0, End: 10 * ms}, {Start: 100 * ms, End: 400 * ms}, {Start: 150 * ms, End: 160 * ms}}
+	in, out := SplitLatencies(ops, []Window{{Start: 90 * ms, End: 200 * ms}})
+	if in.N != 2 || in.Max != 300 || out.N != 1 || out.Max != 10 {
+		t.Fatalf("in %+v out %+v", in, out)
+	}
+}

@@ -1,0 +1,134 @@
+package chaos
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/sdk"
+	"github.com/lockservice/lockd/tests/chaos/check"
+)
+
+// startHostile makes the hostile tenant's tenants and reads the state
+// checker h2 compares against at the end.
+func startHostile(e *env, admin *sdk.Client, lockds, proxies, keys []string) (*hostile, check.ClusterState, error) {
+	hs := newHostile(e, lockds, proxies)
+	ctx, cancel := e.callCtx()
+	defer cancel()
+	if err := hs.setup(ctx, admin); err != nil {
+		return nil, check.ClusterState{}, fmt.Errorf("hostile tenant: %w", err)
+	}
+	before, err := clusterState(ctx, lockds, e.adminToken, keys)
+	if err != nil {
+		return nil, before, fmt.Errorf("hostile tenant: the state before: %w", err)
+	}
+	e.logf("chaos: hostile tenant %s ready (tenants %v)", hostileTenant, before.Tenants)
+	return hs, before, nil
+}
+
+// stallKinds are the workloads' writes checker h3 bounds.
+var stallKinds = map[string]bool{"config-put": true, "config-cas": true, "acked-put": true, "unlock": true, "resign": true}
+
+// hostileFigures runs checker h3 and fills in what the hostile tenant
+// did and what it cost the workloads' writes.
+func (r *Report) hostileFigures(e *env, hs *hostile, ops []check.Op, outages []check.Window) {
+	r.Hostile = hs.Counts()
+	windows := hs.Windows()
+	r.HostileWindows = len(windows)
+	var direct, proxied []check.Op
+	for _, o := range ops {
+		switch {
+		case !stallKinds[o.Kind]:
+		case e.viaProxy(o.Worker):
+			proxied = append(proxied, o)
+		default:
+			direct = append(direct, o)
+		}
+	}
+	bound := api.CacheWindowFor(e.cfg.Lease) + stallSlack
+	r.StallBoundMS = bound.Milliseconds()
+	r.check("h3. hostile: no direct write stalled past its bound")(check.CheckWriteStalls(direct, outages, bound))
+	r.SlowestWrites = slowestWrites(direct, windows, outages, 5)
+	r.WriteLatency = map[string]check.Latencies{}
+	r.WriteLatency["direct, attack"], r.WriteLatency["direct, no attack"] = check.SplitLatencies(direct, windows)
+	r.WriteLatency["proxy, attack"], r.WriteLatency["proxy, no attack"] = check.SplitLatencies(proxied, windows)
+	hs.mu.Lock()
+	r.HostileFigures, r.HostileCacheable, r.HostileInvalidations = hs.figures, hs.cacheable, hs.invalidations
+	hs.mu.Unlock()
+}
+
+// slowestWrites describes the n slowest of writes: kind, latency, and
+// whether an attack window or an outage overlapped it.
+func slowestWrites(writes []check.Op, windows, outages []check.Window, n int) []string {
+	ws := slices.Clone(writes)
+	slices.SortFunc(ws, func(a, b check.Op) int { return int((b.End - b.Start) - (a.End - a.Start)) })
+	var out []string
+	for _, o := range ws[:min(n, len(ws))] {
+		over := func(list []check.Window) bool {
+			return slices.ContainsFunc(list, func(w check.Window) bool { return w.Start < o.End && o.Start < w.End })
+		}
+		out = append(out, fmt.Sprintf("%s %s %v at %v (ok=%v, attack=%v, outage=%v)", o.Worker, o.Kind,
+			(o.End-o.Start).Round(time.Millisecond), o.Start.Round(time.Second), o.OK, over(windows), over(outages)))
+	}
+	return out
+}
+
+// hostileSummary is the hostile tenant's part of the readable report.
+func (r *Report) hostileSummary(b *strings.Builder) {
+	if r.Hostile == nil {
+		return
+	}
+	total := 0
+	for _, c := range r.Hostile {
+		total += c.Attempts
+	}
+	fmt.Fprintf(b, "hostile tenant %s: %d requests; %d cache-block windows: %d cached gets made cacheable, up to %d invalidations held unacknowledged in one reply\n",
+		hostileTenant, total, r.HostileWindows, r.HostileCacheable, r.HostileInvalidations)
+	fmt.Fprintf(b, "  %-28s %8s %8s %6s %6s %9s  %s\n", "kind", "attempts", "refused", "2xx", "other", "no answer", "by status")
+	for _, k := range slices.Sorted(maps.Keys(r.Hostile)) {
+		c := r.Hostile[k]
+		var st []string
+		for _, s := range slices.Sorted(maps.Keys(c.Statuses)) {
+			st = append(st, fmt.Sprintf("%d:%d", s, c.Statuses[s]))
+		}
+		fmt.Fprintf(b, "  %-28s %8d %8d %6d %6d %9d  %s\n", k, c.Attempts, c.Refused, c.OK, c.Other, c.NoAnswer, strings.Join(st, " "))
+	}
+	f := r.HostileFigures
+	fmt.Fprintf(b, "  proxies: goroutines %.0f at the start, %.0f at most; RSS %.1f MB, %.1f MB at most\n", f.ProxyGoroutinesStart, f.ProxyGoroutinesMax, f.ProxyRSSMBStart, f.ProxyRSSMBMax)
+	fmt.Fprintf(b, "  /metrics: a lockd's %.0f KB, %.0f KB at most; a proxy's %.0f KB, %.0f KB at most\n", f.LockdMetricsKBStart, f.LockdMetricsKBMax, f.ProxyMetricsKBStart, f.ProxyMetricsKBMax)
+	fmt.Fprintf(b, "  workload write latency (bound for a direct write outside outages: %d ms):\n", r.StallBoundMS)
+	for _, k := range slices.Sorted(maps.Keys(r.WriteLatency)) {
+		fmt.Fprintf(b, "    %-20s %s\n", k, r.WriteLatency[k])
+	}
+	fmt.Fprintf(b, "  slowest direct writes: %s\n", strings.Join(r.SlowestWrites, "; "))
+}
+
+// hostileAttempts are the attempts by kind, for the JSON line.
+func (r *Report) hostileAttempts() map[string]int {
+	if r.Hostile == nil {
+		return nil
+	}
+	out := map[string]int{}
+	for k, c := range r.Hostile {
+		out[k] = c.Attempts
+	}
+	return out
+}
+
+// hostileViolations are the violations of the hostile checkers (h1-h3);
+// nil if the hostile tenant did not run.
+func (r *Report) hostileViolations() *int {
+	if r.Hostile == nil {
+		return nil
+	}
+	n := 0
+	for _, c := range r.Checks {
+		if strings.HasPrefix(c.Name, "h") && len(c.Name) > 2 && c.Name[2] == '.' {
+			n += len(c.Violations)
+		}
+	}
+	return &n
+}

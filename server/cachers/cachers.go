@@ -27,7 +27,7 @@ type Table struct {
 	refused   map[uint64]struct{}
 	// misses counts each tenant's sessions refused (Revoke).
 	misses map[string]int
-	counts    Counts
+	counts Counts
 	// busy counts the changes in flight per path (and busyUnder per
 	// prefix, for a seal): a read of a busy path is served uncached, so
 	// nobody caches a value about to change.

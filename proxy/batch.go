@@ -52,6 +52,9 @@ type proxySession struct {
 	cached  map[string]struct{}
 	// knowsMe: the client's KeepAlive named this proxy instance.
 	knowsMe bool
+	// awaitBatch: its KeepAlive's wait is over and it waits for the batch
+	// that carries it (so that its lease counts from its own send).
+	awaitBatch bool
 	// secret is the session's secret as the cell confirmed it (its open's
 	// reply, or a KeepAlive the leader accepted): an entry exists only
 	// for a session the leader confirmed.
@@ -286,8 +289,12 @@ func applyReply(epoch *uint64, all map[uint64]*proxySession, items []batchItem, 
 			continue // not renewed: the error below says why
 		}
 		first := ps.base.IsZero()
-		if it.lastKA.After(ps.base) {
+		advanced := it.lastKA.After(ps.base)
+		if advanced {
 			ps.base = it.lastKA
+		}
+		if advanced && ps.awaitBatch {
+			wake = append(wake, ps) // its KeepAlive waits for this batch
 		}
 		if resp.Epoch == *epoch {
 			ps.sentAck = it.ack

@@ -398,18 +398,19 @@ func (p *Proxy) clientKeepAlive(rc *fasthttp.RequestCtx, arrived time.Time) (api
 	return resp, err
 }
 
-// confirmSession asks the cell's leader to accept one KeepAlive of a
-// session new to this proxy, without a wait, with the client's own
-// credentials: it renews the session (its client is alive) and proves
-// the session and its secret.
+// confirmSession asks the cell's leader, with the client's own
+// credentials, whether the session lives and the secret is its own: a
+// watch request arming nothing (a linearizable read on the leader, which
+// checks the secret). It renews nothing and touches none of the
+// session's events: the proxy's next batch renews it, as for any session.
 func (p *Proxy) confirmSession(rc *fasthttp.RequestCtx, req api.KeepAliveRequest) error {
-	body, err := json.Marshal(api.KeepAliveRequest{Cell: req.Cell, Session: req.Session, Secret: req.Secret, AckSeq: req.AckSeq, AckEpoch: req.AckEpoch})
+	body, err := json.Marshal(api.WatchRequest{Cell: req.Cell, Session: req.Session, Secret: req.Secret, Watches: []api.WatchSpec{}})
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(p.ctx, sdk.DefaultRequestTimeout)
 	defer cancel()
-	_, err = p.up.Forward(ctx, req.Cell, api.RouteSessionKeepAlive, body, sdk.ForwardOptions{KeepAlive: true, RetryUnsure: true,
+	_, err = p.up.Forward(ctx, req.Cell, api.RouteWatch, body, sdk.ForwardOptions{RetryUnsure: true,
 		Authorization: string(rc.Request.Header.Peek(api.HeaderAuth))})
 	return err
 }

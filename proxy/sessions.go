@@ -456,13 +456,21 @@ func (t *cellTable) keepAlive(ctx context.Context, req api.KeepAliveRequest, arr
 				t.mu.Unlock()
 				return api.SessionResponse{}, api.Errorf(api.CodeUnavailable, "proxy: session %d not yet confirmed by cell %s", req.Session, t.name)
 			}
-		case now.Sub(later(t.lastReply, ps.base)) > stale && !now.Before(deadline):
+		case now.Sub(later(t.lastReply, ps.base)) > stale && !now.Before(deadline) && !ps.awaitBatch:
 			// This proxy cannot reach the cell's leader (no batch
 			// answered, nor the session's open, for a third of its
 			// lease; a long poll is answered within lease/12): the
 			// client tries another proxy.
 			t.mu.Unlock()
 			return api.SessionResponse{}, api.Errorf(api.CodeUnavailable, "proxy: no answer from cell %s's leader for %v", t.name, now.Sub(later(t.lastReply, ps.base)).Round(time.Millisecond))
+		case ps.base.Before(arrived) && !now.Before(deadline) && now.Before(confirmBy) && !w.superseded &&
+			len(ps.pending(t.epoch)) == 0 && len(ps.pevents) == 0 && !brokenAwaitBatch:
+			// Its wait is over, but no batch that carried it has been
+			// confirmed yet: the answer would date the lease from the
+			// client's previous KeepAlive. The batch built since its
+			// arrival answers within a period; wait for it, up to what
+			// the client allows an attempt.
+			ps.awaitBatch = true
 		case len(ps.pending(t.epoch)) > 0 || len(ps.pevents) > 0 || !now.Before(deadline) || w.superseded || ps.behind(t.epoch):
 			if shared != 0 {
 				t.sharedSessionLocked(shared)
@@ -487,6 +495,7 @@ func (t *cellTable) keepAlive(ctx context.Context, req api.KeepAliveRequest, arr
 			if ps.waiter == w {
 				ps.waiter = nil
 			}
+			ps.awaitBatch = false
 			t.mu.Unlock()
 			return resp, nil
 		}
@@ -496,7 +505,7 @@ func (t *cellTable) keepAlive(ctx context.Context, req api.KeepAliveRequest, arr
 		}
 		ch := w.ch
 		until := deadline
-		if ps.base.IsZero() {
+		if ps.base.IsZero() || ps.awaitBatch {
 			until = confirmBy
 		}
 		t.mu.Unlock()

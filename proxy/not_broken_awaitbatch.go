@@ -1,0 +1,5 @@
+//go:build !lockproxy_broken_awaitbatch
+
+package proxy
+
+const brokenAwaitBatch = false

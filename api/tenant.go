@@ -107,13 +107,21 @@ const MaxTenantName = 64
 // tenant may take it.
 const BootstrapAdmin = "admin"
 
-// Validate checks a tenant's name, grants and quota.
-func (t Tenant) Validate() error {
-	if t.Name == "" || len(t.Name) > MaxTenantName || strings.ContainsAny(t.Name, "/ \t\n\x00") {
-		return Errorf(CodeBadRequest, "tenant name %q: 1 to %d characters, no slash, space or NUL", t.Name, MaxTenantName)
+// CheckNewName refuses a name a new tenant may not take (the bootstrap
+// admin's, or one with a NUL): checked where a tenant change is proposed,
+// never in apply, so that a log written before the rule replays alike.
+func CheckNewName(name string) error {
+	if name == BootstrapAdmin || strings.ContainsRune(name, 0) {
+		return Errorf(CodeBadRequest, "tenant name %q is reserved (the bootstrap admin's) or holds a NUL", name)
 	}
-	if t.Name == BootstrapAdmin {
-		return Errorf(CodeBadRequest, "tenant name %q is the bootstrap admin's", t.Name)
+	return nil
+}
+
+// Validate checks a tenant's name, grants and quota. The directory's
+// state machine applies it: it must never refuse what it once took.
+func (t Tenant) Validate() error {
+	if t.Name == "" || len(t.Name) > MaxTenantName || strings.ContainsAny(t.Name, "/ \t\n") {
+		return Errorf(CodeBadRequest, "tenant name %q: 1 to %d characters, no slash or space", t.Name, MaxTenantName)
 	}
 	for _, g := range t.Grants {
 		if g.Prefix != "/" {

@@ -54,8 +54,7 @@ func TestTenantValidate(t *testing.T) {
 		{"root grant", Tenant{Name: "a", Grants: []Grant{{Prefix: "/", Roles: []Role{RoleAdmin}}}}, true},
 		{"no name", Tenant{}, false},
 		{"slash in name", Tenant{Name: "a/b"}, false},
-		{"NUL in name", Tenant{Name: "a\x00b"}, false},
-		{"the bootstrap admin's name", Tenant{Name: BootstrapAdmin}, false},
+
 		{"bad prefix", Tenant{Name: "a", Grants: []Grant{{Prefix: "p", Roles: []Role{RoleRead}}}}, false},
 		{"no role", Tenant{Name: "a", Grants: []Grant{{Prefix: "/p"}}}, false},
 		{"unknown role", Tenant{Name: "a", Grants: []Grant{{Prefix: "/p", Roles: []Role{"root"}}}}, false},
@@ -63,6 +62,11 @@ func TestTenantValidate(t *testing.T) {
 	} {
 		if err := c.t.Validate(); (err == nil) != c.ok {
 			t.Errorf("%s: Validate = %v", c.name, err)
+		}
+	}
+	for _, name := range []string{BootstrapAdmin, "a\x00b"} {
+		if CheckNewName(name) == nil || CheckNewName("team-"+name[:1]) != nil {
+			t.Errorf("CheckNewName(%q) took it", name)
 		}
 	}
 	q := Quota{Nodes: 5}.Effective()

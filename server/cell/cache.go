@@ -153,6 +153,12 @@ func (c *Cell) registerCacher(ctx context.Context, req api.ReadRequest) uint64 {
 	if !req.Cache || req.Session == 0 || req.Watch != "" || !c.sessions.Has(req.Session) || c.sessions.Outstanding(req.Session) {
 		return 0
 	}
+	// While a new leader's fence runs, nobody is made a cacher: a change
+	// waits out the fence first, and an invalidation it then sends would
+	// have a deadline a whole window later still.
+	if !c.sessions.Fenced() && !brokenFenceCachers {
+		return 0
+	}
 	chk, ok := c.cacheCheckOf(req.Path, req.Session)
 	if !ok || !chk.cacheable || !chk.live {
 		return 0

@@ -192,6 +192,9 @@ func (s *Server) tenant(ctx *fasthttp.RequestCtx, p principal) (any, error) {
 	if err := decode(ctx, &req); err != nil {
 		return nil, err
 	}
+	if err := api.CheckNewName(req.Tenant.Name); err != nil && req.Action == api.TenantPut {
+		return nil, err
+	}
 	change := &directory.TenantChange{TenantRequest: req}
 	change.Tenant.Tokens = nil // digests are the service's to make
 	var token string

@@ -190,6 +190,18 @@ func (l *lease) dueLocked(inv Invalidation) time.Time {
 // Missed counts waits that ended at an invalidation's deadline.
 func (m *Manager) Missed() uint64 { return m.missed.Load() }
 
+// Fenced reports whether this leadership's fence has passed (WaitFenced
+// would return at once). Until it has, no session is recorded as a cacher:
+// a change's invalidation deadline must not come after a fence wait.
+func (m *Manager) Fenced() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.active && !m.fenced && !m.cfg.Now().Before(m.fenceBy) {
+		m.fenced = true
+	}
+	return m.active && m.fenced
+}
+
 // WaitFenced waits until no client can serve from a cache filled under an
 // earlier leader: every session has acknowledged this leadership's epoch,
 // or the cache window has passed since it started. It fails if leadership

@@ -1,0 +1,5 @@
+//go:build !lockd_broken_fencecachers
+
+package cell
+
+const brokenFenceCachers = false

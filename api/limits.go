@@ -33,6 +33,12 @@ const (
 	// serves at once; past it a new connection is answered 503 and
 	// closed (its client tries another proxy).
 	MaxConnectionsPerProxy = 100_000
+	// MaxConnectionsPerLockd bounds the connections one lockd serves at
+	// once (clients, proxies and other lockds); past it a new one is
+	// answered 503 and closed. Keep the process's file-descriptor limit
+	// above it (the systemd unit sets 65 536); should descriptors run out
+	// anyway, the lockd waits for one (internal/listen) and goes on.
+	MaxConnectionsPerLockd = 50_000
 
 	// MaxLockDelay bounds a lock node's lock-delay: after its holder's
 	// session ends while holding, nobody is granted the lock for that long

@@ -26,6 +26,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/internal/listen"
 	"github.com/lockservice/lockd/internal/tlsutil"
 	"github.com/lockservice/lockd/sdk"
 )
@@ -113,11 +114,13 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrLockdsUnreachable, err)
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	raw, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		_ = up.Close()
 		return nil, fmt.Errorf("listen: %w", err)
 	}
+	// Out of file descriptors, the proxy waits for one instead of ending.
+	var ln net.Listener = listen.Retrying(raw)
 	p := &Proxy{cfg: cfg, log: cfg.Logger, up: up, cells: map[string]*cellTable{}, ln: ln, reg: prometheus.NewRegistry(),
 		instance: cfg.Name + "/" + rand.Text()[:10], quota: &watchQuota{per: map[string]int{}}}
 	g.p = p

@@ -21,6 +21,7 @@ import (
 
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/directory"
+	"github.com/lockservice/lockd/internal/listen"
 	"github.com/lockservice/lockd/server/backup"
 	"github.com/lockservice/lockd/server/cell"
 	"github.com/lockservice/lockd/server/dirgroup"
@@ -221,11 +222,18 @@ func Start(cfg Config, log *slog.Logger) (*Process, error) {
 		WriteTimeout:       api.MaxKeepAliveWait + 2*httpapi.RequestTimeout,
 		IdleTimeout:        2 * time.Minute,
 		CloseOnShutdown:    true,
+		// Past it a new connection is answered 503 and closed.
+		Concurrency: api.MaxConnectionsPerLockd,
 	}
-	ln, err := net.Listen("tcp", self.APIAddr)
+	raw, err := net.Listen("tcp", self.APIAddr)
 	if err != nil {
 		p.Close()
 		return nil, fmt.Errorf("api listen: %w", err)
+	}
+	// Out of file descriptors, the API waits for one instead of ending.
+	var ln net.Listener = listen.Retrying(raw)
+	if brokenFDExhaust {
+		ln = raw
 	}
 	if serverTLS != nil {
 		ln = tls.NewListener(ln, serverTLS) // clients must present a certificate the CA signed

@@ -1,0 +1,5 @@
+//go:build !lockd_broken_fdexhaust
+
+package lockd
+
+const brokenFDExhaust = false

@@ -26,6 +26,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/internal/httpbody"
 	"github.com/lockservice/lockd/internal/listen"
 	"github.com/lockservice/lockd/internal/tlsutil"
 	"github.com/lockservice/lockd/sdk"
@@ -137,7 +138,10 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 	p.srv = &fasthttp.Server{
 		Handler:            p.handle,
 		Name:               "lockproxy",
+		// Bodies stream: none is read before the client is known (its
+		// certificate and token), and then only up to MaxRequestBody.
 		MaxRequestBodySize: api.MaxRequestBody,
+		StreamRequestBody:  true,
 		ReadTimeout:        api.MaxKeepAliveWait + 10*time.Second,
 		WriteTimeout:       api.MaxKeepAliveWait + 10*time.Second,
 		IdleTimeout:        2 * time.Minute,
@@ -275,6 +279,13 @@ func (p *Proxy) Status() api.ProxyStatus {
 
 func (p *Proxy) handle(ctx *fasthttp.RequestCtx) {
 	route := string(ctx.Path())
+	if (!ctx.IsPost() || route == api.RouteHealth || route == api.RouteMetrics) && !brokenProxyBody {
+		// Only a POST to the API takes a body: any other's is refused unread.
+		if err := httpbody.Read(ctx, 0); err != nil {
+			reply(ctx, nil, err)
+			return
+		}
+	}
 	switch route {
 	case api.RouteHealth:
 		ctx.SetBodyString("ok\n")
@@ -284,8 +295,15 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if p.cfg.TLS != nil && !tlsutil.HasClientCert(ctx.TLSConnectionState()) {
+		ctx.SetConnectionClose() // its body, if any, is left unread
 		reply(ctx, nil, api.Errorf(api.CodeUnauthorized, "this lockproxy requires a client certificate its CA signed (mutual TLS)"))
 		return
+	}
+	if ctx.IsPost() && !brokenProxyBody {
+		if err := p.readClientBody(ctx); err != nil {
+			reply(ctx, nil, err)
+			return
+		}
 	}
 	switch route {
 	case api.RouteStatus:
@@ -346,6 +364,20 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx) {
 		p.log.Debug("forward failed", "route", route, "cell", cell, "err", err)
 	}
 	replyRaw(ctx, body, err)
+}
+
+// readClientBody reads a POST's body once its client is known: with auth
+// required, a request without a valid token is refused first, its body
+// unread (a lockd would refuse it too), so a stranger cannot make the
+// proxy hold api.MaxRequestBody per connection.
+func (p *Proxy) readClientBody(ctx *fasthttp.RequestCtx) error {
+	if p.authRequired() {
+		if _, err := p.authenticate(p.ctx, ctx); err != nil {
+			ctx.SetConnectionClose()
+			return err
+		}
+	}
+	return httpbody.Read(ctx, api.MaxRequestBody)
 }
 
 // serveStatus answers /v1/status: for admins only, as a lockd's (it

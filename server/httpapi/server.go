@@ -21,6 +21,7 @@ import (
 
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/directory"
+	"github.com/lockservice/lockd/internal/httpbody"
 	"github.com/lockservice/lockd/internal/tlsutil"
 	"github.com/lockservice/lockd/server/cell"
 )
@@ -140,10 +141,10 @@ var getRoutes = map[string]bool{api.RouteStatus: true, api.RouteDirectory: true,
 // skip recording, for unknown routes).
 func (s *Server) route(ctx *fasthttp.RequestCtx, route string) string {
 	if bodyless(route) && !brokenBodyLimit {
-		// Only a POST route takes a body (read by readBody, after the
+		// Only a POST route takes a body (read by httpbody.Read, after the
 		// caller is known); any other route's body is refused unread: a
 		// handler such as /metrics's adaptor would read it whole.
-		if err := readBody(ctx, 0); err != nil {
+		if err := httpbody.Read(ctx, 0); err != nil {
 			return s.reply(ctx, nil, err)
 		}
 	}
@@ -213,7 +214,7 @@ func (s *Server) route(ctx *fasthttp.RequestCtx, route string) string {
 	if !ctx.IsPost() {
 		return s.reply(ctx, nil, api.Errorf(api.CodeBadRequest, "%s takes POST", route))
 	}
-	if err := readBody(ctx, bodyLimit(route, p)); err != nil {
+	if err := httpbody.Read(ctx, bodyLimit(route, p)); err != nil {
 		return s.reply(ctx, nil, err)
 	}
 	v, err := h(s, ctx, p)

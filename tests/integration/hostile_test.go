@@ -255,7 +255,8 @@ func answers(want []api.Code, got api.Code) bool {
 // on -tags lockproxy_broken_lendtoken (lockproxy), lockd_broken_routelabel,
 // lockd_broken_bodylimit, lockd_broken_noncekey, lockd_broken_parentsfrom,
 // lockd_broken_watchquota, lockd_broken_exportowner,
-// lockd_broken_renewcheck, lockproxy_broken_proxywatchquota.
+// lockd_broken_renewcheck, lockproxy_broken_proxywatchquota,
+// lockproxy_broken_proxybody.
 func TestHostileCredentials(t *testing.T) {
 	e := startHostile(t)
 	before := e.snapshot(t)
@@ -525,25 +526,30 @@ func (e *hostileEnv) bodies(t *testing.T) {
 	for i := range big {
 		big[i] = 'x'
 	}
+	lockd, proxy := e.c.APIAddr(1), e.proxies[0].Addr
 	for _, tc := range []struct {
-		name, header, route string
-		want                api.Code
+		name, ep, header, route string
+		want                    api.Code
 	}{
-		{"no token, 1 MiB put", "", api.RoutePut, api.CodeUnauthorized},
-		{"no token, 1 MiB to /metrics", "", api.RouteMetrics, api.CodeValueTooLarge},
-		{"no token, 1 MiB to /healthz", "", api.RouteHealth, api.CodeValueTooLarge},
-		{"reader, 1 MiB put", "Bearer " + e.tokens["reader"], api.RoutePut, api.CodeValueTooLarge},
-		{"reader, 1 MiB batch", "Bearer " + e.tokens["reader"], api.RouteKeepAliveBatch, api.CodeValueTooLarge},
-		{"admin, 1 MiB batch", "Bearer " + suiteAdminToken, api.RouteKeepAliveBatch, api.CodeBadRequest},
+		{"no token, 1 MiB put", lockd, "", api.RoutePut, api.CodeUnauthorized},
+		{"no token, 1 MiB to /metrics", lockd, "", api.RouteMetrics, api.CodeValueTooLarge},
+		{"no token, 1 MiB to /healthz", lockd, "", api.RouteHealth, api.CodeValueTooLarge},
+		{"reader, 1 MiB put", lockd, "Bearer " + e.tokens["reader"], api.RoutePut, api.CodeValueTooLarge},
+		{"reader, 1 MiB batch", lockd, "Bearer " + e.tokens["reader"], api.RouteKeepAliveBatch, api.CodeValueTooLarge},
+		{"admin, 1 MiB batch", lockd, "Bearer " + suiteAdminToken, api.RouteKeepAliveBatch, api.CodeBadRequest},
+		{"no token, 1 MiB put at a proxy", proxy, "", api.RoutePut, api.CodeUnauthorized},
+		{"no token, 1 MiB to a proxy's /healthz", proxy, "", api.RouteHealth, api.CodeValueTooLarge},
+		{"no token, 1 MiB to a proxy's /metrics", proxy, "", api.RouteMetrics, api.CodeValueTooLarge},
+		{"reader, 1 MiB put at a proxy", proxy, "Bearer " + e.tokens["reader"], api.RoutePut, api.CodeValueTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cl := e.raw(tc.header)
 			defer cl.Close()
 			ctx, cancel := ctxFor(30 * time.Second)
 			defer cancel()
-			status, reply, err := cl.Once(ctx, e.c.APIAddr(1), http.MethodPost, tc.route, big, 20*time.Second)
+			status, reply, err := cl.Once(ctx, tc.ep, http.MethodPost, tc.route, big, 20*time.Second)
 			if err != nil && tc.want != api.CodeBadRequest && (strings.Contains(err.Error(), "connection reset") || strings.Contains(err.Error(), "broken pipe")) {
-				// Refused unread: the lockd answered and closed the
+				// Refused unread: the server answered and closed the
 				// connection while the client was still sending.
 				return
 			}

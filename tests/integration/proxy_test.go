@@ -174,7 +174,7 @@ func TestProxyBatchesKeepAlives(t *testing.T) {
 // enters jeopardy, and a contender cannot take the lock meanwhile.
 func TestProxyKillKeepsLocks(t *testing.T) {
 	const lease = 3 * time.Second
-	c := cluster.Start(t, cluster.Options{Lease: lease})
+	c := cluster.Start(t, cluster.Options{Lease: lease, LogLevel: "debug"})
 	proxies := startProxies(t, c, 2)
 	ctx, cancel := ctxFor(2 * time.Minute)
 	defer cancel()

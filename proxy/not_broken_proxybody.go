@@ -1,0 +1,5 @@
+//go:build !lockproxy_broken_proxybody
+
+package proxy
+
+const brokenProxyBody = false

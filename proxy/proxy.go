@@ -136,8 +136,8 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 	p.metrics = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{}))
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.srv = &fasthttp.Server{
-		Handler:            p.handle,
-		Name:               "lockproxy",
+		Handler: p.handle,
+		Name:    "lockproxy",
 		// Bodies stream: none is read before the client is known (its
 		// certificate and token), and then only up to MaxRequestBody.
 		MaxRequestBodySize: api.MaxRequestBody,

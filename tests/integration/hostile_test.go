@@ -324,39 +324,33 @@ func (e *hostileEnv) renewals(t *testing.T) {
 }
 
 // watchQuota: a tenant's watch quota holds across its sessions on a cell
-// (hole 7): two sessions of a tenant allowed 3 watches arm 3 in all.
-// Fails on -tags lockd_broken_watchquota.
+// (hole 7): two sessions of a tenant allowed 3 watches arm 3 in all; and
+// through a proxy, where the leader sees only the proxy's one watch per
+// path, the proxy holds the tenant to it. Fails on -tags
+// lockd_broken_watchquota and lockproxy_broken_proxywatchquota.
 func (e *hostileEnv) watchQuota(t *testing.T) {
 	cl := e.c.NewClient()
 	cl.Token = e.tokens["watcher"]
 	// Watches on paths that do not exist yet, since now: none fires at once.
 	var now api.GetResponse
 	mustDo(t, cl, api.RouteGet, api.ReadRequest{Path: "/demo/alice/cfg"}, &now)
-	var armed int
-	var refused error
+	var specs [][]api.WatchSpec // per session
 	for i := range 2 {
-		var sess api.SessionResponse
-		mustDo(t, cl, api.RouteSessionOpen, api.OpenSessionRequest{Cell: "demo"}, &sess)
+		specs = append(specs, nil)
 		for j := range 2 {
-			ctx, cancel := ctxFor(30 * time.Second)
-			err := cl.Do(ctx, api.RouteWatch, api.WatchRequest{Cell: "demo", Session: sess.Session, Secret: sess.Secret,
-				Watches: []api.WatchSpec{{Path: fmt.Sprintf("/demo/alice/w%d-%d", i, j), Kind: api.WatchData, Since: now.Index}}}, nil)
-			cancel()
-			switch api.CodeOf(err) {
-			case "":
-				armed++
-			case api.CodeQuotaExceeded:
-				refused = err
-			default:
-				t.Fatalf("watch: %v", err)
-			}
+			specs[i] = append(specs[i], api.WatchSpec{Path: fmt.Sprintf("/demo/alice/w%d-%d", i, j), Kind: api.WatchData, Since: now.Index})
 		}
 	}
-	if armed != 3 || refused == nil {
-		t.Fatalf("a tenant allowed 3 watches armed %d over two sessions (refusal: %v)", armed, refused)
+	armed, refused := 0, 0
+	for _, ws := range specs {
+		var sess api.SessionResponse
+		mustDo(t, cl, api.RouteSessionOpen, api.OpenSessionRequest{Cell: "demo"}, &sess)
+		a, r := armEach(t, cl, sess, ws)
+		armed, refused = armed+a, refused+r
 	}
-	// Through a proxy too: the leader sees only the proxy's one watch per
-	// path, so the proxy holds the tenant to its quota.
+	if armed != 3 || refused == 0 {
+		t.Fatalf("a tenant allowed 3 watches armed %d over two sessions (%d refused)", armed, refused)
+	}
 	px := cluster.NewClient(e.proxies[1].Addr)
 	px.UseTLS(e.clientTLS(t))
 	px.Token = e.tokens["watcher"]
@@ -365,27 +359,37 @@ func (e *hostileEnv) watchQuota(t *testing.T) {
 	ka := api.KeepAliveRequest{Cell: "demo", Session: sess.Session, Secret: sess.Secret}
 	var first api.SessionResponse
 	mustDo(t, px, api.RouteSessionKeepAlive, ka, &first)
-	ka.Proxy = first.Proxy
+	ka.Proxy = first.Proxy // the proxy serves the watches of clients that name it
 	mustDo(t, px, api.RouteSessionKeepAlive, ka, nil)
-	armed, refused = 0, nil
-	for _, w := range []api.WatchSpec{{Path: "/demo/alice/cfg", Kind: api.WatchData}, {Path: "/demo/alice/cfg", Kind: api.WatchChildren},
-		{Path: "/demo/alice", Kind: api.WatchData}, {Path: "/demo/alice", Kind: api.WatchChildren}} {
-		w.Since = now.Index
+	var ws []api.WatchSpec
+	for _, p := range []string{"/demo/alice/cfg", "/demo/alice"} {
+		for _, k := range []api.WatchKind{api.WatchData, api.WatchChildren} {
+			ws = append(ws, api.WatchSpec{Path: p, Kind: k, Since: now.Index})
+		}
+	}
+	if armed, refused := armEach(t, px, sess, ws); armed != 3 || refused == 0 {
+		t.Fatalf("through a proxy, a tenant allowed 3 watches armed %d (%d refused)", armed, refused)
+	}
+}
+
+// armEach arms each watch in its own call on sess, and counts those armed
+// and those refused quota_exceeded (anything else fails t).
+func armEach(t *testing.T, cl *cluster.Client, sess api.SessionResponse, specs []api.WatchSpec) (armed, refused int) {
+	t.Helper()
+	for _, w := range specs {
 		ctx, cancel := ctxFor(30 * time.Second)
-		err := px.Do(ctx, api.RouteWatch, api.WatchRequest{Cell: "demo", Session: sess.Session, Secret: sess.Secret, Watches: []api.WatchSpec{w}}, nil)
+		err := cl.Do(ctx, api.RouteWatch, api.WatchRequest{Cell: "demo", Session: sess.Session, Secret: sess.Secret, Watches: []api.WatchSpec{w}}, nil)
 		cancel()
 		switch api.CodeOf(err) {
 		case "":
 			armed++
 		case api.CodeQuotaExceeded:
-			refused = err
+			refused++
 		default:
-			t.Fatalf("watch through the proxy: %v", err)
+			t.Fatalf("watch %+v: %v", w, err)
 		}
 	}
-	if armed != 3 || refused == nil {
-		t.Fatalf("through a proxy, a tenant allowed 3 watches armed %d (refusal: %v)", armed, refused)
-	}
+	return armed, refused
 }
 
 // clientTLS is the application's TLS configuration.

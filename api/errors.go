@@ -33,6 +33,15 @@ const (
 	CodeQuotaExceeded   Code = "quota_exceeded"   // the tenant's quota (sessions, nodes, bytes, watches, writes/s) would be exceeded; nothing was applied
 	CodeForbidden       Code = "forbidden"        // the token's tenant lacks the role on the path, or the node is another session's
 	CodeInternal        Code = "internal"         // a bug; please report
+	// CodeMigrationInProgress: another driver (another lockctl migrate)
+	// drives the prefix's migration, or took it over from this one;
+	// nothing changed. Wait for it, or take over explicitly
+	// (lockctl migrate PREFIX --to CELL --take-over) if it is gone.
+	CodeMigrationInProgress Code = "migration_in_progress"
+	// CodeCopyMismatch: a migration's commit was refused because the new
+	// cell's copy of the prefix differs from the old cell's sealed source
+	// (node count or digest); nothing changed. Run the migration again.
+	CodeCopyMismatch Code = "copy_mismatch"
 )
 
 // HTTPStatus is the status the server answers a code with.
@@ -60,7 +69,7 @@ func (c Code) HTTPStatus() int {
 		return http.StatusMisdirectedRequest
 	case CodeNotFound:
 		return http.StatusNotFound
-	case CodeConflict:
+	case CodeConflict, CodeMigrationInProgress, CodeCopyMismatch:
 		return http.StatusConflict
 	case CodeNotLeader, CodeUnavailable:
 		return http.StatusServiceUnavailable

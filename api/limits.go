@@ -154,3 +154,97 @@ const (
 	// watch itself; it forwards them to the lockds, which decide.
 	ProxyAuthMaxStale = 5 * time.Second
 )
+
+// Lock-delays that outlive their lock directory (issue 23, finding 8).
+const (
+	// MaxDeletedLockDelays bounds the lock-delays a cell keeps for lock
+	// directories deleted while in lock-delay: the delay (and the
+	// directory's sequence counter) stays in force, on the path, until
+	// the leader ends it, so a directory made again grants nobody before
+	// then. Past it, deleting one more lock directory in lock-delay is
+	// refused limit_exceeded (it can be deleted once its delay ends,
+	// within MaxLockDelay).
+	MaxDeletedLockDelays = 10_000
+)
+
+// Fairness of the kept lock-delays (issue 23, finding 8, follow-up).
+const (
+	// MaxDeletedLockDelaysPerTenant bounds the kept lock-delays (see
+	// MaxDeletedLockDelays) of the lock directories one tenant owns on a
+	// cell, so that no tenant fills the cell's table and stops the others
+	// deleting theirs: past it, that tenant's delete of one more lock
+	// directory in lock-delay is refused limit_exceeded and changes
+	// nothing. Delays that move in with a prefix are kept whatever their
+	// tenant holds (a move is not refused per tenant; the cell's bound
+	// holds).
+	MaxDeletedLockDelaysPerTenant = 1_000
+)
+
+// Cells the caller's view of the directory does not name yet (issue 23,
+// finding 2).
+const (
+	// UnknownCellWait bounds how long an SDK client (and so a lockproxy
+	// and lockctl) waits for a directory read when a call names a cell
+	// its view does not (one created a moment ago) before refusing it
+	// wrong_cell. Such reads start DirectoryRefreshGap apart at least.
+	UnknownCellWait = 3 * time.Second
+)
+
+// A change whose proposal failed without a verdict (issue 23, finding 5).
+const (
+	// MaxSettleAttempts bounds the barrier proposals a leader makes to
+	// learn whether such a change committed; its node stays uncacheable
+	// until one does (or, failing all, until the leadership ends).
+	MaxSettleAttempts = 20
+)
+
+// Prefix moves (issue 23, findings 1 and 7).
+const (
+	// MaxMigrationDriver bounds the bytes of a migration driver's name
+	// (MigrateRequest.Driver, a random nonce).
+	MaxMigrationDriver = 64
+	// MaxMovedLockDelay bounds a lock-delay that moved with its prefix: a
+	// lock held at the seal is not granted on the new cell for its
+	// holder's lease plus its lock-delay (at most MaxLease +
+	// MaxLockDelay), timed from the new cell's first serving entry.
+	MaxMovedLockDelay = MaxLease + MaxLockDelay
+)
+
+// Restores (issue 23, finding 4).
+const (
+	// LeaderEpochsPerRestore spaces the leader epochs of a cell's
+	// restores: the first leader of a cell restored for the n-th time
+	// starts at leader epoch n × LeaderEpochsPerRestore at least
+	// (RestorePlan.LeaderEpochFloor), above every epoch the cell had
+	// before (it would take 2^32 leader changes between two restores to
+	// reach the next floor), so clients flush their caches, number events
+	// afresh, and proxies take the new leader's events.
+	LeaderEpochsPerRestore = 1 << 32
+	// MaxRestoresPerCell bounds how often one cell is restored, so that
+	// its leader epochs fit 64 bits.
+	MaxRestoresPerCell = 1<<31 - 1
+)
+
+// Membership changes (issue 23, finding 10).
+const (
+	// MemberOutcomeTimeout bounds how long a lockd tries to learn whether
+	// a membership change whose Raft request failed was made anyway (a
+	// barrier entry, then a membership read); past it the change stays
+	// pending in the directory, to be run again.
+	MemberOutcomeTimeout = 5 * time.Second
+)
+
+// A restored cell's first leaderships (issue 23, finding 4).
+const (
+	// RestoreHeldLeaderships is how many leaderships after a restore hold
+	// every change for a cache window (session.Manager.HoldAll): their
+	// clients may cache under sessions the backup never had.
+	RestoreHeldLeaderships = 3
+)
+
+// RestoredLeadership reports whether leader epoch is one of the first
+// RestoreHeldLeaderships of a restored cell (restores start at multiples
+// of LeaderEpochsPerRestore).
+func RestoredLeadership(epoch uint64) bool {
+	return epoch >= LeaderEpochsPerRestore && epoch%LeaderEpochsPerRestore < RestoreHeldLeaderships
+}

@@ -501,6 +501,9 @@ type CellInfo struct {
 	// RestoreIndex is the backup index of the cell's latest restore plan
 	// (0: never restored).
 	RestoreIndex uint64 `json:"restore_index,omitempty"`
+	// Restores counts the cell's restore plans: the n-th restored cell's
+	// leader epochs start at n × LeaderEpochsPerRestore.
+	Restores uint64 `json:"restores,omitempty"`
 	// Timing is the cell's own timing (nil: the lockds' defaults).
 	Timing *CellTiming `json:"timing,omitempty"`
 }
@@ -560,6 +563,17 @@ type Migration struct {
 	BeganAt uint64 `json:"began_at"`
 	// SealIndex is the old cell's log index of the seal, once recorded.
 	SealIndex uint64 `json:"seal_index,omitempty"`
+	// Driver is the random name of the one client driving the migration
+	// (MigrateRequest.Driver); Gen is the directory index at which it
+	// began driving (the begin, or its take-over). Gen names the driver's
+	// copy on the new cell, which refuses pages of an older one.
+	Driver string `json:"driver,omitempty"`
+	Gen    uint64 `json:"gen,omitempty"`
+	// SealNodes and SealDigest describe the sealed source, as the old
+	// cell computed them at the seal: a commit whose copy differs is
+	// refused (copy_mismatch).
+	SealNodes  int    `json:"seal_nodes,omitempty"`
+	SealDigest string `json:"seal_digest,omitempty"`
 }
 
 // LockdInfo is one lockd process known to the directory.
@@ -632,8 +646,14 @@ type RestorePlan struct {
 	// Replicas are the restored cell's members, with their Raft addresses.
 	Replicas []RestoreReplica `json:"replicas"`
 	// Epochs are the cell's prefixes at their raised epochs: the restored
-	// cell commits them before it serves anything.
+	// cell commits them before it serves anything. They are the whole set
+	// it serves: a prefix of the backup not among them (it moved away
+	// since) is dropped from the restored state before anything is served.
 	Epochs map[string]uint64 `json:"epochs"`
+	// LeaderEpochFloor is the leader epoch the restored cell's first
+	// leader starts at (at least): above every epoch the cell had before
+	// the restore (Restores × LeaderEpochsPerRestore).
+	LeaderEpochFloor uint64 `json:"leader_epoch_floor"`
 	// Timing is the cell's own timing (nil: the lockds' defaults).
 	Timing *CellTiming `json:"timing,omitempty"`
 }
@@ -669,6 +689,17 @@ type MigrateRequest struct {
 	// BeganAt names the migration a step belongs to (Migration.BeganAt);
 	// every action but begin carries it.
 	BeganAt uint64 `json:"began_at,omitempty"`
+	// Driver names the client driving the migration (a random nonce of at
+	// most MaxMigrationDriver bytes, the same on every step it sends).
+	// A begin from another driver while one drives is refused
+	// (migration_in_progress) unless TakeOver, which makes this driver the
+	// one: the previous driver's next step is refused, and it stops.
+	Driver   string `json:"driver,omitempty"`
+	TakeOver bool   `json:"take_over,omitempty"`
+	// Nodes and Digest: for sealed, the seal's count and digest of the
+	// prefix's nodes; for commit, the new cell's over its staged copy.
+	Nodes  int    `json:"nodes,omitempty"`
+	Digest string `json:"digest,omitempty"`
 }
 
 // Migration actions (MigrateRequest.Action).
@@ -722,8 +753,15 @@ type PrefixOpRequest struct {
 	First bool           `json:"first,omitempty"`
 	Last  bool           `json:"last,omitempty"`
 	Nodes []ExportedNode `json:"nodes,omitempty"`
-	After string         `json:"after,omitempty"` // export: nodes after this path
-	Limit int            `json:"limit,omitempty"` // export: at most this many
+	// Gen and Page: for stage, the driver's generation (Migration.Gen)
+	// and the page's number from 0. A cell refuses a page of a
+	// generation older than its staged copy's (migration_in_progress), a
+	// page it already has changes nothing, and a page past the next one
+	// is refused.
+	Gen   uint64 `json:"gen,omitempty"`
+	Page  uint64 `json:"page,omitempty"`
+	After string `json:"after,omitempty"` // export: nodes after this path
+	Limit int    `json:"limit,omitempty"` // export: at most this many
 }
 
 // TransferRequest asks a cell's leader to hand leadership to its replica
@@ -756,6 +794,17 @@ type ExportedNode struct {
 	// Tenant owns the node (its quota counts it) on the new cell as it
 	// did on the old; "" for none.
 	Tenant string `json:"tenant,omitempty"`
+	// DelayMS, on a lock directory: the lock-delay the new cell starts
+	// on it when it begins serving the prefix. It covers a lock-delay in
+	// force at the seal, and a lock held at the seal (whose holder may
+	// act for up to its lease after: its lease plus its lock-delay).
+	DelayMS int64 `json:"delay_ms,omitempty"`
+	// Kept marks an entry without a node: the lock-delay (DelayMS) and
+	// sequence counter (NextSeq) the old cell kept for a lock directory
+	// deleted there during its delay (owned by Tenant); the new cell
+	// keeps them on the path, the delay timed from its first serving
+	// entry. Value and Version are empty.
+	Kept bool `json:"kept,omitempty"`
 }
 
 // PrefixOpResponse is a prefix operation's result: the cell's log index
@@ -767,6 +816,11 @@ type PrefixOpResponse struct {
 	Epoch uint64         `json:"epoch,omitempty"`
 	Nodes []ExportedNode `json:"nodes,omitempty"`
 	More  bool           `json:"more,omitempty"`
+	// Count and Digest: for seal, the sealed prefix's nodes; for the last
+	// page of a stage, the staged copy's (a SHA-256 over the nodes in
+	// path order as a migration moves them).
+	Count  int    `json:"count,omitempty"`
+	Digest string `json:"digest,omitempty"`
 }
 
 // ReplicaStatus is one replica's view of one cell.

@@ -165,7 +165,7 @@ func prefixCmd(g *globals) *cobra.Command {
 // migrateCmd moves a prefix to another cell.
 func migrateCmd(g *globals) *cobra.Command {
 	var to string
-	var abort bool
+	var abort, takeOver bool
 	cmd := &cobra.Command{
 		Use:   "migrate PREFIX --to CELL",
 		Short: "Move a prefix to another cell (resumes one in flight; --abort abandons it)",
@@ -173,13 +173,16 @@ func migrateCmd(g *globals) *cobra.Command {
 			"with moved, its locks are released), its persistent nodes are copied with their\n" +
 			"values and versions, the directory commits the move with the epoch + 1 (tokens\n" +
 			"issued after it compare above every earlier one), and the new cell serves.\n" +
-			"Run it again to resume a migration a crash left in flight; --abort abandons one\n" +
+			"One lockctl drives a migration at a time: another is refused (migration_in_progress)\n" +
+			"while it runs. If it died (a crash, a kill), take its migration over with\n" +
+			"--take-over: the copy starts again, and should it still be running it stops at its\n" +
+			"next step. Once committed, running it again finishes it. --abort abandons one\n" +
 			"that has not committed (the old cell serves again).",
-		Example: "  lockctl migrate /payments --to cell3\n  lockctl migrate /payments --abort",
+		Example: "  lockctl migrate /payments --to cell3\n  lockctl migrate /payments --to cell3 --take-over\n  lockctl migrate /payments --abort",
 		Args:    exactArgs("PREFIX"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if abort == (to != "") {
-				return usagef("give --to CELL, or --abort")
+			if abort == (to != "") || abort && takeOver {
+				return usagef("give --to CELL (with --take-over to take a migration in flight over), or --abort")
 			}
 			return g.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
 				out := cmd.OutOrStdout()
@@ -191,6 +194,10 @@ func migrateCmd(g *globals) *cobra.Command {
 					return err
 				}
 				start := time.Now()
+				var opts []sdk.MoveOption
+				if takeOver {
+					opts = append(opts, sdk.TakeOver())
+				}
 				res, err := c.MovePrefix(ctx, args[0], to, func(p sdk.MoveProgress) {
 					if g.output != "json" {
 						fmt.Fprintf(out, "[%6.2fs] %-9s %s", time.Since(start).Seconds(), p.Step, p.Detail)
@@ -199,7 +206,7 @@ func migrateCmd(g *globals) *cobra.Command {
 						}
 						fmt.Fprintln(out)
 					}
-				})
+				}, opts...)
 				if err != nil {
 					return err
 				}
@@ -214,6 +221,7 @@ func migrateCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&to, "to", "", "the cell to move the prefix to")
 	cmd.Flags().BoolVar(&abort, "abort", false, "abandon the migration of PREFIX in flight (refused once committed)")
+	cmd.Flags().BoolVar(&takeOver, "take-over", false, "take over the migration of PREFIX to CELL that another lockctl drives (it died, or it stops at its next step)")
 	return cmd
 }
 

@@ -369,6 +369,9 @@ func restoreCmd(g *globals) *cobra.Command {
 				for _, p := range prefixes {
 					fmt.Fprintf(w, "  prefix %s: epoch %d\n", p, plan.Epochs[p])
 				}
+				// The directory's prefixes, not the backup's: any other
+				// prefix of the backup is dropped before the cell serves.
+				fmt.Fprintf(w, "  it serves only these prefixes; its leader epochs start at %d\n", plan.LeaderEpochFloor)
 				_, err = fmt.Fprintf(w, "next, on each of those lockds: stop it, run\n"+
 					"  lockd restore --cell-name %s --from BACKUP_DIR <its lockd serve flags>\n"+
 					"and start it again; the cell serves once a majority is restored.\n", plan.Cell)

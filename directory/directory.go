@@ -143,14 +143,16 @@ func (d *Directory) Lockd(id uint64) (api.LockdInfo, bool) {
 }
 
 // RestorePlan is the plan lockd restore imports a cell's backup by: its
-// restored replicas with their Raft addresses and its prefixes' epochs.
+// restored replicas with their Raft addresses, its prefixes (all it is to
+// serve) with their epochs, and the leader epoch it starts at.
 // An error if the directory has no restore plan for the cell.
 func (d *Directory) RestorePlan(cell string) (api.RestorePlan, error) {
 	c, ok := d.byName[cell]
 	if !ok {
 		return api.RestorePlan{}, api.Errorf(api.CodeNotFound, "the directory has no cell %q", cell)
 	}
-	plan := api.RestorePlan{Cell: c.Name, ShardID: c.ShardID, BackupIndex: c.RestoreIndex, Epochs: map[string]uint64{}, Timing: c.Timing}
+	plan := api.RestorePlan{Cell: c.Name, ShardID: c.ShardID, BackupIndex: c.RestoreIndex, Epochs: map[string]uint64{}, Timing: c.Timing,
+		LeaderEpochFloor: c.Restores * api.LeaderEpochsPerRestore}
 	for _, r := range c.Replicas {
 		if !r.Restored {
 			continue

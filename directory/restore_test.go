@@ -72,6 +72,9 @@ func TestRestorePlan(t *testing.T) {
 	if plan.BackupIndex != 42 || len(plan.Replicas) != 3 || plan.Replicas[0].RaftAddr == "" || plan.Epochs["/demo"] != 2 || plan.Epochs["/other"] != 2 || len(plan.Epochs) != 2 {
 		t.Fatalf("plan %+v", plan)
 	}
+	if plan.LeaderEpochFloor != api.LeaderEpochsPerRestore {
+		t.Fatalf("the first plan's leader epoch floor %d, want %d", plan.LeaderEpochFloor, uint64(api.LeaderEpochsPerRestore))
+	}
 	if _, err := d.RestorePlan("side"); api.CodeOf(err) != api.CodeConflict {
 		t.Fatalf("the plan of a cell never restored: %v", err)
 	}
@@ -88,9 +91,16 @@ func TestRestorePlan(t *testing.T) {
 	if p := a.s.prefixes["/demo"]; p.Epoch != 3 {
 		t.Fatalf("/demo at epoch %d after two restores, want 3", p.Epoch)
 	}
+	// Each restore's leader epochs start above the last one's.
+	if d, err = New(a.s.Response()); err != nil {
+		t.Fatal(err)
+	}
+	if plan, err = d.RestorePlan("demo"); err != nil || plan.LeaderEpochFloor != 2*api.LeaderEpochsPerRestore {
+		t.Fatalf("the second plan's leader epoch floor %d (%v), want %d", plan.LeaderEpochFloor, err, uint64(2*api.LeaderEpochsPerRestore))
+	}
 
 	// A cell with a migration in flight is not restored.
-	if r := a.do(Command{Op: OpMigrate, Migrate: &api.MigrateRequest{Prefix: "/side", To: "demo", Action: api.MigrateBegin}}); r.Err != nil {
+	if r := a.do(Command{Op: OpMigrate, Migrate: &api.MigrateRequest{Prefix: "/side", To: "demo", Action: api.MigrateBegin, Driver: "d1"}}); r.Err != nil {
 		t.Fatal(r.Err)
 	}
 	if got := codeOf(restore(api.RestoreCellRequest{Cell: "side", BackupIndex: 5})); got != api.CodeConflict {

@@ -110,6 +110,8 @@ type cellRec struct {
 	Replicas    []replica `json:"replicas"`
 	// RestoreIndex is the backup index of the latest restore plan.
 	RestoreIndex uint64 `json:"restore_index,omitempty"`
+	// Restores counts the cell's restore plans (api.CellInfo.Restores).
+	Restores uint64 `json:"restores,omitempty"`
 	// Timing is the cell's own timing, fixed at its creation (nil: the
 	// lockds' defaults).
 	Timing *api.CellTiming `json:"timing,omitempty"`
@@ -501,78 +503,6 @@ func (s *State) assign(r *api.AssignPrefixRequest) Result {
 	return Result{Prefix: clonePrefix(p)}
 }
 
-// migrate is one step of a prefix move. Every step is idempotent, and
-// commit and abort exclude each other: whichever the directory applies
-// first decides the move.
-func (s *State) migrate(r *api.MigrateRequest) Result {
-	p, ok := s.prefixes[r.Prefix]
-	if !ok {
-		return refuse(api.CodeNotFound, "no prefix %s in the directory", r.Prefix)
-	}
-	m := p.Migration
-	if r.Action != api.MigrateBegin && m != nil && r.BeganAt != m.BeganAt {
-		return refuse(api.CodeConflict, "the migration of %s in flight began at directory index %d, not %d: a step of another migration", r.Prefix, m.BeganAt, r.BeganAt)
-	}
-	switch r.Action {
-	case api.MigrateBegin:
-		if _, ok := s.cells[r.To]; !ok {
-			return refuse(api.CodeNotFound, "no cell %s", r.To)
-		}
-		if m != nil {
-			if m.To == r.To && m.Phase == api.MigrationSealing {
-				return Result{Prefix: clonePrefix(p)} // resumed
-			}
-			return refuse(api.CodeConflict, "a migration of %s from %s to %s is in flight (%s): finish it first", r.Prefix, m.From, m.To, m.Phase)
-		}
-		if p.Cell == r.To {
-			return refuse(api.CodeConflict, "prefix %s is already served by cell %s", r.Prefix, r.To)
-		}
-		if p.Epoch+1 > api.MaxTokenEpoch {
-			return refuse(api.CodeTokenExhausted, "prefix %s is at directory epoch %d, the token limit", r.Prefix, p.Epoch)
-		}
-		p.Migration = &api.Migration{From: p.Cell, To: r.To, Phase: api.MigrationSealing, BeganAt: s.index}
-	case api.MigrateSealed:
-		if m == nil || m.Phase != api.MigrationSealing {
-			return refuse(api.CodeConflict, "no migration of %s is sealing", r.Prefix)
-		}
-		m.SealIndex = r.SealIndex
-	case api.MigrateCommit:
-		if m == nil {
-			return refuse(api.CodeConflict, "no migration of %s in flight", r.Prefix)
-		}
-		switch m.Phase {
-		case api.MigrationCommitted:
-		case api.MigrationAborting:
-			return refuse(api.CodeConflict, "the migration of %s was aborted", r.Prefix)
-		default:
-			if m.SealIndex == 0 {
-				return refuse(api.CodeConflict, "the migration of %s has no recorded seal", r.Prefix)
-			}
-			m.Phase = api.MigrationCommitted
-			p.Cell = m.To
-			p.Epoch++
-		}
-	case api.MigrateAbort:
-		if m == nil {
-			return refuse(api.CodeConflict, "no migration of %s in flight", r.Prefix)
-		}
-		switch m.Phase {
-		case api.MigrationCommitted:
-			return refuse(api.CodeConflict, "the migration of %s to %s committed: it can only finish", r.Prefix, m.To)
-		case api.MigrationSealing:
-			m.Phase = api.MigrationAborting
-		}
-	case api.MigrateEnd:
-		if m != nil && m.Phase == api.MigrationSealing {
-			return refuse(api.CodeConflict, "the migration of %s neither committed nor aborted", r.Prefix)
-		}
-		p.Migration = nil
-	default:
-		return refuse(api.CodeBadRequest, "unknown migration action %q", r.Action)
-	}
-	return Result{Prefix: clonePrefix(p)}
-}
-
 // minVoters is the fewest voting replicas a cell may be left with: a
 // majority of five (three-replica cells have exactly this many).
 const minVoters = 3
@@ -666,6 +596,12 @@ func (s *State) member(r *api.MemberRequest) Result {
 // cell issued after the backup. A second plan supersedes the first (its
 // imports must be done again); the replicas of the old group are stopped
 // by their lockds as soon as they read it.
+//
+// The plan, not the backup, says what the restored cell serves: exactly
+// the prefixes the directory gives it now, at these raised epochs (a
+// prefix of the backup that moved away since is dropped), and it counts
+// the cell's restores, whose count sets the restored leader's lowest
+// epoch (Directory.RestorePlan).
 func (s *State) restore(r *api.RestoreCellRequest) Result {
 	c, ok := s.cells[r.Cell]
 	if !ok {
@@ -673,6 +609,9 @@ func (s *State) restore(r *api.RestoreCellRequest) Result {
 	}
 	if r.BackupIndex == 0 {
 		return refuse(api.CodeBadRequest, "a restore names the backup it restores (its index, as lockctl backup printed it)")
+	}
+	if c.Restores >= api.MaxRestoresPerCell {
+		return refuse(api.CodeLimitExceeded, "cell %s was restored %d times, the limit: create a new cell and move its prefixes there", r.Cell, c.Restores)
 	}
 	var prefixes []*api.PrefixInfo
 	for _, p := range s.prefixes {
@@ -723,6 +662,7 @@ func (s *State) restore(r *api.RestoreCellRequest) Result {
 		c.NextReplica++
 	}
 	c.RestoreIndex = r.BackupIndex
+	c.Restores++
 	if !brokenRestoreKeepsEpoch {
 		for _, p := range prefixes {
 			p.Epoch++
@@ -767,7 +707,7 @@ func clonePrefix(p *api.PrefixInfo) *api.PrefixInfo {
 }
 
 func (s *State) cellInfo(c *cellRec) api.CellInfo {
-	info := api.CellInfo{Name: c.Name, ShardID: c.ShardID, RestoreIndex: c.RestoreIndex, Timing: cloneTiming(c.Timing)}
+	info := api.CellInfo{Name: c.Name, ShardID: c.ShardID, RestoreIndex: c.RestoreIndex, Restores: c.Restores, Timing: cloneTiming(c.Timing)}
 	for _, r := range c.Replicas {
 		l := s.lockds[r.Lockd]
 		info.Replicas = append(info.Replicas, api.ReplicaInfo{ReplicaID: r.ReplicaID, Lockd: r.Lockd, APIAddr: l.APIAddr, Zone: l.Zone, Learner: r.Learner, Initial: r.Initial, Pending: r.Pending, JoinedLearner: r.Joined, Restored: r.Restored})

@@ -126,9 +126,9 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"unknown lockd", Command{Op: OpCreateCell, CreateCell: &api.CreateCellRequest{Name: "x", On: []uint64{1, 2, 9}}}, api.CodeNotFound},
 		{"assign to unknown cell", Command{Op: OpAssign, Assign: &api.AssignPrefixRequest{Prefix: "/x", Cell: "nope"}}, api.CodeNotFound},
 		{"assign a nested path", Command{Op: OpAssign, Assign: &api.AssignPrefixRequest{Prefix: "/x/y", Cell: "demo"}}, api.CodeInvalidPath},
-		{"migrate unknown prefix", Command{Op: OpMigrate, Migrate: &api.MigrateRequest{Prefix: "/nope", Action: api.MigrateBegin, To: "demo"}}, api.CodeNotFound},
-		{"migrate to unknown cell", Command{Op: OpMigrate, Migrate: &api.MigrateRequest{Prefix: "/demo", Action: api.MigrateBegin, To: "nope"}}, api.CodeNotFound},
-		{"migrate to the same cell", Command{Op: OpMigrate, Migrate: &api.MigrateRequest{Prefix: "/demo", Action: api.MigrateBegin, To: "demo"}}, api.CodeConflict},
+		{"migrate unknown prefix", Command{Op: OpMigrate, Migrate: &api.MigrateRequest{Prefix: "/nope", Action: api.MigrateBegin, To: "demo", Driver: "d1"}}, api.CodeNotFound},
+		{"migrate to unknown cell", Command{Op: OpMigrate, Migrate: &api.MigrateRequest{Prefix: "/demo", Action: api.MigrateBegin, To: "nope", Driver: "d1"}}, api.CodeNotFound},
+		{"migrate to the same cell", Command{Op: OpMigrate, Migrate: &api.MigrateRequest{Prefix: "/demo", Action: api.MigrateBegin, To: "demo", Driver: "d1"}}, api.CodeConflict},
 		{"commit without a migration", Command{Op: OpMigrate, Migrate: &api.MigrateRequest{Prefix: "/demo", Action: api.MigrateCommit}}, api.CodeConflict},
 		{"unknown op", Command{Op: "frobnicate"}, api.CodeBadRequest},
 	}
@@ -172,7 +172,7 @@ func TestMigrationCommitAndAbortExclude(t *testing.T) {
 	a.do(Command{Op: OpCreateCell, CreateCell: &api.CreateCellRequest{Name: "b"}})
 	var began uint64
 	step := func(action, to string, seal uint64) Result {
-		r := a.do(Command{Op: OpMigrate, Migrate: &api.MigrateRequest{Prefix: "/demo", Action: action, To: to, SealIndex: seal, BeganAt: began}})
+		r := a.do(Command{Op: OpMigrate, Migrate: &api.MigrateRequest{Prefix: "/demo", Action: action, To: to, SealIndex: seal, BeganAt: began, Driver: "d1", Nodes: 3, Digest: "x"}})
 		if action == api.MigrateBegin && r.Err == nil {
 			began = r.Prefix.Migration.BeganAt
 		}
@@ -256,7 +256,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	a := bootstrapped(t, 6, "a", "b")
 	a.do(Command{Op: OpCreateCell, CreateCell: &api.CreateCellRequest{Name: "b", Replicas: 3}})
 	a.do(Command{Op: OpAssign, Assign: &api.AssignPrefixRequest{Prefix: "/orders", Cell: "b"}})
-	a.do(Command{Op: OpMigrate, Migrate: &api.MigrateRequest{Prefix: "/demo", Action: api.MigrateBegin, To: "b"}})
+	a.do(Command{Op: OpMigrate, Migrate: &api.MigrateRequest{Prefix: "/demo", Action: api.MigrateBegin, To: "b", Driver: "d1"}})
 	a.do(Command{Op: OpRegisterProxy, Proxy: &api.ProxyInfo{Name: "p1", APIAddr: "127.0.0.1:7201", Zone: "a"}})
 	var one, two bytes.Buffer
 	if err := a.s.Save(&one); err != nil {

@@ -264,7 +264,8 @@ func (bp batchPart) halves() []batchPart {
 // epoch of the cell: a newer one drops the events held, which belonged to
 // the old leadership (the client re-arms its watches on the new epoch).
 // A session the reply refuses (expired, unknown, a secret the cell does
-// not take) ends here; the others of the batch are renewed.
+// not take) ends here; one refused as unavailable is not renewed and is
+// tried again by the next batch; the others of the batch are renewed.
 func applyReply(epoch *uint64, all map[uint64]*proxySession, items []batchItem, resp api.KeepAliveBatchResponse) (wake []*proxySession) {
 	if resp.Epoch > *epoch {
 		// A new leader: every held KeepAlive answers now, so its client
@@ -277,9 +278,13 @@ func applyReply(epoch *uint64, all map[uint64]*proxySession, items []batchItem, 
 			wake = append(wake, ps)
 		}
 	}
+	// Only an item the leader renewed moves its lease base: one the reply
+	// refuses for any reason (unavailable while its expiry is in flight,
+	// not yet known to a new leader, ended, a wrong secret) keeps it, so
+	// its client is told the age of the lease the cell really has.
 	refused := map[uint64]bool{}
 	for _, r := range resp.Sessions {
-		if r.Error != nil {
+		if r.Error != nil && (!brokenRenewOnError || r.Error.Code == api.CodeUnauthorized) {
 			refused[r.Session] = true
 		}
 	}

@@ -229,3 +229,57 @@ func TestKeepAliveAnswersANewEpochAtOnce(t *testing.T) {
 		t.Fatal("a client behind the leader's epoch was held")
 	}
 }
+
+// TestApplyReplyRenewsOnlyWhatTheLeaderRenewed: an item the reply
+// refuses, for whatever reason, keeps its lease base (the client is told
+// the age of the lease the cell really has); only an item the leader
+// renewed (absent from the reply, or listed without an error) moves it.
+// `unavailable` is what a leader answers for a session whose expiry is in
+// flight: taking it for a renewal told the client its lease was fresh
+// while the expiry committed (issue 23, finding 6).
+func TestApplyReplyRenewsOnlyWhatTheLeaderRenewed(t *testing.T) {
+	lease := 12 * time.Second
+	base := t0.Add(-11 * time.Second)
+	cases := []struct {
+		name    string
+		reply   *api.BatchSession // nil: not listed (renewed, nothing to say)
+		renewed bool
+		ended   bool
+	}{
+		{"not listed", nil, true, false},
+		{"listed with events", &api.BatchSession{LeaseMS: 12000, Events: []api.Event{{Seq: 1}}}, true, false},
+		{"expiry in flight", &api.BatchSession{Error: api.Errorf(api.CodeUnavailable, "session 1 lease ran out; expiry in flight")}, false, false},
+		{"unknown to a new leader", &api.BatchSession{Error: api.Errorf(api.CodeUnavailable, "session 1 not yet known to the leader")}, false, false},
+		{"not leading any more", &api.BatchSession{Error: api.Errorf(api.CodeNotLeader, "not the leader")}, false, false},
+		{"expired", &api.BatchSession{Error: api.Errorf(api.CodeSessionExpired, "expired")}, false, true},
+		{"unknown session", &api.BatchSession{Error: api.Errorf(api.CodeNoSession, "no session")}, false, true},
+		{"wrong secret", &api.BatchSession{Error: api.Errorf(api.CodeUnauthorized, "wrong secret")}, false, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ps := &proxySession{id: 1, lease: lease, lastKA: t0, base: base, awaitBatch: true}
+			all := map[uint64]*proxySession{1: ps}
+			resp := api.KeepAliveBatchResponse{Epoch: 3}
+			if tc.reply != nil {
+				r := *tc.reply
+				r.Session = 1
+				resp.Sessions = []api.BatchSession{r}
+			}
+			epoch := uint64(3)
+			wake := applyReply(&epoch, all, []batchItem{{ps: ps, lastKA: t0}}, resp)
+			if got := ps.base.Equal(t0); got != tc.renewed {
+				t.Fatalf("lease base %v (client told the lease began %v before its KeepAlive), renewed=%v: want renewed=%v",
+					ps.base, t0.Sub(ps.base), got, tc.renewed)
+			}
+			if !tc.renewed && !ps.base.Equal(base) {
+				t.Fatalf("lease base moved to %v on a refusal", ps.base)
+			}
+			if (ps.err != nil) != tc.ended {
+				t.Fatalf("session error %v, want ended=%v", ps.err, tc.ended)
+			}
+			if !tc.renewed && !tc.ended && len(wake) != 0 {
+				t.Fatalf("woke %d sessions on a refusal: the held KeepAlive waits for a batch that renews it", len(wake))
+			}
+		})
+	}
+}

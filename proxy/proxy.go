@@ -84,14 +84,11 @@ type Proxy struct {
 	quota     *watchQuota
 
 	clients atomic.Int64
-	// lastRefresh is when a request for an unknown cell last made the
-	// proxy read the directory (unix ns).
-	lastRefresh atomic.Int64
-	srv         *fasthttp.Server
-	ln          net.Listener
-	ctx         context.Context
-	cancel      context.CancelFunc
-	wg          sync.WaitGroup
+	srv     *fasthttp.Server
+	ln      net.Listener
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 }
 
 // ErrLockdsUnreachable is Start's error when no lockd served the directory
@@ -231,28 +228,12 @@ func (p *Proxy) table(cell string) (*cellTable, error) {
 	return t, nil
 }
 
+// knowsCell reports whether the directory names cell: a cell the
+// proxy's view lacks (one created a moment ago) is looked up again in a
+// directory read (the SDK's, shared by every such request and bounded by
+// api.UnknownCellWait) before the request is refused wrong_cell.
 func (p *Proxy) knowsCell(cell string) bool {
-	has := func() bool {
-		for _, c := range p.up.Directory().Cells {
-			if c.Name == cell {
-				return true
-			}
-		}
-		return false
-	}
-	if has() {
-		return true
-	}
-	// A cell created since? Read the directory again, at most once a
-	// second whatever names clients send.
-	now := time.Now().UnixNano()
-	if last := p.lastRefresh.Load(); now-last < int64(time.Second) || !p.lastRefresh.CompareAndSwap(last, now) {
-		return false
-	}
-	ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
-	defer cancel()
-	_ = p.up.RefreshDirectory(ctx)
-	return has()
+	return p.up.KnowsCell(p.ctx, cell)
 }
 
 func (p *Proxy) tables() []*cellTable {

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -66,24 +67,49 @@ func TestForwardPassesTheClientsAuthorization(t *testing.T) {
 		t.Fatalf("node %+v %v", n, ok)
 	}
 
-	// A KeepAlive for a cell the directory does not have is refused, and
-	// a burst of them reads the directory at most once a second.
-	for i := 0; i < 20; i++ {
+	// A KeepAlive for a cell the directory does not have is refused once
+	// a directory read that began after it arrived does not name the cell
+	// either (a cell created a moment ago would be found); such requests
+	// share reads, which start api.DirectoryRefreshGap apart at least:
+	// one after another, and all at once.
+	keepAliveNope := func() error {
 		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
 		req.SetRequestURI("http://" + p.Addr() + api.RouteSessionKeepAlive)
 		req.Header.SetMethod(fasthttp.MethodPost)
 		req.SetBodyString(`{"cell":"nope","session":7,"secret":"0123456789abcdef0123456789abcdef"}`)
 		if err := fasthttp.DoTimeout(req, resp, 10*time.Second); err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if resp.StatusCode() != api.CodeWrongCell.HTTPStatus() {
-			t.Fatalf("keepalive on an unknown cell: %d %s", resp.StatusCode(), resp.Body())
+			return fmt.Errorf("keepalive on an unknown cell: %d %s", resp.StatusCode(), resp.Body())
 		}
-		fasthttp.ReleaseRequest(req)
-		fasthttp.ReleaseResponse(resp)
+		return nil
 	}
-	if n := len(fc.Requests(api.RouteDirectory)); n > 3 {
-		t.Fatalf("%d directory reads for 20 requests naming an unknown cell", n)
+	before, start := len(fc.Requests(api.RouteDirectory)), time.Now()
+	for i := 0; i < 20; i++ {
+		if err := keepAliveNope(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	elapsed := time.Since(start)
+	if n := len(fc.Requests(api.RouteDirectory)) - before; n < 1 || n > int(elapsed/api.DirectoryRefreshGap)+2 {
+		t.Fatalf("%d directory reads in %v for 20 requests naming an unknown cell, one after another: want at least one, at most one per %v",
+			n, elapsed, api.DirectoryRefreshGap)
+	}
+	before = len(fc.Requests(api.RouteDirectory))
+	errs := make(chan error, 50)
+	for range 50 {
+		go func() { errs <- keepAliveNope() }()
+	}
+	for range 50 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(fc.Requests(api.RouteDirectory)) - before; n > 3 {
+		t.Fatalf("%d directory reads for 50 requests at once naming an unknown cell: they must share reads", n)
 	}
 }
 

@@ -17,7 +17,7 @@ const backupTimeout = 5 * time.Minute
 // returns where it went, its index and the digest a restore reports. A
 // retry after an unknown outcome takes another backup, which is harmless.
 func (c *Client) Backup(ctx context.Context, cell string) (api.BackupResponse, error) {
-	cs, err := c.cellByName(cell)
+	cs, err := c.cellNamed(ctx, cell)
 	if err != nil {
 		return api.BackupResponse{}, err
 	}
@@ -100,7 +100,7 @@ func (c *Client) migrateStep(ctx context.Context, req api.MigrateRequest) (api.P
 
 // prefixOp runs one migration step on a cell's leader.
 func (c *Client) prefixOp(ctx context.Context, req api.PrefixOpRequest) (api.PrefixOpResponse, error) {
-	cs, err := c.cellByName(req.Cell)
+	cs, err := c.cellNamed(ctx, req.Cell)
 	if err != nil {
 		return api.PrefixOpResponse{}, err
 	}
@@ -117,7 +117,7 @@ func (c *Client) prefixOp(ctx context.Context, req api.PrefixOpRequest) (api.Pre
 // refused and changes nothing. Running it again resumes one a crash left
 // pending.
 func (c *Client) ChangeMember(ctx context.Context, req api.MemberRequest) (api.CellInfo, error) {
-	cs, err := c.cellByName(req.Cell)
+	cs, err := c.cellNamed(ctx, req.Cell)
 	if err != nil {
 		return api.CellInfo{}, err
 	}

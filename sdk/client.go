@@ -29,6 +29,9 @@ type Client struct {
 	seeds *cellState // Config.Endpoints, for directory loads
 	dir   atomic.Pointer[routes]
 	dirMu sync.Mutex // serialises directory refreshes
+	// unknownCells shares the directory reads for cells the view lacks
+	// (dirrefresh.go).
+	unknownCells dirRefresher
 
 	// ctx ends when Close starts: it stops keepalive loops, backoff sleeps
 	// and waits for sessions.
@@ -321,7 +324,7 @@ type sessionSlot struct {
 // Session returns the client's live session on cell, opening one if there
 // is none (the first, or because the last one expired or was closed).
 func (c *Client) Session(ctx context.Context, cell string) (*Session, error) {
-	cs, err := c.cellByName(cell)
+	cs, err := c.cellNamed(ctx, cell)
 	if err != nil {
 		return nil, err
 	}

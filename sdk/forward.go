@@ -21,7 +21,7 @@ func (c *Client) Forward(ctx context.Context, cell, route string, body []byte, o
 	cs := c.seeds
 	if cell != "" {
 		var err error
-		if cs, err = c.cellByName(cell); err != nil {
+		if cs, err = c.cellNamed(ctx, cell); err != nil {
 			return nil, err
 		}
 	}

@@ -2,6 +2,8 @@ package sdk
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -31,123 +33,182 @@ type MoveResult struct {
 	Total    time.Duration
 }
 
+// MoveOption changes how MovePrefix drives a migration.
+type MoveOption func(*moveOptions)
+
+type moveOptions struct{ takeOver bool }
+
+// TakeOver makes MovePrefix take over a migration of the prefix to the
+// same cell that another client drives (one that died, or that then
+// stops at its next step, refused with migration_in_progress). Without
+// it such a migration is refused with migration_in_progress.
+func TakeOver() MoveOption { return func(o *moveOptions) { o.takeOver = true } }
+
 // MovePrefix moves a prefix to another cell, safely at every step, and
-// resumes a migration of the prefix to the same cell that an earlier
-// call (or a crashed lockctl) left in flight:
+// finishes a committed migration of the prefix that an earlier call (or
+// a crashed lockctl) left in flight:
 //
-//  1. the directory records the migration (begin);
+//  1. the directory records the migration (begin) and this call as its
+//     one driver (a random name): while it drives, another client's
+//     begin is refused (migration_in_progress) unless it takes over
+//     (TakeOver), after which this one's steps are refused and it stops;
 //  2. the old cell seals the prefix: from that entry on it refuses every
 //     write and read under it with moved, and its ephemeral nodes are
-//     gone (their holders get lock-lost), so no two cells ever grant
-//     under the prefix;
+//     gone (their holders get lock-lost; on the new cell nobody gets
+//     their locks before their lease and lock-delay may have run), so no
+//     two cells ever grant under the prefix; the seal counts and digests
+//     the prefix's nodes, and the directory records both;
 //  3. the persistent nodes, frozen by the seal, are copied page by page
-//     into the new cell, which keeps them staged (not served);
-//  4. the directory commits the move with the prefix's epoch + 1: from
-//     here it only goes forward, and every token issued after it compares
-//     above every token issued before;
+//     into the new cell under this driver's generation (a page of a
+//     driver taken over is refused there), which keeps them staged (not
+//     served) and counts and digests the complete copy;
+//  4. the directory commits the move with the prefix's epoch + 1, only if
+//     the copy's count and digest are the seal's (else copy_mismatch and
+//     nothing changes): from here it only goes forward, and every token
+//     issued after it compares above every token issued before;
 //  5. the new cell's leader serves the staged copy (ensure_prefix) as soon
 //     as it reads the directory; the old cell drops its copy, keeping the
 //     sealed root that answers moved.
 //
 // Each step is idempotent; before step 4 AbortMove undoes the move.
-func (c *Client) MovePrefix(ctx context.Context, prefix, to string, progress func(MoveProgress)) (MoveResult, error) {
+func (c *Client) MovePrefix(ctx context.Context, prefix, to string, progress func(MoveProgress), opts ...MoveOption) (MoveResult, error) {
 	if progress == nil {
 		progress = func(MoveProgress) {}
 	}
+	var o moveOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	start := time.Now()
 	res := MoveResult{Prefix: prefix, To: to}
-	if err := c.RefreshDirectory(ctx); err != nil {
+	pi, err := c.beginMove(ctx, prefix, to, o.takeOver)
+	if err != nil {
 		return res, err
 	}
-	dir := c.Directory()
-	pi, ok := dir.Prefix(prefix)
-	if !ok {
-		return res, api.Errorf(api.CodeNotFound, "no prefix %s in the directory", prefix)
-	}
-	if m := pi.Migration; m != nil && m.Phase == api.MigrationAborting {
-		if err := c.finishAbort(ctx, pi); err != nil {
-			return res, err
-		}
-	}
-	if pi.Migration == nil || pi.Migration.Phase == api.MigrationSealing {
-		var err error
-		if pi, err = c.migrateStep(ctx, api.MigrateRequest{Prefix: prefix, Action: api.MigrateBegin, To: to}); err != nil {
-			return res, err
-		}
-	}
 	m := *pi.Migration
-	if m.To != to {
-		return res, api.Errorf(api.CodeConflict, "a migration of %s to %s is in flight: finish or abort it first", prefix, m.To)
-	}
 	res.From = m.From
-	progress(MoveProgress{Step: "begun", Detail: fmt.Sprintf("%s → %s at directory index %d", m.From, m.To, m.BeganAt)})
+	progress(MoveProgress{Step: "begun", Detail: fmt.Sprintf("%s → %s at directory index %d (driver generation %d)", m.From, m.To, m.BeganAt, m.Gen)})
 	var sealedAt time.Time
 	if m.Phase == api.MigrationSealing {
-		seal, err := c.prefixOp(ctx, api.PrefixOpRequest{Cell: m.From, Prefix: prefix, Op: api.PrefixSeal, To: to, DirIndex: m.BeganAt})
-		if err != nil {
-			return res, fmt.Errorf("seal on %s: %w", m.From, err)
+		if pi, sealedAt, err = c.sealCopyCommit(ctx, pi, &res, progress); err != nil {
+			return res, moveFailed(err, prefix, to, false)
 		}
-		sealedAt = time.Now()
-		res.SealIndex = seal.Index
-		if _, err := c.migrateStep(ctx, api.MigrateRequest{Prefix: prefix, Action: api.MigrateSealed, SealIndex: seal.Index, BeganAt: m.BeganAt}); err != nil {
-			return res, err
-		}
-		progress(MoveProgress{Step: "sealed", Detail: fmt.Sprintf("%s refuses writes under %s from index %d", m.From, prefix, seal.Index)})
-		n, err := c.copyPrefix(ctx, prefix, m.From, to, pi.Epoch+1, progress)
-		res.Nodes = n
-		if err != nil {
-			return res, err
-		}
-		if pi, err = c.migrateStep(ctx, api.MigrateRequest{Prefix: prefix, Action: api.MigrateCommit, BeganAt: m.BeganAt}); err != nil {
-			return res, err
-		}
-		progress(MoveProgress{Step: "committed", Nodes: n, Detail: fmt.Sprintf("%s is on %s at epoch %d", prefix, to, pi.Epoch)})
 	}
 	res.Epoch = pi.Epoch
-	// The new cell serves once its leader has read the commit.
-	for attempt := 0; ; attempt++ {
-		st, err := c.prefixOp(ctx, api.PrefixOpRequest{Cell: to, Prefix: prefix, Op: api.PrefixState})
-		if err == nil && st.State == api.PrefixServing && st.Epoch >= pi.Epoch {
-			break
-		}
-		if ctx.Err() != nil {
-			return res, ctx.Err()
-		}
-		sleepCtx(ctx, min(backoff(attempt), 200*time.Millisecond))
+	if err := c.finishMove(ctx, prefix, m, pi.Epoch, progress); err != nil {
+		return res, moveFailed(err, prefix, to, true)
 	}
 	if !sealedAt.IsZero() {
 		res.Refusing = time.Since(sealedAt)
-	}
-	progress(MoveProgress{Step: "serving", Nodes: res.Nodes, Detail: fmt.Sprintf("%s serves %s", to, prefix)})
-	if _, err := c.prefixOp(ctx, api.PrefixOpRequest{Cell: m.From, Prefix: prefix, Op: api.PrefixDrop}); err != nil {
-		return res, fmt.Errorf("drop the old copy on %s: %w", m.From, err)
-	}
-	progress(MoveProgress{Step: "dropped", Detail: fmt.Sprintf("%s dropped its copy (it answers moved)", m.From)})
-	if _, err := c.migrateStep(ctx, api.MigrateRequest{Prefix: prefix, Action: api.MigrateEnd, BeganAt: m.BeganAt}); err != nil {
-		return res, err
 	}
 	res.Total = time.Since(start)
 	progress(MoveProgress{Step: "done", Nodes: res.Nodes})
 	return res, nil
 }
 
-// copyPrefix copies the sealed prefix's persistent nodes from one cell to
-// another, page by page, and returns how many it copied.
-func (c *Client) copyPrefix(ctx context.Context, prefix, from, to string, epoch uint64, progress func(MoveProgress)) (int, error) {
-	after, n := "", 0
-	for page := 0; ; page++ {
-		exp, err := c.prefixOp(ctx, api.PrefixOpRequest{Cell: from, Prefix: prefix, Op: api.PrefixExport, After: after, Limit: exportPage})
-		if err != nil {
-			return n, fmt.Errorf("export from %s: %w", from, err)
+// beginMove finishes an aborted migration of prefix left in flight, and
+// begins (or takes over, or finds committed) the migration to to, with a
+// new random driver name.
+func (c *Client) beginMove(ctx context.Context, prefix, to string, takeOver bool) (api.PrefixInfo, error) {
+	if err := c.RefreshDirectory(ctx); err != nil {
+		return api.PrefixInfo{}, err
+	}
+	pi, ok := c.Directory().Prefix(prefix)
+	if !ok {
+		return pi, api.Errorf(api.CodeNotFound, "no prefix %s in the directory", prefix)
+	}
+	if m := pi.Migration; m != nil && m.Phase == api.MigrationAborting {
+		if err := c.finishAbort(ctx, pi); err != nil {
+			return pi, err
 		}
-		req := api.PrefixOpRequest{Cell: to, Prefix: prefix, Op: api.PrefixStage, Epoch: epoch, First: page == 0, Last: !exp.More, Nodes: exp.Nodes}
-		if _, err := c.prefixOp(ctx, req); err != nil {
-			return n, fmt.Errorf("stage on %s: %w", to, err)
+	}
+	if pi.Migration == nil || pi.Migration.Phase != api.MigrationCommitted {
+		var nonce [16]byte
+		if _, err := rand.Read(nonce[:]); err != nil {
+			return pi, fmt.Errorf("a driver name for the migration: %w", err)
+		}
+		var err error
+		req := api.MigrateRequest{Prefix: prefix, Action: api.MigrateBegin, To: to, Driver: hex.EncodeToString(nonce[:]), TakeOver: takeOver}
+		if pi, err = c.migrateStep(ctx, req); err != nil {
+			return pi, err
+		}
+	}
+	if m := pi.Migration; m == nil || m.To != to {
+		return pi, api.Errorf(api.CodeConflict, "the directory shows no migration of %s to %s in flight (%+v): finish or abort the one there first", prefix, to, m)
+	}
+	return pi, nil
+}
+
+// sealCopyCommit seals the prefix on the old cell, records the seal,
+// copies the prefix to the new cell and commits the move.
+func (c *Client) sealCopyCommit(ctx context.Context, pi api.PrefixInfo, res *MoveResult, progress func(MoveProgress)) (api.PrefixInfo, time.Time, error) {
+	m, prefix := *pi.Migration, pi.Prefix
+	seal, err := c.prefixOp(ctx, api.PrefixOpRequest{Cell: m.From, Prefix: prefix, Op: api.PrefixSeal, To: m.To, DirIndex: m.BeganAt})
+	if err != nil {
+		return pi, time.Time{}, fmt.Errorf("seal on %s: %w", m.From, err)
+	}
+	sealedAt := time.Now()
+	res.SealIndex = seal.Index
+	rec := api.MigrateRequest{Prefix: prefix, Action: api.MigrateSealed, SealIndex: seal.Index, BeganAt: m.BeganAt, Driver: m.Driver, Nodes: seal.Count, Digest: seal.Digest}
+	if _, err := c.migrateStep(ctx, rec); err != nil {
+		return pi, sealedAt, err
+	}
+	progress(MoveProgress{Step: "sealed", Detail: fmt.Sprintf("%s refuses writes under %s from index %d (%d nodes)", m.From, prefix, seal.Index, seal.Count)})
+	last, n, err := c.copyPrefix(ctx, prefix, m, pi.Epoch+1, progress)
+	res.Nodes = n
+	if err != nil {
+		return pi, sealedAt, err
+	}
+	commit := api.MigrateRequest{Prefix: prefix, Action: api.MigrateCommit, BeganAt: m.BeganAt, Driver: m.Driver, Nodes: last.Count, Digest: last.Digest}
+	if pi, err = c.migrateStep(ctx, commit); err != nil {
+		return pi, sealedAt, err
+	}
+	progress(MoveProgress{Step: "committed", Nodes: n, Detail: fmt.Sprintf("%s is on %s at epoch %d", prefix, m.To, pi.Epoch)})
+	return pi, sealedAt, nil
+}
+
+// finishMove waits for the new cell to serve the prefix at epoch, then
+// drops the old cell's copy and ends the migration in the directory.
+func (c *Client) finishMove(ctx context.Context, prefix string, m api.Migration, epoch uint64, progress func(MoveProgress)) error {
+	for attempt := 0; ; attempt++ {
+		st, err := c.prefixOp(ctx, api.PrefixOpRequest{Cell: m.To, Prefix: prefix, Op: api.PrefixState})
+		if err == nil && st.State == api.PrefixServing && st.Epoch >= epoch {
+			break
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		sleepCtx(ctx, min(backoff(attempt), 200*time.Millisecond))
+	}
+	progress(MoveProgress{Step: "serving", Detail: fmt.Sprintf("%s serves %s", m.To, prefix)})
+	if _, err := c.prefixOp(ctx, api.PrefixOpRequest{Cell: m.From, Prefix: prefix, Op: api.PrefixDrop}); err != nil {
+		return fmt.Errorf("drop the old copy on %s: %w", m.From, err)
+	}
+	progress(MoveProgress{Step: "dropped", Detail: fmt.Sprintf("%s dropped its copy (it answers moved)", m.From)})
+	_, err := c.migrateStep(ctx, api.MigrateRequest{Prefix: prefix, Action: api.MigrateEnd, BeganAt: m.BeganAt, Driver: m.Driver})
+	return err
+}
+
+// copyPrefix copies the sealed prefix's persistent nodes from the old
+// cell to the new, page by page under the driver's generation, and
+// returns the last page's result (the copy's count and digest) and how
+// many nodes it copied.
+func (c *Client) copyPrefix(ctx context.Context, prefix string, m api.Migration, epoch uint64, progress func(MoveProgress)) (api.PrefixOpResponse, int, error) {
+	after, n := "", 0
+	for page := uint64(0); ; page++ {
+		exp, err := c.prefixOp(ctx, api.PrefixOpRequest{Cell: m.From, Prefix: prefix, Op: api.PrefixExport, After: after, Limit: exportPage})
+		if err != nil {
+			return api.PrefixOpResponse{}, n, fmt.Errorf("export from %s: %w", m.From, err)
+		}
+		req := api.PrefixOpRequest{Cell: m.To, Prefix: prefix, Op: api.PrefixStage, Epoch: epoch, First: page == 0, Last: !exp.More, Nodes: exp.Nodes, Gen: m.Gen, Page: page}
+		st, err := c.prefixOp(ctx, req)
+		if err != nil {
+			return st, n, fmt.Errorf("stage on %s: %w", m.To, err)
 		}
 		n += len(exp.Nodes)
 		progress(MoveProgress{Step: "copying", Nodes: n})
 		if !exp.More {
-			return n, nil
+			return st, n, nil
 		}
 		after = exp.Nodes[len(exp.Nodes)-1].Path
 	}

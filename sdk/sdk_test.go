@@ -234,11 +234,17 @@ func TestLocalErrorsSendNothing(t *testing.T) {
 	if _, err := c.Put(ctx, "/demo/big", make([]byte, api.MaxValueSize+1)); !errors.Is(err, ErrValueTooLarge) {
 		t.Fatalf("err = %v, want value_too_large", err)
 	}
+	if n := len(fc.requests("")) - before; n != 0 {
+		t.Fatalf("%d requests sent for local errors", n)
+	}
+	// A cell the client's directory does not name may have been created
+	// since: the directory is read once more, and nothing else is sent.
+	before, dirBefore := len(fc.requests("")), len(fc.requests(api.RouteDirectory))
 	if _, err := c.Session(ctx, "nope"); !errors.Is(err, ErrWrongCell) {
 		t.Fatalf("err = %v, want wrong_cell", err)
 	}
-	if n := len(fc.requests("")) - before; n != 0 {
-		t.Fatalf("%d requests sent for local errors", n)
+	if n, dir := len(fc.requests(""))-before, len(fc.requests(api.RouteDirectory))-dirBefore; n != 1 || dir != 1 {
+		t.Fatalf("%d requests (%d directory reads) sent for a session on an unknown cell, want one directory read", n, dir)
 	}
 	if cell, err := c.CellFor("/demo/x/y"); err != nil || cell != fc.name {
 		t.Fatalf("CellFor = %q, %v", cell, err)

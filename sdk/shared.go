@@ -29,7 +29,7 @@ func (w *Watch) Stop() { w.s.dropWatch(w.C) }
 // from the leader, asking to cache it. The reply says whether the leader
 // made it cacheable, and so will invalidate the session before it changes.
 func (c *Client) SharedGet(ctx context.Context, cell, path string) (resp api.GetResponse, hit bool, err error) {
-	cs, err := c.cellByName(cell)
+	cs, err := c.cellNamed(ctx, cell)
 	if err != nil {
 		return resp, false, err
 	}
@@ -61,7 +61,7 @@ func (c *Client) SharedGet(ctx context.Context, cell, path string) (resp api.Get
 // body as the cell sent it, the index the watch was armed at, and the
 // watch.
 func (c *Client) SharedWatchRead(ctx context.Context, cell, route string, req api.ReadRequest) ([]byte, uint64, *Watch, error) {
-	cs, err := c.cellByName(cell)
+	cs, err := c.cellNamed(ctx, cell)
 	if err != nil {
 		return nil, 0, nil, err
 	}
@@ -92,7 +92,7 @@ func (c *Client) SharedWatchRead(ctx context.Context, cell, route string, req ap
 // as armed at its Since: the cell fires at once any whose node changed
 // after it. It returns the watches in spec order and the cell's index.
 func (c *Client) SharedRearm(ctx context.Context, cell string, specs []api.WatchSpec) ([]*Watch, uint64, error) {
-	cs, err := c.cellByName(cell)
+	cs, err := c.cellNamed(ctx, cell)
 	if err != nil {
 		return nil, 0, err
 	}

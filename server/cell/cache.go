@@ -9,31 +9,38 @@ import (
 
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/server/cachers"
-	"github.com/lockservice/lockd/server/fsm"
 	"github.com/lockservice/lockd/server/session"
 )
 
-// beforeChange makes path safe to change: no client serves it from a cache
-// once the change commits. It waits until every client has seen this
-// leadership (a new leader knows no cachers), then invalidates the
-// sessions caching path and waits until each has acknowledged, its lease
-// has run out, or the invalidation's deadline (one cache window after
-// its last renewal before it) has passed. Reads of path are uncacheable until done is called,
-// after the change applied (or failed). An error means the change must
-// not be proposed: nothing was applied.
-func (c *Cell) beforeChange(ctx context.Context, path string) (done func(), err error) {
-	return c.beforeChangeOf(ctx, path, true)
-}
-
-// beforeDelete is beforeChange for a delete. Deleting an ephemeral node (a
+// beforeDelete is beforeChangeOf for a delete. Deleting an ephemeral node (a
 // lock released, a member leaving) skips the fence: no client can have
 // cached it under an earlier leader (ephemeral nodes are never
 // cacheable), and a persistent node that replaced it since this check was
 // created under this leader, so its cachers are in the table and are
-// invalidated as usual. The lock path stays as fast after a fail-over as
-// before caching existed.
-func (c *Cell) beforeDelete(ctx context.Context, path string) (done func(), err error) {
-	return c.beforeChangeOf(ctx, path, !c.ephemeralHere(path))
+// invalidated as usual.
+func (c *Cell) beforeDelete(ctx context.Context, path string) (done func(error), err error) {
+	return c.beforeChangeOf(ctx, []string{path}, !c.ephemeralHere(path))
+}
+
+// beforeCreate is beforeChangeOf for a node created at path (a create, or a
+// put that may create): the node itself was cached by nobody, but its
+// parent's child count and child index change, so the parent (and, with
+// make_parents, every ancestor that exists) is invalidated first. A node
+// that ever had a child is never granted to a cache (cacheableNode), so
+// only a first child's create can change what a cached node's metadata
+// says, and a lock directory's creates find no cachers to wait for.
+func (c *Cell) beforeCreate(ctx context.Context, path string, makeParents bool, also ...string) (done func(error), err error) {
+	paths := append([]string{}, also...)
+	for p := api.Parent(path); p != "/"; p = api.Parent(p) {
+		paths = append(paths, p)
+		if !makeParents {
+			break
+		}
+	}
+	if len(paths) == 0 || brokenSkipsParent {
+		return func(error) {}, nil
+	}
+	return c.beforeChangeOf(ctx, paths, true)
 }
 
 // ephemeralHere reports whether this replica's state has an ephemeral
@@ -47,30 +54,50 @@ func (c *Cell) ephemeralHere(path string) bool {
 	return r.Exists && r.Node.Ephemeral
 }
 
-func (c *Cell) beforeChangeOf(ctx context.Context, path string, fence bool) (done func(), err error) {
+// beforeChangeOf makes paths safe to change: no client serves one from a
+// cache once the change commits. It waits until no session may still
+// serve one of them from an earlier leader's grant (the fence, per node:
+// session.WaitFencedFor), then invalidates the sessions caching them and
+// waits until each has acknowledged, its lease has run out, or the
+// invalidation's deadline (one cache window after its last renewal before
+// it) has passed. Reads of the paths are uncacheable until done is called
+// with the proposal's error (finish): at once if the change applied or was
+// refused, else once its fate is known. An error means the change must not
+// be proposed: nothing was applied. Without fence (an ephemeral node's
+// delete) it does not wait for the fence.
+func (c *Cell) beforeChangeOf(ctx context.Context, paths []string, fence bool) (done func(error), err error) {
 	if brokenSkipsInvalidation {
-		return func() {}, nil
+		return func(error) {}, nil
 	}
 	if fence && !brokenSkipsFence {
-		if err := c.sessions.WaitFenced(ctx); err != nil {
+		if err := c.sessions.WaitFencedFor(ctx, session.Scope{Paths: paths}); err != nil {
 			return nil, err
 		}
 	}
-	sessions, end := c.cachers.Begin(path, time.Now())
-	byPaths := make(map[uint64][]string, len(sessions))
-	for _, s := range sessions {
-		byPaths[s] = []string{path}
+	byPaths := map[uint64][]string{}
+	ends := make([]func(bool), 0, len(paths))
+	for _, p := range paths {
+		sessions, end := c.cachers.Begin(p, time.Now())
+		ends = append(ends, end)
+		for _, s := range sessions {
+			byPaths[s] = append(byPaths[s], p)
+		}
+	}
+	end := func(acked bool) {
+		for _, e := range ends {
+			e(acked)
+		}
 	}
 	if err := c.invalidate(ctx, byPaths); err != nil {
 		end(false)
 		return nil, err
 	}
-	return func() { end(true) }, nil
+	return c.finish(func() { end(true) }), nil
 }
 
-// beforeSeal is beforeChange for every node under prefix.
-func (c *Cell) beforeSeal(ctx context.Context, prefix string) (done func(), err error) {
-	if err := c.sessions.WaitFenced(ctx); err != nil {
+// beforeSeal is beforeChangeOf for every node under prefix.
+func (c *Cell) beforeSeal(ctx context.Context, prefix string) (done func(error), err error) {
+	if err := c.sessions.WaitFencedFor(ctx, session.Scope{Under: prefix}); err != nil {
 		return nil, err
 	}
 	byPaths, end := c.cachers.BeginUnder(prefix, time.Now())
@@ -78,7 +105,7 @@ func (c *Cell) beforeSeal(ctx context.Context, prefix string) (done func(), err 
 		end(false)
 		return nil, err
 	}
-	return func() { end(true) }, nil
+	return c.finish(func() { end(true) }), nil
 }
 
 // invalidate sends each session an invalidation of each of its paths and
@@ -142,34 +169,35 @@ func (c *Cell) revoke(s uint64) {
 	}
 }
 
-// registerCacher records the reader's session as a cacher of path if it
-// may cache (a lease here, no change of path in flight, no invalidation
-// it has not acknowledged, not refused, under the caps), and returns the
-// leader epoch it was recorded under (0: not recorded, the read is
-// served uncached). A missing or ephemeral node is never recorded: no
-// client caches it. A session's first cacheable read first commits that
-// it caches.
-func (c *Cell) registerCacher(ctx context.Context, req api.ReadRequest) uint64 {
+// registerCacher grants the reader's session path to cache if it may (a
+// lease here, no change of path in flight, no invalidation it has not
+// acknowledged, not refused, under the caps, past the fence for it and
+// for path: session.MayGrant, and a write of its tenant's quota to spend:
+// grant), and returns the leader epoch it was granted under (0: not
+// granted, the read is served uncached). A missing, ephemeral or parent
+// node is never granted (cachecheck.go). The session enters the cachers
+// table first, then the grant is committed to its record (recordGrant)
+// before the read is answered, so that a later leader knows whom a change
+// of path must wait for.
+func (c *Cell) registerCacher(ctx context.Context, req api.ReadRequest, grant GrantCheck) uint64 {
 	if !req.Cache || req.Session == 0 || req.Watch != "" || !c.sessions.Has(req.Session) || c.sessions.Outstanding(req.Session) {
 		return 0
 	}
-	// While a new leader's fence runs, nobody is made a cacher: a change
-	// waits out the fence first, and an invalidation it then sends would
-	// have a deadline a whole window later still.
-	if !c.sessions.Fenced() && !brokenFenceCachers {
+	if !c.sessions.MayGrant(req.Session, req.Path) && !brokenFenceCachers {
 		return 0
-	}
-	chk, ok := c.cacheCheckOf(req.Path, req.Session)
-	if !ok || !chk.cacheable || !chk.live {
-		return 0
-	}
-	if !c.sessions.Caches(req.Session) {
-		if _, err := c.propose(ctx, &fsm.Command{Op: fsm.OpCacheSession, Target: req.Session}); err != nil || !c.sessions.Caches(req.Session) {
-			return 0
-		}
 	}
 	active, epoch := c.sessions.Active()
-	if !active || c.cachers.Register(req.Path, req.Session, chk.tenant) != cachers.Registered {
+	chk, ok := c.cacheCheckOf(req.Path, req.Session, epoch)
+	if !active || !ok || !chk.cacheable || !chk.live {
+		return 0
+	}
+	if c.cachers.Register(req.Path, req.Session, chk.tenant) != cachers.Registered {
+		return 0
+	}
+	if !c.recordGrant(ctx, req.Session, req.Path, epoch, grant) {
+		return 0
+	}
+	if now, still := c.sessions.Active(); !now || still != epoch {
 		return 0
 	}
 	return epoch
@@ -189,6 +217,9 @@ type CacheCounters struct {
 	// OldestChange is how long the oldest change still waiting for its
 	// cachers has waited (0 if none).
 	OldestChange time.Duration
+	// GrantsOverQuota counts reads served uncached because the reader's
+	// tenant had no write to spend on the grant.
+	GrantsOverQuota uint64
 }
 
 // CacheCounters reads the cache figures.
@@ -196,7 +227,8 @@ func (c *Cell) CacheCounters() CacheCounters {
 	paths, entries, oldest := c.cachers.Stats()
 	n := c.cachers.Counts()
 	k := CacheCounters{CachedPaths: paths, Cachers: entries, InvalidationsSent: c.invalSent.Load(), InvalidationsAcked: c.invalAcked.Load(),
-		DeadlinesMissed: c.sessions.Missed(), Revoked: n.Revoked, OverSessionCap: n.OverSession, OverTenantCap: n.OverTenant}
+		DeadlinesMissed: c.sessions.Missed(), Revoked: n.Revoked, OverSessionCap: n.OverSession, OverTenantCap: n.OverTenant,
+		GrantsOverQuota: c.grantsRefused.Load()}
 	if !oldest.IsZero() {
 		k.OldestChange = time.Since(oldest)
 	}

@@ -52,6 +52,11 @@ type Config struct {
 	// the lost cell issued after the backup (lockd restore sets them from
 	// the restore plan).
 	EpochFloors map[string]uint64
+	// LeaderEpochFloor, set on a replica imported from a backup by a
+	// restore plan (lockd restore), makes its leader_start carry the plan
+	// (restore.go): the first leader after the restore starts at this
+	// leader epoch at least and serves only the prefixes of EpochFloors.
+	LeaderEpochFloor uint64
 	// DefaultLease is given to sessions that do not ask for one.
 	DefaultLease time.Duration
 	// KeepAlive and Grace, if set, are told to clients at session open:
@@ -71,11 +76,18 @@ type Cell struct {
 	// onCommit observes every proposal this replica made: how long until
 	// it committed and applied (or failed), and whether it did.
 	onCommit atomic.Pointer[func(d time.Duration, committed bool)]
+	// barrier commits an entry after everything this replica proposed
+	// before (settle.go).
+	barrier  func(ctx context.Context, epoch uint64) error
 	sessions *session.Manager
 	watches  *watch.Table
 	cachers  *cachers.Table // who caches which node (leader only)
-	// invalSent and invalAcked count cache invalidations.
+	// invalSent and invalAcked count cache invalidations; grantsRefused
+	// the grants a reader's write quota refused (grants.go), which
+	// coalesces grant proposals.
 	invalSent, invalAcked atomic.Uint64
+	grantsRefused         atomic.Uint64
+	grants                grantFlights
 	confirms              *confirmer // batches KeepAlive ReadIndex rounds
 	// snapshots times this replica's snapshot saves and restores.
 	snapshots snapshotStats
@@ -119,6 +131,7 @@ func Start(nh *dragonboat.NodeHost, cfg Config) (*Cell, error) {
 	c.cachers = cachers.NewWithLimits(cachers.Limits{PerSession: api.MaxCachedPathsPerSession, PerTenant: api.MaxCachedPathsPerTenant,
 		MissesPerTenant: api.MaxCacheMissesPerTenant, Exempt: api.BootstrapAdmin})
 	c.confirms = newConfirmer(c.read, confirmWindow)
+	c.barrier = c.proposeBarrier
 	c.delays = newLockDelays(c.log, func(ctx context.Context, dir string, since uint64) error {
 		_, err := c.propose(ctx, &fsm.Command{Op: fsm.OpEndLockDelay, Path: dir, Since: since})
 		return err
@@ -354,7 +367,7 @@ func (c *Cell) adoptPrefix(p string, want PrefixPlacement, dirIndex uint64) bool
 		if active, _ := c.sessions.Active(); !active {
 			return false
 		}
-		cmd := fsm.Command{Op: fsm.OpEnsurePrefix, Path: p, Epoch: want.Epoch, Staged: want.Arriving}
+		cmd := fsm.Command{Op: fsm.OpEnsurePrefix, Path: p, Epoch: want.Epoch, Staged: want.Arriving, AtMS: time.Now().UnixMilli()}
 		if v, err := c.nh.StaleRead(c.cfg.Info.ShardID, prefixQuery{prefix: p}); err == nil {
 			st := v.(prefixState)
 			switch {
@@ -363,7 +376,7 @@ func (c *Cell) adoptPrefix(p string, want PrefixPlacement, dirIndex uint64) bool
 				st.State == fsm.PrefixSealed && (want.Leaving || st.SealDirIndex > dirIndex):
 				return true // nothing to do, or nothing it may do
 			case st.State == fsm.PrefixSealed:
-				cmd = fsm.Command{Op: fsm.OpUnsealPrefix, Path: p, DirIndex: dirIndex}
+				cmd = fsm.Command{Op: fsm.OpUnsealPrefix, Path: p, DirIndex: dirIndex, AtMS: time.Now().UnixMilli()}
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -390,7 +403,7 @@ func (c *Cell) adoptPrefix(p string, want PrefixPlacement, dirIndex uint64) bool
 // the previous leadership lasted as this replica saw it (LeaderClock).
 func (c *Cell) leaderStartCmd(term uint64) fsm.Command {
 	epoch, prev := c.clock.Prev()
-	return fsm.Command{Op: fsm.OpLeaderStart, ReplicaID: c.cfg.ReplicaID, Term: term, Epoch: epoch, PrevLeadershipMS: prev}
+	return fsm.Command{Op: fsm.OpLeaderStart, ReplicaID: c.cfg.ReplicaID, Term: term, Epoch: epoch, PrevLeadershipMS: prev, Restored: c.restoreStart()}
 }
 
 // afterApply updates the leader-only soft state after an entry applied. It
@@ -430,6 +443,9 @@ func (c *Cell) afterApply(s *fsm.State, a *fsm.Applied) {
 			c.watches.Reset()
 			c.cachers.Reset()
 			c.sessions.Start(s.Epoch(), s.Sessions())
+			if api.RestoredLeadership(s.Epoch()) {
+				c.sessions.HoldAll()
+			}
 			c.delays.start(s.Epoch(), s.LockDelays(), time.Now())
 			c.signalChange()
 		} else {
@@ -927,10 +943,15 @@ func (c *Cell) CloseSession(ctx context.Context, req api.CloseSessionRequest) er
 
 // Create creates a node.
 func (c *Cell) Create(ctx context.Context, req api.CreateRequest, who Caller) (api.CreateResponse, error) {
+	done, err := c.beforeCreate(ctx, req.Path, req.MakeParents)
+	if err != nil {
+		return api.CreateResponse{}, err
+	}
 	res, err := c.propose(ctx, who.stamp(&fsm.Command{
 		Op: fsm.OpCreate, WriteHeader: req.WriteHeader, Path: req.Path, Value: req.Value,
 		Ephemeral: req.Ephemeral, Sequential: req.Sequential, Lock: req.Lock, MakeParents: req.MakeParents, LockDelayMS: req.LockDelayMS,
 	}))
+	done(err)
 	if err != nil {
 		return api.CreateResponse{}, err
 	}
@@ -939,15 +960,15 @@ func (c *Cell) Create(ctx context.Context, req api.CreateRequest, who Caller) (a
 
 // Put writes a value, once no client can serve the old one from its cache.
 func (c *Cell) Put(ctx context.Context, req api.PutRequest, who Caller) (api.WriteResponse, error) {
-	done, err := c.beforeChange(ctx, req.Path)
+	done, err := c.beforeCreate(ctx, req.Path, req.MakeParents, req.Path)
 	if err != nil {
 		return api.WriteResponse{}, err
 	}
-	defer done()
 	res, err := c.propose(ctx, who.stamp(&fsm.Command{
 		Op: fsm.OpPut, WriteHeader: req.WriteHeader, Path: req.Path, Value: req.Value,
 		Version: req.Version, MakeParents: req.MakeParents,
 	}))
+	done(err)
 	if err != nil {
 		return api.WriteResponse{}, err
 	}
@@ -960,8 +981,8 @@ func (c *Cell) Delete(ctx context.Context, req api.DeleteRequest, who Caller) (a
 	if err != nil {
 		return api.WriteResponse{}, err
 	}
-	defer done()
 	res, err := c.propose(ctx, who.stamp(&fsm.Command{Op: fsm.OpDelete, WriteHeader: req.WriteHeader, Path: req.Path, Version: req.Version}))
+	done(err)
 	if err != nil {
 		return api.WriteResponse{}, err
 	}
@@ -971,7 +992,7 @@ func (c *Cell) Delete(ctx context.Context, req api.DeleteRequest, who Caller) (a
 // Get is a linearizable read of a node, optionally arming a watch or
 // recording the session as a cacher of it (before the read, so that a
 // change racing with it invalidates it).
-func (c *Cell) Get(ctx context.Context, req api.ReadRequest) (api.GetResponse, error) {
+func (c *Cell) Get(ctx context.Context, req api.ReadRequest, grant GrantCheck) (api.GetResponse, error) {
 	if req.Cache {
 		// Before the cacher is recorded (an entry): the read's own
 		// check comes after it.
@@ -979,13 +1000,13 @@ func (c *Cell) Get(ctx context.Context, req api.ReadRequest) (api.GetResponse, e
 			return api.GetResponse{}, err
 		}
 	}
-	epoch := c.registerCacher(ctx, req)
+	epoch := c.registerCacher(ctx, req, grant)
 	v, err := c.read(ctx, getQuery{path: req.Path, session: req.Session, secret: req.Secret, watch: req.Watch})
 	if err != nil {
 		return api.GetResponse{}, err
 	}
 	resp := v.(api.GetResponse)
-	if epoch != 0 && resp.Exists && !resp.Node.Ephemeral {
+	if epoch != 0 && resp.Exists && cacheableNode(resp.Node) {
 		resp.Cacheable, resp.Epoch = true, epoch
 	}
 	return resp, nil

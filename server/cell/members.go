@@ -7,6 +7,7 @@ import (
 	"github.com/lni/dragonboat/v4"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/server/fsm"
 )
 
 // Members is the cell's Raft membership as this replica's group has
@@ -25,6 +26,20 @@ func (c *Cell) Membership(ctx context.Context) (Members, error) {
 		return Members{}, raftError(err)
 	}
 	return Members{Voters: m.Nodes, Learners: m.NonVotings, Removed: m.Removed, ConfigChangeID: m.ConfigChangeID}, nil
+}
+
+// Barrier commits an entry that changes nothing (an empty confirm,
+// refused if the leader epoch has moved on, which commits it all the
+// same). Once it has, every entry proposed before it, a membership change
+// among them, has committed or never will: Raft commits a log in order,
+// and a new leader's log holds every committed entry.
+func (c *Cell) Barrier(ctx context.Context) error {
+	_, epoch := c.sessions.Active()
+	_, err := c.propose(ctx, &fsm.Command{Op: fsm.OpConfirm, Epoch: epoch})
+	if err == nil || IsRefusal(err) {
+		return nil
+	}
+	return err
 }
 
 // AddReplica adds a replica (a non-voting one when learner) at the

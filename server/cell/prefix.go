@@ -2,6 +2,7 @@ package cell
 
 import (
 	"context"
+	"time"
 
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/server/fsm"
@@ -20,9 +21,9 @@ func (c *Cell) PrefixOp(ctx context.Context, req api.PrefixOpRequest) (api.Prefi
 	case api.PrefixSeal:
 		cmd = fsm.Command{Op: fsm.OpSealPrefix, Path: req.Prefix, Cell: req.To, DirIndex: req.DirIndex}
 	case api.PrefixUnseal:
-		cmd = fsm.Command{Op: fsm.OpUnsealPrefix, Path: req.Prefix, DirIndex: req.DirIndex}
+		cmd = fsm.Command{Op: fsm.OpUnsealPrefix, Path: req.Prefix, DirIndex: req.DirIndex, AtMS: time.Now().UnixMilli()}
 	case api.PrefixStage:
-		cmd = fsm.Command{Op: fsm.OpStagePrefix, Path: req.Prefix, Epoch: req.Epoch, First: req.First, Last: req.Last, Nodes: req.Nodes}
+		cmd = fsm.Command{Op: fsm.OpStagePrefix, Path: req.Prefix, Epoch: req.Epoch, First: req.First, Last: req.Last, Nodes: req.Nodes, DirIndex: req.Gen, Page: req.Page}
 	case api.PrefixDrop:
 		cmd = fsm.Command{Op: fsm.OpDropPrefix, Path: req.Prefix}
 	case api.PrefixExport:
@@ -45,21 +46,22 @@ func (c *Cell) PrefixOp(ctx context.Context, req api.PrefixOpRequest) (api.Prefi
 	default:
 		return api.PrefixOpResponse{}, api.Errorf(api.CodeBadRequest, "unknown prefix op %q", req.Op)
 	}
+	done := func(error) {}
 	if req.Op == api.PrefixSeal {
 		// From the seal on the prefix is served by the new cell, whose
 		// leader knows none of this one's cachers.
-		done, err := c.beforeSeal(ctx, req.Prefix)
-		if err != nil {
+		var err error
+		if done, err = c.beforeSeal(ctx, req.Prefix); err != nil {
 			return api.PrefixOpResponse{}, err
 		}
-		defer done()
 	}
 	res, err := c.propose(ctx, &cmd)
+	done(err)
 	if err != nil {
 		return api.PrefixOpResponse{}, err
 	}
 	v, err := c.nh.StaleRead(c.cfg.Info.ShardID, prefixQuery{prefix: req.Prefix})
-	out := api.PrefixOpResponse{Index: res.Index, Epoch: res.Epoch}
+	out := api.PrefixOpResponse{Index: res.Index, Epoch: res.Epoch, Count: res.Count, Digest: res.Digest}
 	if err == nil {
 		out.State = v.(prefixState).State
 	}

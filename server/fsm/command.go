@@ -81,9 +81,10 @@ type Command struct {
 	ParentsFrom string `json:"parents_from,omitempty"`
 	// LockDelayMS: for a lock node's create, its lock-delay.
 	LockDelayMS int64 `json:"lock_delay_ms,omitempty"`
-	// AtMS: for close_session and expire_session, the proposer's wall
-	// clock (Unix ms). Shown as the start of a lock-delay the release
-	// begins; the delay itself is timed by the leader's monotonic clock.
+	// AtMS: for close_session, expire_session and ensure_prefix, the
+	// proposer's wall clock (Unix ms). Shown as the start of a lock-delay
+	// the release (or a moved prefix's first serving entry) begins; the
+	// delay itself is timed by the leader's monotonic clock.
 	AtMS int64 `json:"at_ms,omitempty"`
 	// Since: for end_lock_delay, the index of the release that began it.
 	Since uint64 `json:"since,omitempty"`
@@ -137,6 +138,9 @@ type Command struct {
 	Last  bool `json:"last,omitempty"`
 	// Nodes: for stage_prefix, persistent nodes in path order.
 	Nodes []api.ExportedNode `json:"nodes,omitempty"`
+	// Page: for stage_prefix, the page's number in its driver's copy (from
+	// 0); DirIndex is then that driver's generation (prefixmove.go).
+	Page uint64 `json:"page,omitempty"`
 
 	ReplicaID uint64 `json:"replica_id,omitempty"` // leader_start
 	Term      uint64 `json:"term,omitempty"`       // leader_start
@@ -145,6 +149,10 @@ type Command struct {
 	// its monotonic clock from its own apply of that leadership's
 	// leader_start to the proposal (a lower bound; 0 if unknown).
 	PrevLeadershipMS int64 `json:"prev_leadership_ms,omitempty"`
+	// Restored: for leader_start on a replica imported from a backup,
+	// the restore plan it was imported by; only the first leader_start
+	// after the restore applies it (restore.go).
+	Restored *RestoreStart `json:"restored,omitempty"`
 }
 
 // Encode serialises a command for the log.
@@ -175,6 +183,10 @@ type Result struct {
 	Secret  string     `json:"secret,omitempty"` // open_session: the session's secret
 	LeaseMS int64      `json:"lease_ms,omitempty"`
 	Epoch   uint64     `json:"epoch,omitempty"`
+	// Count and Digest: for seal_prefix, and the last page of
+	// stage_prefix, the prefix's persistent nodes (prefixDigest).
+	Count  int    `json:"count,omitempty"`
+	Digest string `json:"digest,omitempty"`
 }
 
 // Encode serialises a result (results are kept per session for dedupe).

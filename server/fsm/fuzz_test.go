@@ -104,7 +104,7 @@ func (d *fuzzDriver) version(b byte, path string) *uint64 {
 
 func (d *fuzzDriver) next() []byte {
 	var c Command
-	switch op := d.byte() % 14; op {
+	switch op := d.byte() % 15; op {
 	case 0:
 		b := d.byte()
 		c = Command{Op: OpOpenSession, LeaseMS: int64(b&0x7f) * 100}
@@ -135,6 +135,9 @@ func (d *fuzzDriver) next() []byte {
 			c.Ephemeral, c.Sequential = true, true
 			if g&0x40 == 0 {
 				c.Path = "/p/l/k-"
+			}
+			if g&0x80 != 0 {
+				c.LockDelayMS = 1000 // its holder's end starts a lock-delay
 			}
 		}
 		switch {
@@ -171,6 +174,8 @@ func (d *fuzzDriver) next() []byte {
 		if b&0x80 != 0 && b&0x40 != 0 {
 			c.Epoch++ // refused
 		}
+	case 14:
+		c = d.endDelay(d.byte())
 	default: // 11, raw bytes: mostly undecodable
 		n := int(d.byte() % 8)
 		raw := make([]byte, 0, n)
@@ -180,6 +185,21 @@ func (d *fuzzDriver) next() []byte {
 		return raw
 	}
 	return c.Encode()
+}
+
+// endDelay is mostly the end of a lock-delay in force (on a directory, or
+// kept for one deleted), sometimes one naming another release.
+func (d *fuzzDriver) endDelay(b byte) Command {
+	ds := d.ref.LockDelays()
+	if len(ds) == 0 {
+		return Command{Op: OpEndLockDelay, Path: "/p/l", Since: uint64(b)}
+	}
+	ld := ds[int(b&0x3f)%len(ds)]
+	c := Command{Op: OpEndLockDelay, Path: ld.Dir, Since: ld.Since}
+	if b&0xc0 == 0xc0 {
+		c.Since-- // an earlier release: nothing
+	}
+	return c
 }
 
 // FuzzApply decodes fuzz bytes into commands over a small path alphabet and
@@ -287,6 +307,14 @@ func FuzzReadSnapshot(f *testing.F) {
 	f.Add(snapBytes(f, New()))
 	f.Add(snapFixture(f).snap())
 	f.Add(snapBytes(f, generate(7, 200).final))
+	// A lock directory deleted in its lock-delay: the delay kept.
+	h := newDemo(f)
+	h.ok(createCmd("/demo/l"))
+	sess := h.open()
+	h.ok(delayedLockCmd(sess, "/demo/l", ex, 5000))
+	h.ok(expireCmd(sess, h.s.Epoch()))
+	h.ok(delCmd("/demo/l", nil))
+	f.Add(h.snap())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := ReadSnapshot(bytes.NewReader(data))
 		if err != nil {

@@ -108,7 +108,11 @@ func (s *State) below(root *node) []*node {
 // moved (naming c.Cell), and deletes its ephemeral nodes at this index:
 // their holders lose their locks here, so the old and the new cell never
 // both grant under the prefix. Persistent nodes stay, frozen, to be
-// exported. Sealing again for the same cell changes nothing.
+// exported, with the lock-delays that move (movingDelays): a lock held
+// here now is granted on the new cell only once its holder's lease and
+// lock-delay may have run. Sealing again for the same cell changes
+// nothing. The result counts and digests the sealed nodes
+// (prefixDigest): a copy is committed only if it has the same.
 func (s *State) sealPrefix(index uint64, c *Command) (Result, []Change) {
 	root, err := s.prefixRoot(c.Path)
 	if err != nil {
@@ -122,133 +126,203 @@ func (s *State) sealPrefix(index uint64, c *Command) (Result, []Change) {
 		if root.movedTo != c.Cell {
 			return Result{Err: api.Errorf(api.CodeConflict, "prefix %s is sealed for a move to %s, not %s", c.Path, root.movedTo, c.Cell)}, nil
 		}
-		return Result{Epoch: root.dirEpoch}, nil
+		count, digest := s.prefixDigest(root)
+		return Result{Epoch: root.dirEpoch, Count: count, Digest: digest}, nil
 	case PrefixStaging, PrefixStaged:
 		return Result{Err: api.Errorf(api.CodeConflict, "prefix %s is staged here, not served: nothing to seal", c.Path)}, nil
 	}
 	var changes []Change
-	for _, n := range s.below(root) {
+	below := s.below(root)
+	s.sealMoves(root, below, s.movingDelays(root, below))
+	for _, n := range below {
 		if n.ephemeral && !brokenSealKeepsEphemerals {
 			changes = append(changes, s.removeNode(index, n)...)
 		}
 	}
+	s.sealKept(root) // after the removals: a delay one kept moves too
 	s.touch(root)
 	root.prefixState, root.movedTo, root.sealDirIndex = PrefixSealed, c.Cell, c.DirIndex
 	if !brokenSealKeepsEphemerals {
 		changes = append(changes, Change{Path: root.path, Type: ChangeMoved, Index: index})
 	}
-	return Result{Epoch: root.dirEpoch}, changes
+	count, digest := s.prefixDigest(root)
+	return Result{Epoch: root.dirEpoch, Count: count, Digest: digest}, changes
 }
 
 // unsealPrefix serves a sealed prefix again (its migration aborted). It
 // names the directory state that says so; one older than the migration
-// that sealed the prefix (a stale view) is refused.
-func (s *State) unsealPrefix(c *Command) Result {
+// that sealed the prefix (a stale view) is refused. The seal took the
+// locks held under the prefix from holders that may still act on them
+// for a lease: the delays it recorded for the new cell (sealMoves) start
+// here instead, timed from this entry, so the old cell grants such a
+// lock to nobody before the new cell would have.
+func (s *State) unsealPrefix(index uint64, c *Command) (Result, []Change) {
 	root, err := s.prefixRoot(c.Path)
 	if err != nil {
-		return Result{Err: err}
+		return Result{Err: err}, nil
 	}
+	var changes []Change
 	switch root.prefixState {
 	case PrefixStaging, PrefixStaged:
-		return Result{Err: api.Errorf(api.CodeConflict, "prefix %s is staged here: drop it instead", c.Path)}
+		return Result{Err: api.Errorf(api.CodeConflict, "prefix %s is staged here: drop it instead", c.Path)}, nil
 	case PrefixSealed:
 		if c.DirIndex < root.sealDirIndex {
-			return Result{Err: api.Errorf(api.CodeConflict, "prefix %s was sealed by the migration begun at directory index %d; an unseal from index %d is stale", c.Path, root.sealDirIndex, c.DirIndex)}
+			return Result{Err: api.Errorf(api.CodeConflict, "prefix %s was sealed by the migration begun at directory index %d; an unseal from index %d is stale", c.Path, root.sealDirIndex, c.DirIndex)}, nil
 		}
+		s.setKept(root, nil) // the kept delays under it stay in this cell's table
+		changes = s.startMoveRecords(index, root, c.AtMS, brokenAbortDelay)
 		s.touch(root)
 		root.prefixState, root.movedTo, root.sealDirIndex = "", "", 0
 	}
-	return Result{Epoch: root.dirEpoch}
+	return Result{Epoch: root.dirEpoch}, changes
 }
 
 // stagePrefix copies a page of a moving prefix's persistent nodes here,
-// not yet served. The first page starts the copy over (an earlier partial
-// copy, or the tombstone of an earlier move away, is dropped); the last
-// page (Last) completes it, and from then it only changes by being served
-// (ensure_prefix, once the directory commits the move) or dropped (the
-// move aborted): a late copy of the first page cannot empty it. Values,
-// versions and sequence counters are kept; indices are this cell's.
+// not yet served. A copy belongs to one driver generation (c.DirIndex:
+// the directory index at which its driver began or took over) and takes
+// its pages in order (c.Page from 0): page 0 of a newer generation starts
+// the copy over (an earlier partial or complete copy, or the tombstone of
+// an earlier move away, is dropped); a page of an older generation is
+// refused (its driver was taken over), a page the copy has changes
+// nothing, one past the next is refused. The last page (Last) completes
+// the copy, and its result counts and digests it (prefixDigest); from
+// then it only changes by being served (ensure_prefix, once the
+// directory commits the move), dropped (the move aborted), or started
+// over by a newer driver before the commit. Values, versions, sequence
+// counters and moving lock-delays are kept; indices are this cell's.
 func (s *State) stagePrefix(index uint64, c *Command) (Result, []Change) {
+	root, start, dup, err := s.checkStage(c)
+	if err != nil {
+		return Result{Err: err}, nil
+	}
+	var changes []Change
+	if !dup {
+		root, changes = s.applyStage(index, root, start, c)
+	}
+	res := Result{Epoch: root.dirEpoch}
+	if c.Last && root.prefixState == PrefixStaged {
+		res.Count, res.Digest = s.prefixDigest(root)
+	}
+	return res, changes
+}
+
+// checkStage checks a stage page in full before anything changes: the
+// prefix and epoch, the page's generation and number (checkStageGen),
+// and its nodes: in path order, under the prefix, each parent the root
+// or already there.
+func (s *State) checkStage(c *Command) (root *node, start, dup bool, err *api.Error) {
 	if err := api.ValidatePath(c.Path); err != nil {
-		return Result{Err: asAPIError(err)}, nil
+		return nil, false, false, asAPIError(err)
 	}
 	if api.Parent(c.Path) != "/" {
-		return Result{Err: api.Errorf(api.CodeInvalidPath, "%s is not a top-level prefix", c.Path)}, nil
+		return nil, false, false, api.Errorf(api.CodeInvalidPath, "%s is not a top-level prefix", c.Path)
 	}
 	if c.Epoch == 0 || c.Epoch > api.MaxTokenEpoch {
-		return Result{Err: api.Errorf(api.CodeBadRequest, "stage needs a directory epoch in [1, %d]", uint64(api.MaxTokenEpoch))}, nil
+		return nil, false, false, api.Errorf(api.CodeBadRequest, "stage needs a directory epoch in [1, %d]", uint64(api.MaxTokenEpoch))
+	}
+	if c.DirIndex == 0 {
+		return nil, false, false, api.Errorf(api.CodeBadRequest, "stage needs its driver's generation (the directory index of its begin or take-over)")
 	}
 	root, exists := s.nodes[c.Path]
 	switch {
 	case exists && root.prefixState == "":
-		return Result{Err: api.Errorf(api.CodeConflict, "prefix %s is served by this cell", c.Path)}, nil
-	case exists && root.prefixState == PrefixStaged && root.dirEpoch == c.Epoch:
-		return Result{Epoch: root.dirEpoch}, nil // complete already: every page is in
+		return nil, false, false, api.Errorf(api.CodeConflict, "prefix %s is served by this cell", c.Path)
 	case exists && root.prefixState == PrefixSealed && c.Epoch <= root.dirEpoch:
-		return Result{Err: api.Errorf(api.CodeConflict, "prefix %s was here under epoch %d; a move back needs a higher one", c.Path, root.dirEpoch)}, nil
-	case !c.First && (!exists || root.prefixState != PrefixStaging || root.dirEpoch != c.Epoch):
-		return Result{Err: api.Errorf(api.CodeConflict, "no copy of %s under epoch %d is being staged: start with the first page", c.Path, c.Epoch)}, nil
+		return nil, false, false, api.Errorf(api.CodeConflict, "prefix %s was here under epoch %d; a move back needs a higher one", c.Path, root.dirEpoch)
 	}
-	// Check the whole page before changing anything: in path order, under
-	// the prefix, each parent the root or already there.
+	staging := exists && (root.prefixState == PrefixStaging || root.prefixState == PrefixStaged)
+	if start, dup, err = checkStageGen(root, staging, c); err != nil || dup {
+		return root, start, dup, err
+	}
 	have := func(p string) bool {
 		if p == c.Path {
 			return true
 		}
 		_, ok := s.nodes[p]
-		return ok && !c.First
+		return ok && !start
 	}
 	inPage := map[string]bool{}
 	for i, en := range c.Nodes {
-		if err := api.ValidatePath(en.Path); err != nil {
-			return Result{Err: asAPIError(err)}, nil
+		if err := checkStagedNode(c, i, en); err != nil {
+			return nil, false, false, err
 		}
-		if en.Path != c.Path && !strings.HasPrefix(en.Path, c.Path+"/") {
-			return Result{Err: api.Errorf(api.CodeBadRequest, "node %s is not under %s", en.Path, c.Path)}, nil
-		}
-		if err := checkValue(en.Value); err != nil {
-			return Result{Err: err}, nil
-		}
-		if len(en.Tenant) > api.MaxTenantName {
-			return Result{Err: api.Errorf(api.CodeBadRequest, "staged node %s names a tenant of %d bytes, limit %d", en.Path, len(en.Tenant), api.MaxTenantName)}, nil
-		}
-		if i > 0 && en.Path <= c.Nodes[i-1].Path {
-			return Result{Err: api.Errorf(api.CodeBadRequest, "staged nodes must be in path order")}, nil
+		if en.Kept {
+			continue // no node: checkStagedKept
 		}
 		if pp := api.Parent(en.Path); en.Path != c.Path && !inPage[pp] && !have(pp) {
-			return Result{Err: api.Errorf(api.CodeBadRequest, "staged node %s comes before its parent", en.Path)}, nil
+			return nil, false, false, api.Errorf(api.CodeBadRequest, "staged node %s comes before its parent", en.Path)
 		}
 		inPage[en.Path] = true
 	}
+	if err := s.checkStagedKept(root, start, staging, c); err != nil {
+		return nil, false, false, err
+	}
+	return root, start, false, nil
+}
+
+// checkStagedNode checks the i-th node of a stage page on its own.
+func checkStagedNode(c *Command, i int, en api.ExportedNode) *api.Error {
+	if err := api.ValidatePath(en.Path); err != nil {
+		return asAPIError(err)
+	}
+	if en.Path != c.Path && !strings.HasPrefix(en.Path, c.Path+"/") {
+		return api.Errorf(api.CodeBadRequest, "node %s is not under %s", en.Path, c.Path)
+	}
+	if err := checkValue(en.Value); err != nil {
+		return err
+	}
+	if len(en.Tenant) > api.MaxTenantName {
+		return api.Errorf(api.CodeBadRequest, "staged node %s names a tenant of %d bytes, limit %d", en.Path, len(en.Tenant), api.MaxTenantName)
+	}
+	if i > 0 && en.Path <= c.Nodes[i-1].Path {
+		return api.Errorf(api.CodeBadRequest, "staged nodes must be in path order")
+	}
+	return checkStagedDelay(en)
+}
+
+// applyStage applies a checked stage page.
+func (s *State) applyStage(index uint64, root *node, start bool, c *Command) (*node, []Change) {
 	var changes []Change
-	if c.First {
-		if exists {
+	if start {
+		if root != nil {
 			changes = s.removeSubtree(index, root, true)
 		}
+		s.dropKeptUnder(c.Path) // an earlier move away's: the copy brings the prefix's own
 		root = &node{path: c.Path, parent: s.root, version: 1, createIndex: index, modifyIndex: index, childIndex: index, dirEpoch: c.Epoch, prefixState: PrefixStaging, children: map[string]*node{}}
 		s.link(index, root)
 		changes = append(changes, Change{Path: root.path, Type: ChangeCreated, Index: index})
 	}
 	for _, en := range c.Nodes {
-		if n, ok := s.nodes[en.Path]; ok { // the root, or a page sent twice
+		if en.Kept {
+			continue // stageKept
+		}
+		if n, ok := s.nodes[en.Path]; ok { // the root
 			s.touch(n)
 			delta := int64(len(en.Value) - len(n.value))
 			s.bytes += delta
 			s.use(n.tenant, 0, 0, delta)
-			n.value, n.version, n.nextSeq = cloneBytes(en.Value), max(en.Version, 1), en.NextSeq
+			// link took any counter kept at the path: a counter never goes back.
+			n.value, n.version, n.nextSeq = cloneBytes(en.Value), max(en.Version, 1), max(n.nextSeq, en.NextSeq)
+			gen, next := n.move.genNext()
+			s.setMove(n, gen, next, en.DelayMS)
 			continue
 		}
 		// The node keeps its owner: the tenant's usage here counts it, so
 		// its quota holds across the move.
 		n := &node{path: en.Path, parent: s.nodes[api.Parent(en.Path)], value: cloneBytes(en.Value), version: max(en.Version, 1), nextSeq: en.NextSeq,
 			tenant: en.Tenant, createIndex: index, modifyIndex: index, childIndex: index, children: map[string]*node{}}
+		if en.DelayMS > 0 {
+			n.move = &moveState{delayMS: en.DelayMS}
+		}
 		s.link(index, n)
 	}
+	s.setMove(root, c.DirIndex, c.Page+1, root.move.delay())
+	s.stageKept(root, c)
 	if c.Last {
 		s.touch(root)
 		root.prefixState = PrefixStaged
 	}
-	return Result{Epoch: root.dirEpoch}, changes
+	return root, changes
 }
 
 // dropPrefix removes the nodes of a prefix that moved away (sealed: the
@@ -268,14 +342,20 @@ func (s *State) dropPrefix(index uint64, c *Command) (Result, []Change) {
 	case PrefixStaging, PrefixStaged:
 		return Result{}, s.removeSubtree(index, root, true)
 	}
+	s.setKept(root, nil)
 	// The seal fired every watch under the prefix and no read under it
 	// has armed one since: the nodes go without events (they live on in
 	// the new cell; a "deleted" would be false).
 	s.removeSubtree(index, root, false)
+	// The delays kept under it (those its nodes held too) moved with it
+	// (keptmove.go).
+	s.dropKeptUnder(c.Path)
 	return Result{Epoch: root.dirEpoch}, nil
 }
 
-// removeSubtree removes every node under root, and root itself if withRoot.
+// removeSubtree removes every node under root, and root itself if
+// withRoot. removeNode keeps the delays they hold; a caller discarding
+// the prefix drops those (dropKeptUnder).
 func (s *State) removeSubtree(index uint64, root *node, withRoot bool) []Change {
 	var changes []Change
 	for _, n := range s.below(root) {
@@ -287,7 +367,8 @@ func (s *State) removeSubtree(index uint64, root *node, withRoot bool) []Change 
 	return changes
 }
 
-// ExportPrefix returns up to limit persistent nodes of a sealed prefix in
+// ExportPrefix returns up to limit persistent nodes of a sealed prefix,
+// and the kept lock-delays moving with it (entries without a node), in
 // path order, the root first, after the path after ("" for the first
 // page), and whether more follow.
 func (s *State) ExportPrefix(prefix, after string, limit int) ([]api.ExportedNode, bool, *api.Error) {
@@ -298,16 +379,14 @@ func (s *State) ExportPrefix(prefix, after string, limit int) ([]api.ExportedNod
 	if root.prefixState != PrefixSealed {
 		return nil, false, api.Errorf(api.CodeConflict, "prefix %s is not sealed: only a sealed prefix is exported (it no longer changes)", prefix)
 	}
-	all := append([]*node{root}, s.below(root)...)
-	sort.Slice(all, func(i, j int) bool { return all[i].path < all[j].path })
+	all := s.exportEntries(root)
 	i := sort.Search(len(all), func(i int) bool { return all[i].path > after })
 	var out []api.ExportedNode
 	for ; i < len(all) && len(out) < limit; i++ {
-		n := all[i]
-		if n.ephemeral {
-			continue // none are left after a seal; belt and braces
+		if lossyExportSkips(all[i]) {
+			continue // a mutant only (broken_lossyexport.go)
 		}
-		out = append(out, api.ExportedNode{Path: n.path, Value: cloneBytes(n.value), Version: n.version, NextSeq: n.nextSeq, Tenant: exportedOwner(n.tenant)})
+		out = append(out, all[i].exported())
 	}
 	return out, i < len(all), nil
 }

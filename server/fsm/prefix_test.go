@@ -12,8 +12,18 @@ func sealCmd(p, to string, dirIndex uint64) Command {
 	return Command{Op: OpSealPrefix, Path: p, Cell: to, DirIndex: dirIndex}
 }
 
+// stageCmd is a stage page of driver generation 1: page 0 if first,
+// else page 1.
 func stageCmd(p string, epoch uint64, first, last bool, nodes ...api.ExportedNode) Command {
-	return Command{Op: OpStagePrefix, Path: p, Epoch: epoch, First: first, Last: last, Nodes: nodes}
+	page := uint64(1)
+	if first {
+		page = 0
+	}
+	return stagePage(p, epoch, 1, page, last, nodes...)
+}
+
+func stagePage(p string, epoch, gen, page uint64, last bool, nodes ...api.ExportedNode) Command {
+	return Command{Op: OpStagePrefix, Path: p, Epoch: epoch, First: page == 0, Last: last, Nodes: nodes, DirIndex: gen, Page: page}
 }
 
 // TestSealRefusesEverythingUnderThePrefix: after the seal no write, read
@@ -89,20 +99,23 @@ func TestMoveCopiesPersistentNodes(t *testing.T) {
 		from.ok(putCmd(p, "a", nil))
 		from.ok(putCmd(p, fmt.Sprint(i), nil))
 	}
-	from.ok(sealCmd("/demo", "other", 3))
+	seal := from.ok(sealCmd("/demo", "other", 3))
 	want := snapNodes(t, from.s, "/demo")
 
 	to := newHarness(t)
 	to.ok(Command{Op: OpLeaderStart, ReplicaID: 1, Term: 1})
-	after, page := "", 0
+	after, page := "", uint64(0)
+	var last Result
 	for {
 		nodes, more, err := from.s.ExportPrefix("/demo", after, 7)
 		if err != nil {
 			t.Fatal(err)
 		}
-		to.ok(stageCmd("/demo", 2, page == 0, !more, nodes...))
+		last = to.ok(stagePage("/demo", 2, 5, page, !more, nodes...))
 		if page == 1 { // a page sent twice changes nothing
-			to.ok(stageCmd("/demo", 2, false, !more, nodes...))
+			to.ok(stagePage("/demo", 2, 5, page, !more, nodes...))
+			to.fail(stagePage("/demo", 2, 5, page+2, !more, nodes...), api.CodeConflict)            // past the next
+			to.fail(stagePage("/demo", 2, 4, page+1, !more, nodes...), api.CodeMigrationInProgress) // an older driver's
 		}
 		page++
 		if !more {
@@ -110,11 +123,17 @@ func TestMoveCopiesPersistentNodes(t *testing.T) {
 		}
 		after = nodes[len(nodes)-1].Path
 	}
+	if seal.Count == 0 || last.Count != seal.Count || last.Digest != seal.Digest {
+		t.Fatalf("the copy's count and digest %d %s differ from the seal's %d %s", last.Count, last.Digest, seal.Count, seal.Digest)
+	}
 	if err := to.s.CheckServes("/demo/k01"); err == nil || err.Code != api.CodeUnavailable {
 		t.Fatalf("a staged copy is served before the move commits: %v", err)
 	}
-	// A late first page cannot empty a complete copy.
-	to.ok(stageCmd("/demo", 2, true, false))
+	// A late first page of its driver cannot empty a complete copy, nor
+	// can one of an older driver.
+	to.ok(stagePage("/demo", 2, 5, 0, false))
+	to.fail(stagePage("/demo", 2, 4, 0, false), api.CodeMigrationInProgress)
+	to.fail(stagePage("/demo", 2, 5, page, true), api.CodeConflict) // past the last
 	arrive := ensureCmd("/demo", 2)
 	arrive.Staged = true
 	to.fail(Command{Op: OpEnsurePrefix, Path: "/elsewhere", Epoch: 2, Staged: true}, api.CodeConflict) // moved here with no copy: never an empty prefix

@@ -34,6 +34,9 @@ type snapHeader struct {
 	// Opens is the session-open nonce window, oldest first (absent in
 	// snapshots from before it existed: an empty window).
 	Opens []snapOpen `json:"opens,omitempty"`
+	// KeptDelays are the lock-delays of lock directories deleted in one
+	// (lockdelay.go), by path.
+	KeptDelays []snapKeptDelay `json:"kept_delays,omitempty"`
 }
 
 type snapOpen struct {
@@ -48,6 +51,8 @@ type snapSession struct {
 	SilentMS   int64           `json:"silent_ms,omitempty"`
 	Confirmed  uint64          `json:"confirmed_epoch,omitempty"`
 	Caches     bool            `json:"caches,omitempty"`
+	Cached     []string        `json:"cached,omitempty"`
+	CachedAt   uint64          `json:"cached_epoch,omitempty"`
 	Secret     string          `json:"secret,omitempty"`
 	Tenant     string          `json:"tenant,omitempty"`
 	MaxWatches int             `json:"max_watches,omitempty"`
@@ -88,6 +93,8 @@ type snapNode struct {
 	LockDelayMS int64        `json:"ld,omitempty"`
 	Delay       *snapDelay   `json:"dl,omitempty"`
 	DelayEnded  uint64       `json:"dle,omitempty"`
+	// Move is the node's part in a prefix move (prefixmove.go).
+	Move *snapMove `json:"mv,omitempty"`
 }
 
 // WriteSnapshot writes the whole state to w.
@@ -126,10 +133,13 @@ func (s *State) Freeze() *Frozen {
 	for _, o := range s.openOrder {
 		f.header.Opens = append(f.header.Opens, snapOpen{Nonce: o.nonce, Session: o.session})
 	}
+	if len(s.lockDelays) > 0 {
+		f.header.KeptDelays = s.keptDelays()
+	}
 	f.sessions = make([]snapSession, 0, len(s.sessions))
 	for _, sess := range s.sessions {
 		ss := snapSession{ID: sess.id, LeaseMS: sess.leaseMS, AckedBelow: sess.ackedBelow, SilentMS: sess.silentMS, Confirmed: sess.confirmedEpoch, Caches: sess.caches,
-			Secret: sess.secret, Tenant: sess.tenant, MaxWatches: sess.maxWatches}
+			Cached: cachedList(sess), CachedAt: sess.cachedEpoch, Secret: sess.secret, Tenant: sess.tenant, MaxWatches: sess.maxWatches}
 		for _, r := range sess.results {
 			ss.Results = append(ss.Results, snapReqResult{ID: r.id, Result: r.result})
 		}
@@ -171,7 +181,7 @@ func (n *node) image() snapNode {
 		ChildIndex: n.childIndex, Ephemeral: n.ephemeral, Owner: n.owner, Lock: n.lock, Seq: n.seq,
 		NextSeq: n.nextSeq, DirEpoch: n.dirEpoch, TokenEpoch: n.tokenEpoch,
 		PrefixState: n.prefixState, MovedTo: n.movedTo, SealDir: n.sealDirIndex, Tenant: n.tenant,
-		LockDelayMS: n.lockDelayMS, DelayEnded: n.delayEnded,
+		LockDelayMS: n.lockDelayMS, DelayEnded: n.delayEnded, Move: n.move.image(),
 	}
 	// A delay is replaced, never changed in place: the image may share it.
 	if d := n.delay; d != nil {
@@ -261,6 +271,9 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		s.opens[o.Nonce] = o.Session // a reused nonce: the newer entry wins, as when applied
 		s.openOrder = append(s.openOrder, openNonce{nonce: o.Nonce, session: o.Session})
 	}
+	if err := s.readKeptDelays(h.KeptDelays); err != nil {
+		return nil, err
+	}
 	for i := 0; i < h.Sessions; i++ {
 		var ss snapSession
 		if err := dec.Decode(&ss); err != nil {
@@ -276,6 +289,9 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			secret: ss.Secret, tenant: ss.Tenant, maxWatches: ss.MaxWatches, ephemerals: map[string]struct{}{}}
 		for _, r := range ss.Results {
 			sess.results = append(sess.results, requestResult{id: r.ID, result: r.Result})
+		}
+		if err := s.readCached(sess, ss); err != nil {
+			return nil, err
 		}
 		s.sessions[sess.id] = sess
 		s.use(sess.tenant, 1, 0, 0)
@@ -304,10 +320,13 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			modifyIndex: sn.ModifyIndex, childIndex: sn.ChildIndex, ephemeral: sn.Ephemeral, owner: sn.Owner,
 			lock: sn.Lock, seq: sn.Seq, nextSeq: sn.NextSeq, dirEpoch: sn.DirEpoch, tokenEpoch: sn.TokenEpoch, children: map[string]*node{},
 			prefixState: sn.PrefixState, movedTo: sn.MovedTo, sealDirIndex: sn.SealDir, tenant: sn.Tenant,
-			lockDelayMS: sn.LockDelayMS, delayEnded: sn.DelayEnded,
+			lockDelayMS: sn.LockDelayMS, delayEnded: sn.DelayEnded, move: sn.Move.state(),
+		}
+		if sn.Move != nil && len(sn.Move.Kept) > 0 && parent != s.root {
+			return nil, fmt.Errorf("snapshot node %s keeps moving lock-delays, but is no prefix root", sn.Path)
 		}
 		if d := sn.Delay; d != nil {
-			if d.MS <= 0 || d.MS > api.MaxLockDelay.Milliseconds() {
+			if d.MS <= 0 || d.MS > api.MaxMovedLockDelay.Milliseconds() { // a moved delay may be longer (prefixmove.go)
 				return nil, fmt.Errorf("snapshot node %s: lock-delay of %d ms", sn.Path, d.MS)
 			}
 			n.delay = &lockDelay{index: d.Index, ms: d.MS, atMS: d.AtMS, keepSeq: d.KeepSeq}

@@ -51,21 +51,11 @@ type node struct {
 	lockDelayMS int64
 	// delay, on a lock directory in lock-delay: nil otherwise.
 	delay *lockDelay
+	// move is its part in a prefix move (prefixmove.go), nil if none.
+	move *moveState
 	// delayEnded, on a lock directory: the index of the end_lock_delay
 	// that last ended its delay (a re-armed watch that missed it fires).
 	delayEnded uint64
-}
-
-// lockDelay is a lock directory's delay after an unclean release: no lock
-// node that did not hold at the release becomes a holder until the leader
-// commits end_lock_delay naming the release.
-type lockDelay struct {
-	index uint64 // the index of the latest unclean release
-	ms    int64  // how long from that release
-	atMS  int64  // the proposer's wall clock at that release (shown only)
-	// keepSeq: the lock nodes up to this sequence number that held at the
-	// release still hold (the other shared holders); 0 when none did.
-	keepSeq uint64
 }
 
 type requestResult struct {
@@ -88,6 +78,10 @@ type session struct {
 	confirmedEpoch uint64
 	silentMS       int64
 	caches         bool // its client caches reads (cache_session)
+	// cached are the nodes the leaders of cachedEpoch granted it to cache
+	// (cachepaths.go; State.cachedBy indexes them by path).
+	cached      map[string]struct{}
+	cachedEpoch uint64
 	// secret must accompany every request naming the session; tenant is
 	// the tenant that opened it ("" with auth off).
 	secret string
@@ -122,6 +116,15 @@ type State struct {
 	// first), so that a retried open returns that session.
 	opens     map[string]uint64
 	openOrder []openNonce
+	// lockDelays are the lock-delays of lock directories deleted while in
+	// one, by path, until the leader ends them (lockdelay.go).
+	lockDelays map[string]*lockDelay
+	// keptBy counts lockDelays by the tenant owning each deleted
+	// directory (derived: kept by putKept and dropKept; "" not counted).
+	keptBy map[string]int
+	// cachedBy indexes the sessions' cache records by path (derived:
+	// rebuilt from the sessions on restore; cachepaths.go).
+	cachedBy map[string]map[uint64]struct{}
 	// frozen is the snapshot being written while applies continue, if
 	// any: a change to a node it holds keeps the node's old image first
 	// (touch). Soft: never part of the state's content or its snapshot.
@@ -140,9 +143,12 @@ type State struct {
 type cellLimits struct {
 	sessions, nodes, children int
 	bytes                     int64
+	deletedDelays             int
+	deletedDelaysPerTenant    int
 }
 
-var defaultLimits = cellLimits{sessions: api.MaxSessionsPerCell, nodes: api.MaxNodesPerCell, children: api.MaxChildrenPerNode, bytes: api.MaxBytesPerCell}
+var defaultLimits = cellLimits{sessions: api.MaxSessionsPerCell, nodes: api.MaxNodesPerCell, children: api.MaxChildrenPerNode, bytes: api.MaxBytesPerCell,
+	deletedDelays: api.MaxDeletedLockDelays, deletedDelaysPerTenant: api.MaxDeletedLockDelaysPerTenant}
 
 func nodeBytes(n *node) int64 { return int64(len(n.path) + len(n.value)) }
 
@@ -252,6 +258,7 @@ func (s *State) ApplyEntry(index uint64, data []byte) Applied {
 			return Applied{Cmd: cmd, Result: res, Encoded: prev}
 		}
 		res, changes := s.apply(index, &cmd)
+		s.uncache(changes)
 		enc := res.Encode()
 		// The op may have ended the session (close); only a live one
 		// records. A refusal because the prefix is not served here (moved,
@@ -263,6 +270,7 @@ func (s *State) ApplyEntry(index uint64, data []byte) Applied {
 		return Applied{Cmd: cmd, Result: res, Encoded: enc, Changes: changes}
 	}
 	res, changes := s.apply(index, &cmd)
+	s.uncache(changes)
 	return Applied{Cmd: cmd, Result: res, Encoded: res.Encode(), Changes: changes}
 }
 
@@ -378,7 +386,7 @@ func (s *State) apply(index uint64, c *Command) (Result, []Change) {
 	case OpDelete:
 		res, changes = s.delete(index, c)
 	case OpLeaderStart:
-		res = s.leaderStart(c)
+		res, changes = s.leaderStart(index, c)
 	case OpLeaderTick:
 		res = s.leaderTick(c)
 	case OpConfirm:
@@ -390,7 +398,7 @@ func (s *State) apply(index uint64, c *Command) (Result, []Change) {
 	case OpSealPrefix:
 		res, changes = s.sealPrefix(index, c)
 	case OpUnsealPrefix:
-		res = s.unsealPrefix(c)
+		res, changes = s.unsealPrefix(index, c)
 	case OpStagePrefix:
 		res, changes = s.stagePrefix(index, c)
 	case OpDropPrefix:
@@ -524,12 +532,16 @@ func (s *State) expireSession(index uint64, c *Command) (Result, []Change) {
 // timed-out proposal that committed anyway) changes nothing, and a
 // leader_start from an older term is refused: only a new Raft term starts a
 // new leadership.
-func (s *State) leaderStart(c *Command) Result {
+//
+// The first leader_start after a restore also applies the restore plan it
+// carries (restore.go): the prefixes the directory gives the cell, and a
+// leader epoch above every one the cell had before.
+func (s *State) leaderStart(index uint64, c *Command) (Result, []Change) {
 	if s.epoch > 0 && c.Term <= s.leaderTerm {
 		if c.Term == s.leaderTerm && c.ReplicaID == s.leaderID {
-			return Result{Epoch: s.epoch}
+			return Result{Epoch: s.epoch}, nil
 		}
-		return Result{Err: api.Errorf(api.CodeNotLeader, "leader_start of replica %d term %d after term %d", c.ReplicaID, c.Term, s.leaderTerm)}
+		return Result{Err: api.Errorf(api.CodeNotLeader, "leader_start of replica %d term %d after term %d", c.ReplicaID, c.Term, s.leaderTerm)}, nil
 	}
 	charge := s.leaderElapsedMS
 	if c.Epoch == s.epoch {
@@ -542,10 +554,14 @@ func (s *State) leaderStart(c *Command) Result {
 			sess.silentMS = min(sess.silentMS+min(charge, sess.leaseMS), sess.leaseMS)
 		}
 	}
-	s.epoch++
+	var changes []Change
+	if r := c.Restored; r != nil && s.epoch < r.Floor {
+		changes = s.restoreStart(index, r)
+	}
+	s.epoch = s.leaderEpochAfter(c.Restored)
 	s.leaderID, s.leaderTerm = c.ReplicaID, c.Term
 	s.leaderElapsedMS = 0
-	return Result{Epoch: s.epoch}
+	return Result{Epoch: s.epoch}, changes
 }
 
 func (s *State) leaderTick(c *Command) Result {
@@ -568,16 +584,6 @@ func (s *State) confirm(c *Command) Result {
 	return Result{}
 }
 
-// cacheSession marks a live session as caching reads.
-func (s *State) cacheSession(c *Command) Result {
-	sess, err := s.liveSession(c.Target)
-	if err != nil {
-		return Result{Err: err}
-	}
-	sess.caches = true
-	return Result{Session: sess.id}
-}
-
 // endSession deletes the session's ephemeral nodes, in path order, and
 // remembers the id as ended. A lock it held with a lock-delay goes into
 // its delay (atMS: the proposer's clock, shown only).
@@ -598,6 +604,7 @@ func (s *State) endSession(index uint64, id uint64, atMS int64) []Change {
 		}
 		changes = append(changes, s.removeNode(index, n)...)
 	}
+	s.forgetCached(sess)
 	delete(s.sessions, id)
 	s.use(sess.tenant, -1, 0, 0)
 	s.ended[id] = struct{}{}
@@ -768,6 +775,8 @@ func (s *State) checkCreate(index uint64, c *Command) (createPlan, *api.Error) {
 	if c.Sequential {
 		if p.parent != nil {
 			p.seq = p.parent.nextSeq
+		} else {
+			p.seq = s.seqFloor(p.parentPath) // a lock directory deleted in its delay
 		}
 		// Skip names a plain node already took, so one clash cannot block
 		// every later sequential create under the parent.
@@ -883,6 +892,7 @@ func (s *State) makeParents(index uint64, p, tenant string) (*node, []Change) {
 }
 
 func (s *State) link(index uint64, n *node) {
+	s.takeDelay(n)
 	s.nodes[n.path] = n
 	s.bytes += nodeBytes(n)
 	s.use(n.tenant, 0, 1, nodeBytes(n))
@@ -972,12 +982,18 @@ func (s *State) delete(index uint64, c *Command) (Result, []Change) {
 	if len(n.children) > 0 {
 		return Result{Err: api.Errorf(api.CodeNotEmpty, "%s has %d children", c.Path, len(n.children))}, nil
 	}
+	if err := s.checkKeepDelay(n); err != nil {
+		return Result{Err: err}, nil
+	}
 	meta := s.meta(n, false)
-	return Result{Node: meta}, s.removeNode(index, n)
+	return Result{Node: meta}, s.removeNode(index, n) // a lock-delay outlives its directory
+
 }
 
-// removeNode unlinks a childless node.
+// removeNode unlinks a childless node. A lock-delay it holds, with its
+// sequence counter, outlives it (keepDelay), whatever removes it.
 func (s *State) removeNode(index uint64, n *node) []Change {
+	s.keepDelay(n)
 	p := n.parent
 	delete(p.children, api.Base(n.path))
 	delete(s.nodes, n.path)
@@ -1024,12 +1040,16 @@ func (s *State) ensurePrefix(index uint64, c *Command) (Result, []Change) {
 		if c.Staged && n.prefixState != PrefixStaged && n.dirEpoch < c.Epoch {
 			return Result{Err: noCopy(c.Path, c.Epoch)}, nil
 		}
+		var changes []Change
 		if c.Epoch > n.dirEpoch || n.prefixState == PrefixStaged { // the directory epoch only goes up
+			if n.prefixState == PrefixStaged {
+				changes = s.startMovedDelays(index, n, c.AtMS) // the lock-delays that moved with it start here
+			}
 			s.touch(n)
 			n.dirEpoch = max(n.dirEpoch, c.Epoch)
 			n.prefixState = "" // a staged copy is served from here on
 		}
-		return Result{Node: s.meta(n, false), Epoch: n.dirEpoch}, nil
+		return Result{Node: s.meta(n, false), Epoch: n.dirEpoch}, changes
 	}
 	if c.Staged {
 		return Result{Err: noCopy(c.Path, c.Epoch)}, nil
@@ -1072,94 +1092,6 @@ func waitOn(n *node) *node {
 		return n.parent
 	}
 	return nil
-}
-
-// releaseLock is called for a lock node n about to be removed because its
-// session ended. If n holds the lock and has a lock-delay, it puts n's
-// directory in lock-delay from this release: nobody who does not hold
-// now is granted the lock until it ends. A delay already running is
-// restarted here with the longer of the two lengths, which ends no
-// earlier than the one running would have.
-func (s *State) releaseLock(index uint64, n *node, atMS int64) (Change, bool) {
-	if n.lockDelayMS <= 0 || waitOn(n) != nil {
-		return Change{}, false
-	}
-	dir := n.parent
-	var keep uint64
-	for _, k := range dir.lockKids {
-		if waitOn(k) != nil {
-			break // the holders are a prefix of the queue
-		}
-		if k != n {
-			keep = k.seq
-		}
-	}
-	ms := n.lockDelayMS
-	if dir.delay != nil {
-		ms = max(ms, dir.delay.ms)
-	}
-	s.touch(dir)
-	dir.delay = &lockDelay{index: index, ms: ms, atMS: atMS, keepSeq: keep}
-	return Change{Path: dir.path, Type: ChangeLockDelay, Index: index}, true
-}
-
-// endLockDelay ends the delay that the release at c.Since began; an end
-// naming an earlier release (the delay restarted since) does nothing.
-func (s *State) endLockDelay(index uint64, c *Command) (Result, []Change) {
-	dir, ok := s.nodes[c.Path]
-	if !ok || dir.delay == nil || dir.delay.index != c.Since {
-		return Result{}, nil
-	}
-	s.touch(dir)
-	dir.delay = nil
-	dir.delayEnded = index
-	return Result{}, []Change{{Path: dir.path, Type: ChangeLockDelayEnded, Index: index}}
-}
-
-// LockDelay is a lock directory in lock-delay.
-type LockDelay struct {
-	Dir string
-	// Since is the index of the release that began it, MS its length
-	// from there and AtMS the proposer's wall clock at the release.
-	Since uint64
-	MS    int64
-	AtMS  int64
-}
-
-// LockDelays lists the lock directories in lock-delay, by path: a new
-// leader times each one's end.
-func (s *State) LockDelays() []LockDelay {
-	var out []LockDelay
-	for _, n := range s.nodes {
-		if n.delay != nil {
-			out = append(out, n.lockDelay())
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Dir < out[j].Dir })
-	return out
-}
-
-// Info is the delay as the API shows it.
-func (d LockDelay) Info() *api.LockDelayInfo {
-	i := &api.LockDelayInfo{Since: d.Since, MS: d.MS, ReleasedAtMS: d.AtMS}
-	if d.AtMS > 0 {
-		i.UntilMS = d.AtMS + d.MS
-	}
-	return i
-}
-
-// LockDelayOf is the lock-delay of the directory dir, if it is in one.
-func (s *State) LockDelayOf(dir string) (LockDelay, bool) {
-	n, ok := s.nodes[dir]
-	if !ok || n.delay == nil {
-		return LockDelay{}, false
-	}
-	return n.lockDelay(), true
-}
-
-// lockDelay is the delay of a lock directory in one.
-func (n *node) lockDelay() LockDelay {
-	return LockDelay{Dir: n.path, Since: n.delay.index, MS: n.delay.ms, AtMS: n.delay.atMS}
 }
 
 // token is the fencing token of a lock node: its create index under its
@@ -1264,7 +1196,8 @@ func (s *State) SessionExists(id uint64) *api.Error {
 func (s *State) Sessions() []SessionInfo {
 	out := make([]SessionInfo, 0, len(s.sessions))
 	for _, sess := range s.sessions {
-		out = append(out, SessionInfo{ID: sess.id, LeaseMS: sess.leaseMS, SilentMS: sess.silentMS, ConfirmedEpoch: sess.confirmedEpoch, Caches: sess.caches})
+		out = append(out, SessionInfo{ID: sess.id, LeaseMS: sess.leaseMS, SilentMS: sess.silentMS, ConfirmedEpoch: sess.confirmedEpoch, Caches: sess.caches,
+			Cached: cachedList(sess), CachedEpoch: sess.cachedEpoch})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
@@ -1278,8 +1211,13 @@ type SessionInfo struct {
 	SilentMS int64
 	// ConfirmedEpoch is the last leader epoch the session renewed under.
 	ConfirmedEpoch uint64
-	// Caches: its client caches reads.
+	// Caches: its client caches reads. Cached: the nodes it was last
+	// granted to cache (cachepaths.go), in path order.
 	Caches bool
+	Cached []string
+	// CachedEpoch is the epoch whose leaders granted Cached (0: the
+	// session cached before grants were recorded: it may cache anything).
+	CachedEpoch uint64
 }
 
 // WatchCheck decides whether a watch armed at since must fire at once
@@ -1375,6 +1313,12 @@ func (s *State) CheckInvariants() error {
 	if err := s.checkUsage(); err != nil {
 		return err
 	}
+	if err := s.checkCached(); err != nil {
+		return err
+	}
+	if err := s.checkLockDelays(); err != nil {
+		return err
+	}
 	count := 0
 	var walk func(n *node) error
 	walk = func(n *node) error {
@@ -1383,11 +1327,16 @@ func (s *State) CheckInvariants() error {
 			if k.parent != n || api.Join(n.path, name) != k.path || s.nodes[k.path] != k {
 				return fmt.Errorf("child %s of %s is mislinked", name, n.path)
 			}
-			if d := k.delay; d != nil && (d.ms <= 0 || d.ms > api.MaxLockDelay.Milliseconds() || d.index > s.index || d.keepSeq >= max(k.nextSeq, 1)) {
-				return fmt.Errorf("lock-delay of %s is out of range: %+v", k.path, *d)
+			if d := k.delay; d != nil {
+				if err := s.checkDelayRange(k.path, d, k.nextSeq); err != nil {
+					return err
+				}
 			}
 			if k.lockDelayMS != 0 && (k.lock == api.LockNone || k.lockDelayMS < 0 || k.lockDelayMS > api.MaxLockDelay.Milliseconds()) {
 				return fmt.Errorf("node %s has lock-delay %d ms", k.path, k.lockDelayMS)
+			}
+			if k.ephemeral && k.delay != nil && !brokenEphDelay {
+				return fmt.Errorf("ephemeral %s holds a lock-delay", k.path)
 			}
 			if k.ephemeral {
 				sess, ok := s.sessions[k.owner]

@@ -137,6 +137,20 @@ type bucket struct {
 func (l *writeLimiter) allow(tenant string, perSec int, now time.Time) (bool, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	b := l.refillLocked(tenant, perSec, now)
+	if b.tokens < 1 {
+		// A refusal costs a token too (down to a second's worth owed):
+		// a tenant hammering past its quota pushes its next write back,
+		// so retrying at once does not multiply the refusals.
+		b.tokens = max(b.tokens-1, -float64(perSec))
+		return false, time.Duration((1 - b.tokens) / float64(perSec) * float64(time.Second))
+	}
+	b.tokens--
+	return true, 0
+}
+
+// refillLocked returns tenant's bucket, refilled up to now.
+func (l *writeLimiter) refillLocked(tenant string, perSec int, now time.Time) *bucket {
 	if l.buckets == nil {
 		l.buckets = map[string]*bucket{}
 	}
@@ -147,15 +161,21 @@ func (l *writeLimiter) allow(tenant string, perSec int, now time.Time) (bool, ti
 	}
 	b.tokens = min(float64(perSec), b.tokens+now.Sub(b.last).Seconds()*float64(perSec))
 	b.last = now
+	return b
+}
+
+// take takes one write from tenant's bucket if it holds one; unlike
+// allow, an empty bucket costs nothing (a cache grant the tenant did not
+// ask for is simply not made).
+func (l *writeLimiter) take(tenant string, perSec int, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.refillLocked(tenant, perSec, now)
 	if b.tokens < 1 {
-		// A refusal costs a token too (down to a second's worth owed):
-		// a tenant hammering past its quota pushes its next write back,
-		// so retrying at once does not multiply the refusals.
-		b.tokens = max(b.tokens-1, -float64(perSec))
-		return false, time.Duration((1 - b.tokens) / float64(perSec) * float64(time.Second))
+		return false
 	}
 	b.tokens--
-	return true, 0
+	return true
 }
 
 // limitWrites refuses a write past p's writes per second. The refusal
@@ -171,6 +191,15 @@ func (s *Server) limitWrites(p principal) error {
 		return api.Errorf(api.CodeQuotaExceeded, "tenant %s is over its %d writes/s on this lockd", p.name, p.quota.WritesPerSec)
 	}
 	return nil
+}
+
+// grantCheck meters a read's cache grant (a committed entry) by p's
+// writes per second: past it the read is served uncached, not refused.
+func (s *Server) grantCheck(p principal) cell.GrantCheck {
+	if p.quota == nil || p.admin || brokenFreeGrants {
+		return nil
+	}
+	return func() bool { return s.writes.take(p.name, p.quota.WritesPerSec, time.Now()) }
 }
 
 // newToken makes an API token: 256 random bits.

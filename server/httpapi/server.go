@@ -623,7 +623,7 @@ func (s *Server) get(ctx *fasthttp.RequestCtx, p principal) (any, error) {
 	return s.onPath(ctx, &req, func() string { return req.Path }, func() error {
 		return firstErr(need(p, api.RoleRead, req.Path), checkWatchKind(req.Watch, api.WatchData, api.WatchChildren))
 	},
-		func(cctx context.Context, c *cell.Cell) (any, error) { return c.Get(cctx, req) })
+		func(cctx context.Context, c *cell.Cell) (any, error) { return c.Get(cctx, req, s.grantCheck(p)) })
 }
 
 func (s *Server) children(ctx *fasthttp.RequestCtx, p principal) (any, error) {

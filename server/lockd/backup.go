@@ -102,7 +102,9 @@ func (p *Process) backupRound() {
 // plan nil: read it from the directory (a directory replica's API). The
 // lockd must be stopped; lockd serve then starts the replica from the
 // backup, and its leader raises the cell's prefixes to the plan's epochs
-// before it serves. Entries after the backup's index are lost.
+// before it serves, drops those the plan does not list (the directory
+// moved them away after the backup), and starts at the plan's leader
+// epoch floor. Entries after the backup's index are lost.
 func Restore(ctx context.Context, cfg Config, cellName string, store backup.Store, index uint64, plan *api.RestorePlan) (uint64, error) {
 	if err := cfg.Validate(); err != nil {
 		return 0, err
@@ -116,6 +118,11 @@ func Restore(ctx context.Context, cfg Config, cellName string, store backup.Stor
 	}
 	if plan.Cell != cellName {
 		return 0, fmt.Errorf("restore: the plan is for cell %q, not %q", plan.Cell, cellName)
+	}
+	if plan.LeaderEpochFloor == 0 {
+		// Without it the restored cell would reuse leader epochs clients
+		// saw before the restore (and keep every prefix of the backup).
+		return 0, fmt.Errorf("restore: the plan of cell %s has no leader epoch floor (it was made by an older lockctl or directory): plan the restore again with lockctl restore %s --index %d", cellName, cellName, plan.BackupIndex)
 	}
 	var mine *api.RestoreReplica
 	members := map[uint64]string{}
@@ -164,7 +171,7 @@ func Restore(ctx context.Context, cfg Config, cellName string, store backup.Stor
 			kept = append(kept, r)
 		}
 	}
-	kept = append(kept, hostedReplica{Cell: cellName, ShardID: plan.ShardID, ReplicaID: mine.ReplicaID, EpochFloors: plan.Epochs, Timing: plan.Timing})
+	kept = append(kept, hostedReplica{Cell: cellName, ShardID: plan.ShardID, ReplicaID: mine.ReplicaID, EpochFloors: plan.Epochs, LeaderEpochFloor: plan.LeaderEpochFloor, Timing: plan.Timing})
 	if err := writeReplicas(cfg.DataDir, kept); err != nil {
 		return 0, fmt.Errorf("restore: %w", err)
 	}

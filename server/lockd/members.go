@@ -72,18 +72,9 @@ func (p *Process) ChangeMember(ctx context.Context, c *cell.Cell, req api.Member
 	}
 	cancel()
 	step("change the Raft group", start, change)
-	verdict := api.MemberDone
-	if change != nil {
-		// Did the group make it anyway (a timeout after the commit)?
-		vctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		m, err := c.Membership(vctx)
-		cancel()
-		if err != nil {
-			return api.CellInfo{}, api.Errorf(api.CodeUnavailable, "%s of the replica on lockd %d: %v; the change is still pending: run it again", req.Action, req.Lockd, change)
-		}
-		if !made(m, req.Action, rep.ReplicaID) {
-			verdict = api.MemberAbort
-		}
+	verdict, err := memberVerdict(c, req, rep.ReplicaID, change)
+	if err != nil {
+		return api.CellInfo{}, err
 	}
 	dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -103,6 +94,47 @@ func (p *Process) ChangeMember(ctx context.Context, c *cell.Cell, req api.Member
 // memberStepTimeout bounds each Raft step of a membership change: a
 // healthy cell takes milliseconds.
 const memberStepTimeout = 10 * time.Second
+
+// memberRaft is what deciding a membership change's outcome reads of the
+// cell's Raft group: a *cell.Cell, or a fake in the tests.
+type memberRaft interface {
+	Membership(ctx context.Context) (cell.Members, error)
+	Barrier(ctx context.Context) error
+}
+
+// memberVerdict is what the directory records of a change the cell's
+// Raft group was asked to make (change: that request's error): done if
+// the group made it, abort if it did not; an error, recording nothing
+// (the change stays pending), if that is not known.
+func memberVerdict(r memberRaft, req api.MemberRequest, replicaID uint64, change error) (string, error) {
+	if change == nil {
+		return api.MemberDone, nil
+	}
+	// Did the group make it anyway? A request that timed out may have
+	// left the change in the leader's log, to commit later: a read now
+	// would not show it. So an entry proposed after it commits first (a
+	// barrier): then the change has committed, or never will (Raft
+	// commits a log in order, and a new leader's log holds every
+	// committed entry). Until one does, the outcome is unknown and the
+	// directory records nothing.
+	vctx, cancel := context.WithTimeout(context.Background(), api.MemberOutcomeTimeout)
+	defer cancel()
+	var err error
+	if !brokenMemberNoBarrier {
+		err = r.Barrier(vctx)
+	}
+	var m cell.Members
+	if err == nil {
+		m, err = r.Membership(vctx)
+	}
+	if err != nil {
+		return "", api.Errorf(api.CodeUnavailable, "%s of the replica on lockd %d: %v; whether the cell made it is not known yet (%v): the change is still pending: run it again", req.Action, req.Lockd, change, err)
+	}
+	if !made(m, req.Action, replicaID) {
+		return api.MemberAbort, nil
+	}
+	return api.MemberDone, nil
+}
 
 // made reports whether the group's membership shows the change.
 func made(m cell.Members, action string, id uint64) bool {

@@ -80,9 +80,26 @@ type hostedReplica struct {
 	// EpochFloors: a replica imported from a backup (lockd restore)
 	// serves nothing below these epochs (cell.Config.EpochFloors).
 	EpochFloors map[string]uint64 `json:"epoch_floors,omitempty"`
+	// LeaderEpochFloor: its cell's first leader after the restore starts
+	// at this leader epoch at least, and serves only the prefixes of
+	// EpochFloors (cell.Config.LeaderEpochFloor; 0: not restored, or
+	// restored by a plan from before restores were counted).
+	LeaderEpochFloor uint64 `json:"leader_epoch_floor,omitempty"`
 	// Timing is the cell's own timing, so a restart runs the replica on
 	// it before the directory is read.
 	Timing *api.CellTiming `json:"timing,omitempty"`
+}
+
+// restoreFloors is what a replica imported from a backup holds its cell
+// to before it serves (the restore plan's epochs and leader epoch floor).
+type restoreFloors struct {
+	Prefixes    map[string]uint64
+	LeaderEpoch uint64
+}
+
+// floors are the replica's restore floors (none if it was not restored).
+func (r hostedReplica) floors() restoreFloors {
+	return restoreFloors{Prefixes: r.EpochFloors, LeaderEpoch: r.LeaderEpochFloor}
 }
 
 func replicasFile(dataDir string) string { return filepath.Join(dataDir, "replicas.json") }
@@ -125,7 +142,7 @@ func (p *Process) saveReplicas() error {
 		// refuses on a voter; the promotion in the log (or the snapshot's
 		// membership) makes it a voter again.
 		out = append(out, hostedReplica{Cell: c.Info().Name, ShardID: c.Info().ShardID, ReplicaID: c.ReplicaID(), Learner: c.Learner(), EpochFloors: c.EpochFloors(),
-			Timing: c.Info().Timing})
+			LeaderEpochFloor: c.LeaderEpochFloor(), Timing: c.Info().Timing})
 	}
 	return writeReplicas(p.cfg.DataDir, out)
 }
@@ -133,7 +150,7 @@ func (p *Process) saveReplicas() error {
 // startCell starts this lockd's replica of a cell (cellsMu held, or
 // before the API serves). members: the initial members of a new cell;
 // join: added later (a learner if learner).
-func (p *Process) startCell(info api.CellInfo, replicaID uint64, members map[uint64]string, join, learner bool, floors map[string]uint64) error {
+func (p *Process) startCell(info api.CellInfo, replicaID uint64, members map[uint64]string, join, learner bool, floors restoreFloors) error {
 	if _, ok := p.cells[info.Name]; ok {
 		return nil
 	}
@@ -149,7 +166,7 @@ func (p *Process) startCell(info api.CellInfo, replicaID uint64, members map[uin
 		delete(p.unloading, info.ShardID)
 	}
 	cc := cell.Config{
-		Info: api.CellInfo{Name: info.Name, ShardID: info.ShardID, Timing: info.Timing}, ReplicaID: replicaID, Members: members, Join: join, Learner: learner, EpochFloors: floors,
+		Info: api.CellInfo{Name: info.Name, ShardID: info.ShardID, Timing: info.Timing}, ReplicaID: replicaID, Members: members, Join: join, Learner: learner, EpochFloors: floors.Prefixes, LeaderEpochFloor: floors.LeaderEpoch,
 		ElectionRTT: p.cfg.ElectionRTT, HeartbeatRTT: p.cfg.HeartbeatRTT,
 		SnapshotEntries: p.cfg.SnapshotEntries, CompactionOverhead: p.cfg.CompactionOverhead,
 		DefaultLease: time.Duration(p.cfg.Lease), Logger: p.log,
@@ -258,7 +275,7 @@ func (p *Process) reconcile(view *directory.Directory) error {
 			// lockd restore imports, never empty.
 			p.log.Debug("replica waits for lockd restore", "cell", info.Name, "replica_id", mine.ReplicaID)
 		case mine != nil:
-			if err := p.startCell(info, mine.ReplicaID, members, !mine.Initial, mine.JoinedLearner, nil); err != nil && firstErr == nil {
+			if err := p.startCell(info, mine.ReplicaID, members, !mine.Initial, mine.JoinedLearner, restoreFloors{}); err != nil && firstErr == nil {
 				firstErr = fmt.Errorf("cell %s: %w", info.Name, err)
 			}
 		case hosted && view.Index() > 0:
@@ -457,11 +474,20 @@ func newPeerClient(cfg Config, name string) (peerClient, error) {
 	return pc, nil
 }
 
-// ReadDirectory is GET /v1/directory: linearizable on a directory
-// replica (a client re-reads after moved, and must not get an older map
-// than the one that sent it away), this lockd's view elsewhere.
+// ReadDirectory is GET /v1/directory, linearizable: a client re-reads
+// after moved, or for a cell its view lacks (one created a moment ago),
+// and must not get an older map than the one that sent it. A directory
+// replica reads its own; another lockd reads one of the replicas (its
+// own view, which follows the directory by polling, lags by up to half a
+// second), and answers its view only if none of them answers.
 func (p *Process) ReadDirectory(ctx context.Context) (api.DirectoryResponse, error) {
 	if p.dir == nil {
+		if resp, ok := p.pollDirectory(ctx); ok && resp.Index > 0 && !brokenDirViewRead {
+			p.adoptView(resp)
+			if resp.Index >= p.view.Load().Index() {
+				return resp, nil
+			}
+		}
 		return p.view.Load().Response(), nil
 	}
 	resp, err := p.dir.Read(ctx)

@@ -140,6 +140,7 @@ func Start(cfg Config, log *slog.Logger) (*Process, error) {
 	nhc := nodeHostConfig(cfg)
 	nhc.RaftEventListener = p.listener
 	nhc.SystemEventListener = p.unloads
+	withFaults(&nhc, cfg.ReplicaID) // the fault suite's build only (faults_on.go)
 	nh, err := dragonboat.NewNodeHost(nhc)
 	if err != nil {
 		return nil, fmt.Errorf("nodehost: %w", err)
@@ -181,7 +182,7 @@ func Start(cfg Config, log *slog.Logger) (*Process, error) {
 		return nil, err
 	}
 	for _, r := range known {
-		if err := p.startCell(api.CellInfo{Name: r.Cell, ShardID: r.ShardID, Timing: r.Timing}, r.ReplicaID, nil, false, r.Learner, r.EpochFloors); err != nil {
+		if err := p.startCell(api.CellInfo{Name: r.Cell, ShardID: r.ShardID, Timing: r.Timing}, r.ReplicaID, nil, false, r.Learner, r.floors()); err != nil {
 			p.Close()
 			return nil, fmt.Errorf("cell %s: %w", r.Cell, err)
 		}
@@ -255,6 +256,10 @@ func Start(cfg Config, log *slog.Logger) (*Process, error) {
 // Served is closed with the HTTP server's exit error.
 func (p *Process) Served() <-chan error { return p.served }
 
+// httpShutdownTimeout bounds how long Close waits for the API's open
+// connections.
+const httpShutdownTimeout = 3 * time.Second
+
 // Close hands off leadership of the cells this lockd leads, then stops the
 // API, the cells and the NodeHost.
 func (p *Process) Close() {
@@ -270,7 +275,14 @@ func (p *Process) Close() {
 	close(p.stop)
 	p.wg.Wait()
 	if p.http != nil {
-		_ = p.http.Shutdown()
+		// Long polls (KeepAlives, proxies' batches, watches) may hold
+		// connections for up to api.MaxKeepAliveWait: the API gets
+		// httpShutdownTimeout to close, then the cells stop anyway.
+		ctx, cancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
+		if err := p.http.ShutdownWithContext(ctx); err != nil {
+			p.log.Warn("API connections still open at shutdown; stopping anyway", "err", err)
+		}
+		cancel()
 	}
 	p.cellsMu.Lock()
 	for _, c := range p.cells {
@@ -378,6 +390,7 @@ func registerCellMetrics(reg *prometheus.Registry, c *cell.Cell) []prometheus.Co
 	register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "lockd_cache_invalidations_acked_total", Help: "Cache invalidations acknowledged (or whose session's lease ran out).", ConstLabels: labels}, func() float64 { return float64(c.CacheCounters().InvalidationsAcked) }))
 	register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "lockd_cache_invalidation_deadlines_missed_total", Help: "Cache invalidations whose deadline (a cache window after the cacher's last renewal) passed unacknowledged: the write went on.", ConstLabels: labels}, func() float64 { return float64(c.CacheCounters().DeadlinesMissed) }))
 	register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "lockd_cache_cachers_revoked_total", Help: "Sessions refused as cachers for the rest of the leadership after missing an invalidation deadline.", ConstLabels: labels}, func() float64 { return float64(c.CacheCounters().Revoked) }))
+	register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "lockd_cache_grants_over_quota_total", Help: "Cacheable reads served uncached because the reader's tenant had no write of its writes per second to spend on the committed grant.", ConstLabels: labels}, func() float64 { return float64(c.CacheCounters().GrantsOverQuota) }))
 	for limit, f := range map[string]func(cell.CacheCounters) uint64{"session": func(k cell.CacheCounters) uint64 { return k.OverSessionCap }, "tenant": func(k cell.CacheCounters) uint64 { return k.OverTenantCap }} {
 		l := prometheus.Labels{"limit": limit}
 		for k, v := range labels {

@@ -111,7 +111,7 @@ func (m *Manager) RenewBatch(ctx context.Context, proxy string, epoch uint64, en
 			out.Unknown = append(out.Unknown, e.Session)
 			continue
 		}
-		if l.expiring {
+		if l.expiring && !brokenRenewExpiring {
 			out.Reports = append(out.Reports, api.BatchSession{Session: e.Session,
 				Error: api.Errorf(api.CodeUnavailable, "session %d lease ran out; expiry in flight", e.Session)})
 			continue

@@ -190,45 +190,6 @@ func (l *lease) dueLocked(inv Invalidation) time.Time {
 // Missed counts waits that ended at an invalidation's deadline.
 func (m *Manager) Missed() uint64 { return m.missed.Load() }
 
-// Fenced reports whether this leadership's fence has passed (WaitFenced
-// would return at once). Until it has, no session is recorded as a cacher:
-// a change's invalidation deadline must not come after a fence wait.
-func (m *Manager) Fenced() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.active && !m.fenced && !m.cfg.Now().Before(m.fenceBy) {
-		m.fenced = true
-	}
-	return m.active && m.fenced
-}
-
-// WaitFenced waits until no client can serve from a cache filled under an
-// earlier leader: every session has acknowledged this leadership's epoch,
-// or the cache window has passed since it started. It fails if leadership
-// is lost or ctx ends first.
-func (m *Manager) WaitFenced(ctx context.Context) error {
-	for {
-		m.mu.Lock()
-		if !m.active {
-			m.mu.Unlock()
-			return api.Errorf(api.CodeNotLeader, "leadership lost")
-		}
-		if !m.fenced && !m.cfg.Now().Before(m.fenceBy) {
-			m.fenced = true
-		}
-		if m.fenced {
-			m.mu.Unlock()
-			return nil
-		}
-		left := m.fenceBy.Sub(m.cfg.Now())
-		wake, stopped := m.fenceWake, m.stopped
-		m.mu.Unlock()
-		if !sleepUntil(ctx, left, wake, stopped) {
-			return api.Errorf(api.CodeUnavailable, "waiting for clients to learn of the new leader: %v", ctx.Err())
-		}
-	}
-}
-
 // sleepUntil waits for d, a wake-up or the end of the leadership; false if
 // ctx ended first.
 func sleepUntil(ctx context.Context, d time.Duration, wake, stopped <-chan struct{}) bool {
@@ -252,21 +213,6 @@ func (m *Manager) ackedLocked(l *lease, seq uint64) {
 	if l.ackWake != nil {
 		close(l.ackWake)
 		l.ackWake = nil
-	}
-}
-
-// sawEpochLocked records that l's client has seen this leadership's
-// epoch (or that l ended), and wakes WaitFenced when it was the last.
-func (m *Manager) sawEpochLocked(l *lease) {
-	if l.sawEpoch {
-		return
-	}
-	l.sawEpoch = true
-	m.unfenced--
-	if m.unfenced <= 0 && !m.fenced {
-		m.fenced = true
-		close(m.fenceWake)
-		m.fenceWake = make(chan struct{})
 	}
 }
 

@@ -82,6 +82,9 @@ type lease struct {
 	// earlier one (cache.go); true from the start if it does not cache.
 	caches   bool
 	sawEpoch bool
+	// fenceBy is when this leadership's fence stops waiting for it (its
+	// start plus the session's cache window; fence.go).
+	fenceBy time.Time
 	// sub is the proxy that renewed the session last (batch.go): an event
 	// for it is noted there and ends that proxy's waiting batch.
 	sub *subscriber
@@ -99,14 +102,15 @@ type Manager struct {
 	// subs are the proxies renewing sessions here, by name (batch.go).
 	subs    map[string]*subscriber
 	stopped chan struct{} // closed when leadership ends
-	// unfenced counts the leases whose clients have not acknowledged this
-	// leadership's epoch; fenced is set once none is left or the cache
-	// window since the start has passed (cache.go). fenceWake is closed
-	// (and replaced) when either changes.
-	unfenced  int
-	fenced    bool
-	fenceBy   time.Time // the start plus the longest cache window of its sessions
-	fenceWake chan struct{}
+	// unfenced counts the caching leases whose clients have not
+	// acknowledged this leadership's epoch; fenced is set once none is
+	// left or the cache window since the start has passed; fence holds
+	// which nodes each may still serve from an earlier leader's grant
+	// (fence.go).
+	unfenced int
+	fenced   bool
+	fenceBy  time.Time // the start plus the longest cache window of its sessions
+	fence    fence
 	// seq numbers events. It only grows for the manager's life, so seqs
 	// grow per session within a leadership (clients reset their ack when
 	// the epoch changes) and an ack never covers an event of a newer lease.
@@ -189,20 +193,15 @@ func (m *Manager) Start(epoch uint64, sessions []fsm.SessionInfo) {
 		return
 	}
 	m.deactivateLocked()
-	m.active, m.epoch, m.since, m.fenceBy = true, epoch, now, now
+	m.active, m.epoch, m.since = true, epoch, now
 	m.stopped = make(chan struct{})
 	for _, s := range sessions {
 		d := time.Duration(s.LeaseMS) * time.Millisecond
 		silent := time.Duration(s.SilentMS) * time.Millisecond
 		// A session that does not cache has nothing to flush.
 		m.leases[s.ID] = &lease{dur: d, expiry: now.Add(d - silent), renewedAt: now, confirmed: s.ConfirmedEpoch == epoch, caches: s.Caches, sawEpoch: !s.Caches}
-		if s.Caches {
-			m.unfenced++
-			m.fenceBy = later(m.fenceBy, now.Add(min(m.cfg.CacheWindow, api.CacheWindowFor(d))))
-		}
 	}
-	m.fenced = m.unfenced == 0
-	m.fenceWake = make(chan struct{})
+	m.startFenceLocked(now, sessions)
 	m.cfg.Logger.Info("session manager started", "epoch", epoch, "sessions", len(sessions))
 }
 
@@ -338,7 +337,7 @@ func (m *Manager) Renew(ctx context.Context, id uint64, wait time.Duration, ack 
 		m.mu.Unlock()
 		return Renewal{}, ErrUnknown
 	}
-	if l.expiring {
+	if l.expiring && !brokenRenewExpiring {
 		// Its expiry is proposed, not yet applied (a deposed leader's
 		// proposal is refused): the client retries, and learns the
 		// session's fate from the state once the entry applies.

@@ -31,13 +31,13 @@ func TestChaosShort(t *testing.T) {
 	if brokenLendTokenBuild || brokenCacheWindowBuild {
 		t.Skip("a broken build (-tags lockproxy_broken_lendtoken or lockd_broken_cachewindow) runs its TestChaosBroken… instead")
 	}
-	cfg := Config{Seed: 1, Short: true, Rounds: 1, Duration: 2 * time.Minute, Logf: t.Logf}
+	cfg := Config{Seed: 1, Short: true, Rounds: 1, Duration: 3 * time.Minute, Logf: t.Logf}
 	if raceEnabled {
 		cfg.Locks, cfg.WorkersPerLock, cfg.SharedReaders, cfg.Candidates = 1, 3, 2, 2
 		cfg.ConfigClients, cfg.Churners, cfg.AckedWriters = 2, 1, 1
 		cfg.Think, cfg.ObservePeriod = 100*time.Millisecond, 50*time.Millisecond
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	t0 := time.Now()
 	rep, err := Run(ctx, cfg)

@@ -32,13 +32,24 @@ func holderBinary() (string, error) {
 // holderProc is one run of the holder process.
 type holderProc struct {
 	name    string
+	lock    string
 	cmd     *exec.Cmd
 	granted chan HolderLine // receives the grant line, once
 	done    chan struct{}   // closed when the process has exited
 
-	mu   sync.Mutex
-	last HolderLine
-	exit error
+	mu         sync.Mutex
+	last       HolderLine
+	exit       error
+	leaseUntil time.Duration // its last reported local lease end (history clock)
+	lostAt     time.Duration // when it reported the lock lost (0: not yet)
+}
+
+// lease is the holder's last reported lease end and when it reported the
+// loss (0 if not).
+func (p *holderProc) lease() (until, lost time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.leaseUntil, p.lostAt
 }
 
 func (p *holderProc) pid() int { return p.cmd.Process.Pid }
@@ -82,9 +93,14 @@ const HolderTokenEnv = "CHAOS_HOLDER_TOKEN"
 // startHolder starts a holder process on the takeover lock. Its grant is
 // recorded like an in-process worker's.
 func (e *env) startHolder(bin, resourceURL, logDir, name string) (*holderProc, error) {
+	return e.startHolderOn(bin, resourceURL, logDir, name, takeoverLock)
+}
+
+// startHolderOn starts a holder process on lock.
+func (e *env) startHolderOn(bin, resourceURL, logDir, name, lock string) (*holderProc, error) {
 	cmd := exec.Command(bin,
 		"-endpoints", strings.Join(e.endpoints, ","),
-		"-lock", takeoverLock,
+		"-lock", lock,
 		"-resource", resourceURL,
 		"-name", name,
 		"-prepare", e.cfg.HolderPrepare.String(),
@@ -105,7 +121,7 @@ func (e *env) startHolder(bin, resourceURL, logDir, name string) (*holderProc, e
 		logf.Close()
 		return nil, fmt.Errorf("start holder: %w", err)
 	}
-	p := &holderProc{name: name, cmd: cmd, granted: make(chan HolderLine, 1), done: make(chan struct{})}
+	p := &holderProc{name: name, lock: lock, cmd: cmd, granted: make(chan HolderLine, 1), done: make(chan struct{})}
 	fmt.Fprintf(logf, "=== %s started pid %d at %v\n", name, p.pid(), e.h.Now())
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -117,10 +133,25 @@ func (e *env) startHolder(bin, resourceURL, logDir, name string) (*holderProc, e
 			}
 			fmt.Fprintf(logf, "%s %v %s\n", name, e.h.Now().Round(time.Millisecond), sc.Text())
 			p.mu.Lock()
-			p.last = l
+			switch l.Ev {
+			case "lease", "safe":
+				p.leaseUntil = e.sinceStart(l.Until)
+				if l.Until > 0 && l.Until > l.At {
+					at := e.sinceStart(l.At)
+					e.h.AddClaim(check.LeaseClaim{Worker: name, Session: l.Session, At: at, Until: p.leaseUntil, Source: "holder " + l.Ev})
+				}
+			case "expired":
+				if strings.Contains(l.Err, string(api.CodeSessionExpired)) || strings.Contains(l.Err, string(api.CodeNoSession)) {
+					e.h.AddSessionEnd(check.SessionEnd{Worker: name, Session: l.Session, By: e.sinceStart(l.At), How: "holder told: " + l.Err})
+				}
+			case "lost":
+				p.lostAt = e.h.Now()
+			default:
+				p.last = l
+			}
 			p.mu.Unlock()
 			if l.Ev == "granted" {
-				e.holderGranted(name, l)
+				e.holderGranted(name, lock, l)
 				p.granted <- l
 			}
 		}
@@ -135,14 +166,20 @@ func (e *env) startHolder(bin, resourceURL, logDir, name string) (*holderProc, e
 	return p, nil
 }
 
-func (e *env) holderGranted(name string, l HolderLine) {
+// sinceStart converts a Unix-nanosecond time of a holder process to the
+// history's clock.
+func (e *env) sinceStart(unixNano int64) time.Duration {
+	return time.Unix(0, unixNano).Sub(e.h.Start())
+}
+
+func (e *env) holderGranted(name, lock string, l HolderLine) {
 	at := e.h.Now()
-	e.h.AddLockObs(check.LockObs{Lock: takeoverLock, Node: l.Node, Mode: api.LockExclusive, Index: l.Index, Held: l.Held, Source: "holder"})
+	e.h.AddLockObs(check.LockObs{Lock: lock, Node: l.Node, Mode: api.LockExclusive, Index: l.Index, Held: l.Held, Source: "holder"})
 	e.h.Checked("grant-confirmed")
 	if !l.Held {
 		e.h.AddViolation("grant-confirmed", fmt.Sprintf("holder %s was granted %s but the service says it does not hold (index %d)", name, l.Node, l.Index))
 	}
-	e.h.AddGrant(check.Grant{Lock: takeoverLock, Node: l.Node, Mode: api.LockExclusive, Token: l.Token, Session: l.Session,
+	e.h.AddGrant(check.Grant{Lock: lock, Node: l.Node, Mode: api.LockExclusive, Token: l.Token, Session: l.Session,
 		Owner: l.Owner, CreateIndex: l.CreateIndex, Epoch: l.Epoch, Worker: name, At: at})
 }
 

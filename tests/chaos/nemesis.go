@@ -42,6 +42,13 @@ type nemesis struct {
 	holder                         *holderProc
 	holders                        int
 
+	bulk       int    // nodes under sideBulkBase (seeded before the faults)
+	fresh      int    // cells the move-new-cell nemesis created
+	backupDir  string // the lockds' --backup-dir (restore-old)
+	fsyncDir   string // the fsync fault control files, "" without a lockd_faults build
+	restores   int
+	restoreErr bool // a restore could not be completed: no more restores
+
 	down    map[int]bool   // replicas this nemesis killed and has not restarted
 	crashed map[int]string // replica → pid of the last exit reported as a crash
 
@@ -364,6 +371,23 @@ func (n *nemesis) exec(ctx context.Context, st Step) error {
 
 	case MovePrefix:
 		return n.movePrefix(ctx)
+
+	case RaceMove:
+		return n.raceMove(ctx, st)
+	case KillDriver:
+		return n.killDriver(ctx, st)
+	case MoveNewCell:
+		return n.moveNewCell(ctx, st)
+	case RestoreOld:
+		return n.restoreOld(ctx, st)
+	case SlowFsync:
+		return n.slowFsync(ctx, st)
+	case FailFsync:
+		return n.failFsync(ctx, st)
+	case MoveHeld:
+		return n.moveHeld(ctx, st)
+	case ExpireInFlight:
+		return n.expireInFlight(ctx, st)
 
 	case KillProxy:
 		if len(n.proxies) == 0 {

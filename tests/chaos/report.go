@@ -63,11 +63,19 @@ type Report struct {
 	TakeoverMS   Stats
 	SessionsLost int
 
-	Network          string
-	Proxies          int // lockproxies half the workers send through
-	Steps            int
-	Schedule         []Step
-	Faults           map[string]int // by step label
+	Network  string
+	Proxies  int // lockproxies half the workers send through
+	Steps    int
+	Schedule []Step
+	Faults   map[string]int // by step label
+	// MoveOutcomes counts the move, restore and disk nemeses' outcomes
+	// (both outcomes of a race are accepted: this says which happened).
+	MoveOutcomes map[string]int
+	// FsyncFaults says how the disk nemeses ran (the lockd_faults build).
+	FsyncFaults string
+	// Side counts the moving prefix's records: serve samples, writes,
+	// config ops, lease claims, holds through a move.
+	Side             map[string]int
 	Checks           []CheckSummary
 	Linearizable     string // porcupine's verdict: ok, illegal, unknown
 	OpsByKind        map[string]int
@@ -186,7 +194,20 @@ func (r *Report) Summary() string {
 	for _, k := range slices.Sorted(maps.Keys(r.Faults)) {
 		fmt.Fprintf(&b, "  %-32s %4d\n", k, r.Faults[k])
 	}
-	fmt.Fprintf(&b, "  %-32s %4s\n", "slow/failing fsync", "not done")
+	fmt.Fprintf(&b, "fsync faults: %s\n", r.FsyncFaults)
+	if len(r.MoveOutcomes) > 0 {
+		fmt.Fprintf(&b, "move, restore and disk outcomes:\n")
+		for _, k := range slices.Sorted(maps.Keys(r.MoveOutcomes)) {
+			fmt.Fprintf(&b, "  %-70s %4d\n", k, r.MoveOutcomes[k])
+		}
+	}
+	if len(r.Side) > 0 {
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(r.Side)) {
+			parts = append(parts, fmt.Sprintf("%s %d", k, r.Side[k]))
+		}
+		fmt.Fprintf(&b, "moving prefix %s: %s\n", sidePrefix, strings.Join(parts, ", "))
+	}
 	fmt.Fprintf(&b, "operations checked: %d client calls; %d grants, %d hold intervals, %d fenced writes accepted, %d stale writes refused, %d lock-state observations, %d deletion indices, %d config ops, %d acknowledged unique puts\n",
 		r.Ops, r.Grants, r.Intervals, r.AcceptedWrites, r.StaleRefused, r.LockObservations, r.Deletions, r.ConfigOps, r.AckedWrites)
 	var kinds []string

@@ -139,7 +139,7 @@ func (r *Resource) Serve() (url string, stop func(), err error) {
 
 // HolderLine is one line the holder process (cmd/holder) prints.
 type HolderLine struct {
-	Ev          string `json:"ev"` // granted, write, lost, exit, error
+	Ev          string `json:"ev"` // granted, write, lost, exit, error, lease
 	Node        string `json:"node,omitempty"`
 	Token       uint64 `json:"token,omitempty"`
 	Session     uint64 `json:"session,omitempty"`
@@ -151,4 +151,8 @@ type HolderLine struct {
 	Status      int    `json:"status,omitempty"`
 	PID         int    `json:"pid,omitempty"`
 	Err         string `json:"err,omitempty"`
+	// Until (lease lines): the holder's local lease end, Unix nanoseconds
+	// (one machine, one wall clock), and At when it said so.
+	Until int64 `json:"until,omitempty"`
+	At    int64 `json:"at,omitempty"`
 }

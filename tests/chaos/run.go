@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,6 +60,13 @@ type Config struct {
 	// SnapshotEntries is lockd's --snapshot-entries; 0 keeps lockd's
 	// default (100 000, production).
 	SnapshotEntries int
+	// LockdTags are build tags added to the suite's lockd build (always
+	// built with lockd_faults, for the disk nemeses), e.g. a mutant's
+	// lockd_broken_X. Ignored if TESTCLUSTER_LOCKD_BIN names a binary.
+	LockdTags string
+	// SideBulk is how many nodes are put under /side before the faults,
+	// so that a copy takes several pages (default 1200 short, else 3000).
+	SideBulk int
 
 	Locks, WorkersPerLock, SharedReaders, Candidates           int
 	ConfigClients, ConfigKeys, Churners, AckedWriters, Probers int
@@ -153,6 +161,12 @@ func (c Config) withDefaults() Config {
 	def(&c.RecoveryBound, 60*time.Second)
 	def(&c.LivenessBound, 2*c.Lease+10*time.Second)
 	def(&c.LinearizabilityTimeout, 2*time.Minute)
+	if c.SideBulk == 0 {
+		c.SideBulk = 3000
+		if c.Short {
+			c.SideBulk = 1200
+		}
+	}
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
 	}
@@ -247,6 +261,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.SnapshotEntries > 0 {
 		opts.ExtraArgs = append(opts.ExtraArgs, "--snapshot-entries", fmt.Sprint(cfg.SnapshotEntries))
 	}
+	backupDir := filepath.Join(dir, "backups")
+	opts.ExtraArgs = append(opts.ExtraArgs, "--backup-dir", backupDir)
+	fsyncDir, restoreEnv, err := faultsLockd(cfg, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer restoreEnv()
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -294,7 +315,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	{
 		tctx, tcancel := e.callCtx()
-		e.tenantToken, err = putTenant(tctx, admin, workloadTenant, workloadGrant)
+		e.tenantToken, err = putTenant(tctx, admin, workloadTenant, workloadGrant, sideGrant)
 		tcancel()
 		if err != nil {
 			return nil, err
@@ -364,10 +385,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	tw := newTakeoverWaiter()
 	waiters = append(waiters, tw.name)
 	e.goWorker(func() { e.runTakeoverWaiter(tw) })
+	sideKeys, err := e.startSide(c, admin)
+	if err != nil {
+		return nil, err
+	}
+	rep.FsyncFaults = fsyncStatus(c, &fsyncDir)
 
 	n := &nemesis{e: e, c: c, nn: nn, prober: pr, tw: tw, admin: admin, logf: logf,
 		holderBin: holderBin, resourceURL: resURL, logDir: dir, counts: map[string]int{}, proxies: proxies,
-		down: map[int]bool{}, crashed: map[int]string{}}
+		down: map[int]bool{}, crashed: map[int]string{}, bulk: cfg.SideBulk, backupDir: backupDir, fsyncDir: fsyncDir}
 	rounds := cfg.Rounds
 	if rounds <= 0 {
 		rounds = min(1000, int(cfg.Duration/(10*time.Second))+1)
@@ -469,9 +495,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for _, o := range outages {
 		rep.Outages = append(rep.Outages, fmt.Sprintf("%v–%v (%v)", o.Start.Round(time.Second), o.End.Round(time.Second), (o.End-o.Start).Round(time.Second)))
 	}
-	rep.check("no commit without a majority")(check.CheckNoQuorum(snap.Ops, snap.NoQuorum))
+	// The windows are the demo cell's: the moving prefix's ops (side-*)
+	// may be served by a cell placed elsewhere (move-new-cell, restore-old),
+	// whose majority a kill of demo's need not take.
+	rep.check("no commit without a majority")(check.CheckNoQuorum(demoOps(snap.Ops), snap.NoQuorum))
 	rep.check("e. liveness after heal")(check.CheckLiveness(snap.WaiterGrant, waiters, healAt, cfg.LivenessBound))
+	// After the outages are measured: a prefix left unavailable makes
+	// these reads wait out their bound.
+	sideFinal, sideUnread, sideOps := e.finalSideReads(c, snap, sideKeys)
+	e.checkSide(rep, sideFinal, sideUnread, sideOps)
 	if hs != nil {
+		// The cells move-new-cell created are the executor's, not mallory's.
+		for i := 1; i <= n.fresh; i++ {
+			hostileBefore.Cells = append(hostileBefore.Cells, freshCellName(i))
+		}
 		rep.check("h2. hostile: nothing outside its grants changed")(check.CheckHostileState(hostileBefore, hostileAfter))
 		rep.hostileFigures(e, hs, snap.Ops, pr.outages(stallOutageGap, h.Now()))
 	}
@@ -528,6 +565,9 @@ var runningChecks = []struct{ key, title string }{
 	{"no-majority", "no-majority probe lock not granted"},
 	{"liveness", "bounds: fail-over, takeover, recovery"},
 	{"hostile-refused", "h1. hostile: nothing outside its grants answered"},
+	{"migration", "moves: every move, resume and race settles, nothing lost at once"},
+	{"restore", "restores through the product complete"},
+	{"single-server", "m1. one cell per prefix (a stale client cannot lock)"},
 }
 
 // finalReads reads back every acknowledged key and each config key (the
@@ -603,4 +643,16 @@ func finalReads(endpoints []string, adminToken string, acked []check.AckedWrite,
 		errs = append(errs, fmt.Errorf("%d acknowledged keys could not be read", len(unread)))
 	}
 	return final, unread, ops, errors.Join(errs...)
+}
+
+// demoOps are the ops on the demo cell: all but the moving prefix's
+// workers' (side-*).
+func demoOps(ops []check.Op) []check.Op {
+	out := make([]check.Op, 0, len(ops))
+	for _, o := range ops {
+		if !strings.HasPrefix(o.Worker, "side-") {
+			out = append(out, o)
+		}
+	}
+	return out
 }

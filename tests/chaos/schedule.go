@@ -30,6 +30,29 @@ const (
 	// through them) and restarts it later: its clients go on through the
 	// other with the same sessions.
 	KillProxy FaultKind = "kill-proxy"
+
+	// The move, restore and disk nemeses (issue 23), on /side:
+	// RaceMove starts two migration drivers of /side 30–90 ms apart.
+	RaceMove FaultKind = "race-move"
+	// KillDriver kill -9s a lockctl migrate mid-copy and resumes it with
+	// two drivers at once.
+	KillDriver FaultKind = "kill-driver"
+	// MoveNewCell creates a cell and moves /side to it at once.
+	MoveNewCell FaultKind = "move-new-cell"
+	// RestoreOld restores the side cell from an older backup on the live
+	// cluster (sometimes after /side moved away), then a client with the
+	// directory of before tries a lock a fresh client holds.
+	RestoreOld FaultKind = "restore-old"
+	// SlowFsync makes a majority's fsyncs slow (proposal timeouts).
+	SlowFsync FaultKind = "slow-fsync"
+	// FailFsync makes one replica's fsyncs fail.
+	FailFsync FaultKind = "fail-fsync"
+	// MoveHeld moves /side while a lock under it is held (its holder
+	// sometimes stopped) and values are cached.
+	MoveHeld FaultKind = "move-held"
+	// ExpireInFlight stops a holder process for its lease and resumes it
+	// while its expiry is slowly committing (slow fsync everywhere).
+	ExpireInFlight FaultKind = "expire-in-flight"
 )
 
 // partitionKinds need network namespaces.
@@ -43,7 +66,12 @@ var roundBag = []FaultKind{
 	KillFollower, KillTwo, KillThree, SplitCell,
 	KillHolder, KillHolder, PauseHolder,
 	ReplaceReplica, MovePrefix, KillProxy,
+	RaceMove, KillDriver, MoveNewCell, RestoreOld, SlowFsync, FailFsync, MoveHeld, ExpireInFlight,
 }
+
+// OnlyKinds, if set, restricts a schedule to these nemeses (CHAOS_ONLY or
+// -only: a run of the move, restore and disk nemeses alone).
+var OnlyKinds map[FaultKind]bool
 
 // Step is one fault of the schedule: what, for how long, which targets
 // (Pick chooses among the candidates the cell offers when the step runs:
@@ -91,7 +119,7 @@ func Schedule(seed int64, t Timing, partitions bool, rounds int) []Step {
 	for round := 0; round < rounds; round++ {
 		bag := make([]FaultKind, 0, len(roundBag))
 		for _, k := range roundBag {
-			if partitionKinds[k] && !partitions {
+			if partitionKinds[k] && !partitions || OnlyKinds != nil && !OnlyKinds[k] {
 				continue
 			}
 			bag = append(bag, k)
@@ -118,8 +146,12 @@ func Schedule(seed int64, t Timing, partitions bool, rounds int) []Step {
 				st.Hold = u(2*E, 4*E)
 			case PauseHolder:
 				st.Hold = L + u(L/4, L/2)
-			case KillHolder, ReplaceReplica, MovePrefix:
+			case KillHolder, ReplaceReplica, MovePrefix, RaceMove, KillDriver, MoveNewCell, RestoreOld, MoveHeld, ExpireInFlight:
 				st.Hold = 0
+			case SlowFsync:
+				st.Hold = u(L/4, L/2)
+			case FailFsync:
+				st.Hold = u(E, 2*E)
 			}
 			steps = append(steps, st)
 		}

@@ -18,6 +18,9 @@ type regState struct {
 	exists  bool
 	value   string
 	version uint64
+	// unknown: a restore reset the key to its backup's state, which the
+	// history does not say; the next definite answer fixes it (ConfigEra).
+	unknown bool
 }
 
 // configModel is the sequential specification of a config key under get,
@@ -47,6 +50,12 @@ var configModel = porcupine.NondeterministicModel{
 		st := state.(regState)
 		in := input.(ConfigOp)
 		out := output.(ConfigOp)
+		if in.Kind == ConfigEra {
+			return []interface{}{regState{unknown: true}}
+		}
+		if st.unknown {
+			return stepUnknown(st, in, out)
+		}
 		applied := func() regState {
 			return regState{exists: true, value: in.Value, version: st.version + 1}
 		}
@@ -105,11 +114,34 @@ var configModel = porcupine.NondeterministicModel{
 	},
 	DescribeState: func(state interface{}) string {
 		st := state.(regState)
+		if st.unknown {
+			return "unknown (restored)"
+		}
 		if !st.exists {
 			return "absent"
 		}
 		return fmt.Sprintf("%q@v%d", st.value, st.version)
 	},
+}
+
+// stepUnknown is the model's step from a restored key's unknown state: a
+// definite answer fixes the state; anything else leaves it unknown.
+func stepUnknown(st regState, in, out ConfigOp) []interface{} {
+	if out.Outcome != OutcomeOK {
+		return []interface{}{st}
+	}
+	switch in.Kind {
+	case ConfigGet:
+		if !out.Exists {
+			return []interface{}{regState{}}
+		}
+		return []interface{}{regState{exists: true, value: out.GotValue, version: out.Version}}
+	case ConfigCAS:
+		if out.Version != in.Expect+1 {
+			return nil
+		}
+	}
+	return []interface{}{regState{exists: true, value: in.Value, version: out.Version}}
 }
 
 func describeConfigOp(in, out ConfigOp) string {
@@ -118,6 +150,8 @@ func describeConfigOp(in, out ConfigOp) string {
 		res += " (" + out.Err + ")"
 	}
 	switch in.Kind {
+	case ConfigEra:
+		return fmt.Sprintf("restore of %s: its state is now the backup's", in.Key)
 	case ConfigGet:
 		if out.Outcome == OutcomeOK && !out.Exists {
 			return fmt.Sprintf("get(%s) → absent", in.Key)

@@ -98,6 +98,9 @@ const (
 	ConfigGet ConfigKind = "get"
 	ConfigPut ConfigKind = "put" // unconditional
 	ConfigCAS ConfigKind = "cas" // put at an expected version
+	// ConfigEra starts a key's history after a restore (SplitRestoreEras):
+	// the key is then in the backup's state, unknown to the checker.
+	ConfigEra ConfigKind = "era"
 )
 
 // Outcome of a call.
@@ -172,6 +175,8 @@ type History struct {
 	staleWrites int
 	waiterGrant map[string][]time.Duration // liveness: grants per waiter
 	checked     map[string]int             // checks made while running, by checker
+
+	moves moveRecords // the move, restore and fsync nemeses' records (history_moves.go)
 }
 
 // NewHistory starts an empty history whose clock starts now.

@@ -37,6 +37,9 @@ func main() {
 		snapN    = flag.Int("snapshot-entries", 0, "lockd --snapshot-entries (0: lockd's default)")
 		delay    = flag.String("delay", "", "MIN-MAX: put every replica's Raft traffic through a relay adding MIN to MAX each way (a cell across regions, e.g. 50ms-100ms); the cells then run -cell-timing")
 		timing   = flag.String("cell-timing", "", "the cells' own timing with -delay (default "+chaos.GlobalCellTiming+")")
+		bulk     = flag.Int("side-bulk", 0, "nodes put under /side before the faults (0: 1200 with -short, else 3000)")
+		only     = flag.String("only", os.Getenv("CHAOS_ONLY"), "comma-separated nemeses to run alone (e.g. race-move,restore-old; env CHAOS_ONLY)")
+		tags     = flag.String("lockd-tags", os.Getenv("CHAOS_LOCKD_TAGS"), "build tags added to the lockd build (always lockd_faults), e.g. a mutant's (env CHAOS_LOCKD_TAGS)")
 	)
 	flag.Parse()
 	if *seed == 0 {
@@ -50,10 +53,16 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	fmt.Printf("chaos: seed %d (SEED=%d reproduces the schedule), duration %v\n", *seed, *seed, *duration)
+	if *only != "" {
+		chaos.OnlyKinds = map[chaos.FaultKind]bool{}
+		for _, k := range strings.Split(*only, ",") {
+			chaos.OnlyKinds[chaos.FaultKind(strings.TrimSpace(k))] = true
+		}
+	}
 	cfg := chaos.Config{
 		Seed: *seed, Duration: *duration, Rounds: *rounds, Short: *short,
 		NoPartitions: *noPart, NoProxies: *noProxy, NoHostile: *noHost, HostileRate: *hRate, Dir: *dir, Logf: logf, SnapshotEntries: *snapN,
-		CellTiming: *timing,
+		CellTiming: *timing, LockdTags: *tags, SideBulk: *bulk,
 	}
 	if *delay != "" {
 		lo, hi, ok := strings.Cut(*delay, "-")

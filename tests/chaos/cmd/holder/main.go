@@ -11,7 +11,10 @@
 // the lock is lost, 1 on error.
 //
 // Lines: {"ev":"granted",...}, {"ev":"write","token":T,"status":204|409},
-// {"ev":"lost"}, {"ev":"error","err":...}.
+// {"ev":"lost"}, {"ev":"error","err":...}; and for the session checker
+// (m3): {"ev":"lease","until":U,"at":A,"session":S} each loop (its local
+// lease end, Unix ns), {"ev":"safe",...} on SessionSafe and
+// {"ev":"expired","err":...} when the cell ends the session.
 package main
 
 import (
@@ -24,6 +27,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -43,7 +47,7 @@ func main() {
 		maxLife   = flag.Duration("max", 2*time.Hour, "exit after this long in any case")
 	)
 	flag.Parse()
-	out := json.NewEncoder(os.Stdout)
+	out := &lineWriter{enc: json.NewEncoder(os.Stdout)}
 	fail := func(err error) {
 		_ = out.Encode(chaos.HolderLine{Ev: "error", Err: err.Error()})
 		os.Exit(1)
@@ -65,6 +69,7 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
+	go watchSession(s, out)
 	m := c.NewMutex(*lock)
 	lockCtx, lockCancel := context.WithCancel(ctx)
 	go func() {
@@ -118,6 +123,7 @@ func main() {
 			_ = c.Close()
 			os.Exit(3)
 		}
+		_ = out.Encode(chaos.HolderLine{Ev: "lease", Session: s.ID(), Until: s.LocalExpiry().UnixNano(), At: time.Now().UnixNano()})
 		if m.Context().Err() != nil { // in jeopardy: do not act
 			time.Sleep(*prepare / 2)
 			continue
@@ -134,5 +140,31 @@ func main() {
 		}
 		resp.Body.Close()
 		_ = out.Encode(chaos.HolderLine{Ev: "write", Token: tok, Status: resp.StatusCode})
+	}
+}
+
+// lineWriter serializes the JSON lines of the main loop and the session
+// watcher.
+type lineWriter struct {
+	mu  sync.Mutex
+	enc *json.Encoder
+}
+
+func (w *lineWriter) Encode(l chaos.HolderLine) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.enc.Encode(l)
+}
+
+// watchSession reports SessionSafe (with the local lease it implies) and
+// the cell ending the session.
+func watchSession(s *sdk.Session, out *lineWriter) {
+	for ev := range s.Events() {
+		switch ev.Type {
+		case sdk.SessionSafe:
+			_ = out.Encode(chaos.HolderLine{Ev: "safe", Session: s.ID(), Until: s.LocalExpiry().UnixNano(), At: time.Now().UnixNano()})
+		case sdk.SessionExpired:
+			_ = out.Encode(chaos.HolderLine{Ev: "expired", Session: s.ID(), Err: fmt.Sprint(ev.Err), At: time.Now().UnixNano()})
+		}
 	}
 }

@@ -1,0 +1,7 @@
+//go:build !lockd_broken_copydigest
+
+package directory
+
+// The deliberately broken build (broken_copydigest.go) is off in every
+// normal build.
+const brokenCopyDigest = false

@@ -1,0 +1,7 @@
+//go:build !lockd_broken_migrationdriver
+
+package directory
+
+// The deliberately broken build (broken_migration.go) is off in every
+// normal build.
+const brokenMigrationDriver = false

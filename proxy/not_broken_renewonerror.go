@@ -1,0 +1,5 @@
+//go:build !lockproxy_broken_renewonerror
+
+package proxy
+
+const brokenRenewOnError = false

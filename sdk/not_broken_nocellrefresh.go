@@ -1,0 +1,5 @@
+//go:build !sdk_broken_nocellrefresh
+
+package sdk
+
+const brokenNoCellRefresh = false

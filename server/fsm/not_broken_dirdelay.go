@@ -1,0 +1,5 @@
+//go:build !lockd_broken_dirdelay
+
+package fsm
+
+const brokenDirDelay = false

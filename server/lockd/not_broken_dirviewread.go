@@ -1,0 +1,5 @@
+//go:build !lockd_broken_dirviewread
+
+package lockd
+
+const brokenDirViewRead = false

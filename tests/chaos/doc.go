@@ -153,7 +153,12 @@
 //	    to write is there (the workloads' own data: checkers c and d).
 //	h3. CheckWriteStalls: no direct workload write took longer than one
 //	    cache window (api.CacheWindowFor(lease)) plus stallSlack, unless
-//	    the probes saw the cell commit nothing meanwhile (an outage); no
+//	    the probes saw the cell commit nothing meanwhile (an outage); a
+//	    write of a cached node (config-*) is also excused the longest span
+//	    it shares with one fence, a leader fault to one cache window after
+//	    the new leader's first commit (nemesis.fenceAfter: the new
+//	    leader's fence holds it by design; one fence at most, so a cacher
+//	    that never lets go is still caught: lockd_broken_cachewindow); no
 //	    workload session lost is checker d.
 //
 // Its mutant: `go test -tags lockproxy_broken_lendtoken -run

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/sdk"
 	"github.com/lockservice/lockd/tests/chaos/check"
 	"github.com/lockservice/lockd/tests/cluster"
@@ -55,6 +56,10 @@ type nemesis struct {
 	mu        sync.Mutex
 	counts    map[string]int
 	failovers []Sample
+	// fences are, for each new leader the probes saw, the span from the
+	// fault to one cache window after its first commit: writes of cached
+	// nodes may wait that long by design (checker h3 excuses it).
+	fences    []check.Window
 	takeovers []Sample
 	regains   []Sample // kill-three: majority back → first commit
 	steps     int
@@ -244,6 +249,7 @@ func (n *nemesis) measureFailover(kind string, at time.Duration) <-chan struct{}
 			if end, ok := n.prober.firstAfter(at); ok {
 				n.mu.Lock()
 				n.failovers = append(n.failovers, Sample{kind, end - at})
+				n.fences = append(n.fences, n.fenceAfter(kind, at, end))
 				n.mu.Unlock()
 				n.logf("chaos: %s: first commit under the new leader %v after the fault", kind, (end - at).Round(time.Millisecond))
 				return
@@ -256,6 +262,14 @@ func (n *nemesis) measureFailover(kind string, at time.Duration) <-chan struct{}
 		}
 	}()
 	return done
+}
+
+// fenceAfter is the span a fault at `at`, whose new leader first
+// committed at end, lets writes of cached nodes wait: the election, then
+// the new leader's cache fence, at most one cache window (its cachers
+// may still be on the old leader).
+func (n *nemesis) fenceAfter(kind string, at, end time.Duration) check.Window {
+	return check.Window{Start: at, End: end + api.CacheWindowFor(n.e.cfg.Lease), What: "fence after " + kind}
 }
 
 func (n *nemesis) restart(ids ...int) error {
@@ -448,6 +462,7 @@ func (n *nemesis) noMajority(ctx context.Context, st Step) error {
 		if e, ok := n.prober.firstAfter(back); ok {
 			n.mu.Lock()
 			n.regains = append(n.regains, Sample{"majority back", e - back})
+			n.fences = append(n.fences, n.fenceAfter("majority back", back, e))
 			n.mu.Unlock()
 			n.logf("chaos: majority back: first commit %v after replica %d restarted", (e - back).Round(time.Millisecond), victims[0])
 			break
@@ -564,4 +579,11 @@ func (n *nemesis) killHolder() {
 	if h := n.holder; h != nil {
 		_ = h.kill()
 	}
+}
+
+// fenceWindows are the fences recorded so far (fenceAfter).
+func (n *nemesis) fenceWindows() []check.Window {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]check.Window(nil), n.fences...)
 }

@@ -133,20 +133,11 @@ func (n *nemesis) expireInFlight(ctx context.Context, st Step) error {
 	if n.fsyncDir == "" {
 		return fmt.Errorf("expire-in-flight: lockd is not a lockd_faults build")
 	}
-	n.holders++
-	name := fmt.Sprintf("expiring-holder-%d", n.holders)
-	h, err := n.e.startHolderOn(n.holderBin, n.resourceURL, n.logDir, name, expiringLock)
+	h, name, err := n.grantedHolder("expiring-holder", expiringLock)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = h.kill() }()
-	select {
-	case <-h.granted:
-	case <-h.done:
-		return fmt.Errorf("%s exited before its grant", name)
-	case <-time.After(n.e.cfg.TakeoverBound):
-		return fmt.Errorf("%s not granted", name)
-	}
 	sleepCtx(ctx, 300*time.Millisecond)
 	if err := h.signal(syscall.SIGSTOP); err != nil {
 		return err

@@ -272,20 +272,11 @@ func (n *nemesis) moveHeld(ctx context.Context, st Step) error {
 	if err != nil {
 		return err
 	}
-	n.holders++
-	name := fmt.Sprintf("held-holder-%d", n.holders)
-	h, err := n.e.startHolderOn(n.holderBin, n.resourceURL, n.logDir, name, sideHeldLock)
+	h, name, err := n.grantedHolder("held-holder", sideHeldLock)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = h.kill() }()
-	select {
-	case <-h.granted:
-	case <-h.done:
-		return fmt.Errorf("%s exited before its grant", name)
-	case <-time.After(n.e.cfg.TakeoverBound):
-		return fmt.Errorf("%s not granted", name)
-	}
 	waiter, err := n.e.newClient("move-waiter", true, n.e.cfg.RequestTimeout)
 	if err != nil {
 		return err
@@ -354,4 +345,25 @@ func (n *nemesis) queueWaiter(ctx context.Context, m *sdk.Mutex) <-chan time.Dur
 // the directory changed (it learns the change only from a refusal).
 func (n *nemesis) staleClient() (*sdk.Client, error) {
 	return n.e.newClient("admin", false, n.e.cfg.RequestTimeout)
+}
+
+// grantedHolder starts a holder process (named kind-N) on lock and waits
+// for its grant (at most the takeover bound); on an error it is killed.
+func (n *nemesis) grantedHolder(kind, lock string) (*holderProc, string, error) {
+	n.holders++
+	name := fmt.Sprintf("%s-%d", kind, n.holders)
+	h, err := n.e.startHolderOn(n.holderBin, n.resourceURL, n.logDir, name, lock)
+	if err != nil {
+		return nil, name, err
+	}
+	select {
+	case <-h.granted:
+		return h, name, nil
+	case <-h.done:
+		err = fmt.Errorf("%s exited before its grant", name)
+	case <-time.After(n.e.cfg.TakeoverBound):
+		err = fmt.Errorf("%s not granted", name)
+	}
+	_ = h.kill()
+	return nil, name, err
 }

@@ -510,7 +510,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			hostileBefore.Cells = append(hostileBefore.Cells, freshCellName(i))
 		}
 		rep.check("h2. hostile: nothing outside its grants changed")(check.CheckHostileState(hostileBefore, hostileAfter))
-		rep.hostileFigures(e, hs, snap.Ops, pr.outages(stallOutageGap, h.Now()))
+		rep.hostileFigures(e, hs, snap.Ops, pr.outages(stallOutageGap, h.Now()), n.fenceWindows())
 	}
 	byChecker := map[string][]check.Violation{}
 	for _, v := range snap.Violations {

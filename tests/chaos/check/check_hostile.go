@@ -202,3 +202,26 @@ func (l Latencies) String() string {
 	}
 	return fmt.Sprintf("n=%d p50 %d ms, p99 %d ms, max %d ms", l.N, l.P50, l.P99, l.Max)
 }
+
+// CheckFencedWriteStalls is CheckWriteStalls for writes of cached nodes:
+// besides the outages, each write is excused the longest span it shares
+// with one fence (a leader fault to one cache window after the new
+// leader's first commit), at most one: the new leader's fence holds such a
+// write by design, but a write held past that and its bound is a stall.
+func CheckFencedWriteStalls(writes []Op, outages, fences []Window, bound time.Duration) (int, []Violation) {
+	var vs []Violation
+	for _, o := range writes {
+		took := o.End - o.Start
+		var fenced time.Duration
+		for _, f := range fences {
+			fenced = max(fenced, overlap(o, []Window{f}))
+		}
+		down := overlap(o, outages) + fenced
+		if took-down <= bound {
+			continue
+		}
+		vs = append(vs, Violation{"write-stall", fmt.Sprintf("%s %s took %v (%v–%v, ok=%v), %v of it while the cell committed and past one fence: over the bound %v",
+			o.Worker, o.Kind, took.Round(time.Millisecond), o.Start.Round(time.Millisecond), o.End.Round(time.Millisecond), o.OK, (took - down).Round(time.Millisecond), bound)})
+	}
+	return len(writes), vs
+}

@@ -150,3 +150,20 @@ func TestCachedReadsAcrossRestore(t *testing.T) {
 	res = CheckLinearizable(SplitRestoreEras(move, nil), time.Minute)
 	wantViolations(t, "stale cached read after a timed-out write", res.Violations, 1)
 }
+
+// A write of a cached node is excused its outages and the longest span
+// it shares with one fence, never two: a write held across two fences
+// past its bound is a stall (a cacher that never lets go, say).
+func TestFencedWriteStalls(t *testing.T) {
+	w := func(a, b time.Duration) Window { return Window{Start: a, End: b} }
+	write := []Op{{Start: 0, End: 30}}
+	outages := []Window{w(0, 2)}
+	fences := []Window{w(5, 13), w(10, 20)} // 8 and 10 long
+	// 30 − 2 (outage) − 10 (the longer fence) = 18.
+	if _, vs := CheckFencedWriteStalls(write, outages, fences, 17); len(vs) != 1 {
+		t.Fatalf("stalled 18, bound 17: %v", vs)
+	}
+	if _, vs := CheckFencedWriteStalls(write, outages, fences, 18); len(vs) != 0 {
+		t.Fatalf("stalled 18, bound 18: %v", vs)
+	}
+}

@@ -378,6 +378,14 @@ type ReadRequest struct {
 	// then waits for it to learn of the fail-over before changing a node
 	// it may cache).
 	Cache bool `json:"cache,omitempty"`
+	// CacheWindowMS, with Cache: the cache window the client serves a
+	// cacheable reply for, from the send of its last confirmed KeepAlive
+	// (api.CacheWindowFor its lease). The leader grants the read to a
+	// cache only if it is no longer than the window its invalidation
+	// deadlines and fences allow for that session: a client that does not
+	// say (built before short grants, which served 9 s) is served
+	// uncached. Negative: bad_request.
+	CacheWindowMS int64 `json:"cache_window_ms,omitempty"`
 }
 
 // GetResponse answers get. Exists is false (and the call succeeds) for a

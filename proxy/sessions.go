@@ -31,6 +31,11 @@ const (
 	minBatchGap = 10 * time.Millisecond
 	// urgentGather lets urgent sessions arriving together share a batch.
 	urgentGather = 2 * time.Millisecond
+	// maxAnsweredLeaseAge: a KeepAlive whose wait is over is answered at
+	// once if the lease it confirms (its session's last confirmed batch)
+	// is under lease/maxAnsweredLeaseAge old; an older one waits for the
+	// batch that carries it.
+	maxAnsweredLeaseAge = 4
 	// forgetAfter drops a session whose client has been silent this long
 	// past its lease (it moved to another proxy, or is gone).
 	forgetAfter = 30 * time.Second
@@ -463,13 +468,17 @@ func (t *cellTable) keepAlive(ctx context.Context, req api.KeepAliveRequest, arr
 			// client tries another proxy.
 			t.mu.Unlock()
 			return api.SessionResponse{}, api.Errorf(api.CodeUnavailable, "proxy: no answer from cell %s's leader for %v", t.name, now.Sub(later(t.lastReply, ps.base)).Round(time.Millisecond))
-		case ps.base.Before(arrived) && !now.Before(deadline) && now.Before(confirmBy) && !w.superseded &&
+		case ps.base.Before(arrived) && arrived.Sub(ps.base) > ps.leaseOrDefault()/maxAnsweredLeaseAge && !now.Before(deadline) && now.Before(confirmBy) && !w.superseded &&
 			len(ps.pending(t.epoch)) == 0 && len(ps.pevents) == 0 && !brokenAwaitBatch:
 			// Its wait is over, but no batch that carried it has been
 			// confirmed yet: the answer would date the lease from the
-			// client's previous KeepAlive. The batch built since its
-			// arrival answers within a period; wait for it, up to what
-			// the client allows an attempt.
+			// client's previous KeepAlive, over a quarter of the lease
+			// ago. The batch built since its arrival answers within a
+			// period; wait for it, up to what the client allows an
+			// attempt. (A client on the cache's short poll, whose last
+			// KeepAlive went in a recent batch, is answered at its wait's
+			// end with that batch's age: its cache grant is renewed in
+			// time, and its lease dated from a send a batch or two ago.)
 			ps.awaitBatch = true
 		case len(ps.pending(t.epoch)) > 0 || len(ps.pevents) > 0 || !now.Before(deadline) || w.superseded || ps.behind(t.epoch):
 			if shared != 0 {

@@ -51,16 +51,82 @@ func (lc leaseClock) cacheUntil() time.Time {
 	return lc.lastConfirmedSend.Add(w - DriftMargin(w))
 }
 
+// cacheUntilLocked is when the session's cache stops serving: direct, the
+// lease clock's cache window; through a proxy, the grant the proxy gave
+// with its last reply (counted from the send, and never past the proxy's
+// own window on the cell, which is what invalidates the values it made
+// cacheable), and never in jeopardy.
+func (s *Session) cacheUntilLocked() time.Time {
+	lc := s.clockLocked()
+	if s.proxy == "" {
+		return lc.cacheUntil()
+	}
+	if !lc.jeopardySince.IsZero() || lc.lastConfirmedSend.IsZero() {
+		return time.Time{}
+	}
+	return s.proxyCacheUntil
+}
+
 // cached returns path's cached read, if the cache may serve it now.
 func (s *Session) cached(path string) (api.GetResponse, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := time.Now()
-	if s.err != nil || !now.Before(s.clockLocked().cacheUntil()) || (s.proxy != "" && !now.Before(s.proxyCacheUntil)) {
+	if s.err != nil || !time.Now().Before(s.cacheUntilLocked()) {
 		return api.GetResponse{}, false
 	}
 	r, ok := s.cache.entries[path]
 	return r, ok
+}
+
+// cacheWindow is how long after the send of its last confirmed KeepAlive
+// the session serves cached values (less the drift margin): the window
+// its cacheable reads declare (api.ReadRequest.CacheWindowMS).
+func (s *Session) cacheWindow() time.Duration { return api.CacheWindowFor(s.lease) }
+
+// renewWait is the next KeepAlive's long poll: while the leader may count
+// the session as a cacher (its cache holds a value, or a cacheable read
+// went out within the last lease-long poll, whose reply may not have been
+// stored), a third of the cache window (api.CacheKeepAliveWait), so the
+// short grant is renewed, and an invalidation answered, well before its
+// deadline; else the lease's.
+func (s *Session) renewWait() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.cache.entries) == 0 && (s.cacheReadAt.IsZero() || time.Since(s.cacheReadAt) > s.wait) {
+		return s.wait
+	}
+	return min(s.wait, api.CacheKeepAliveWait(s.lease))
+}
+
+// beginCacheRead is called as a cacheable read goes out: it returns the
+// generation the reply must find unchanged to be stored, and switches the
+// KeepAlives to the cache's short poll at once (the leader counts the
+// session a cacher from this read on, stored or not), ending a
+// lease-long poll the cell may hold (ackLoop).
+func (s *Session) beginCacheRead() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	short := len(s.cache.entries) > 0 || (!s.cacheReadAt.IsZero() && time.Since(s.cacheReadAt) <= s.wait)
+	s.cacheReadAt = time.Now()
+	if !short && api.CacheKeepAliveWait(s.lease) < s.wait {
+		s.renewSoon = true
+		select {
+		case s.ackKick <- struct{}{}:
+		default:
+		}
+	}
+	return s.cache.gen
+}
+
+// takeRenewSoon reports (and clears) that a cacheable read went out while
+// a lease-long poll may be out (beginCacheRead): ackLoop then sends a KeepAlive at
+// once, which ends that poll and confirms the window.
+func (s *Session) takeRenewSoon() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := s.renewSoon
+	s.renewSoon = false
+	return v
 }
 
 // cacheGen is the generation a read about to be sent must find unchanged

@@ -18,16 +18,18 @@ func (s *Session) keepAliveLoop() {
 	defer s.c.bg.Done()
 	defer s.wg.Done()
 	req := api.KeepAliveRequest{Cell: s.cs.name, Session: s.id, Secret: s.secret}
-	// An attempt may take the whole long-poll plus a margin for the reply.
-	attempt := s.wait + max(s.lease/6, 500*time.Millisecond)
 	for s.ctx.Err() == nil {
+		// The long poll is the lease's, or the cache window's while the
+		// cache holds values (renewWait); an attempt may take the whole
+		// long poll plus a margin for the reply.
+		wait := s.renewWait()
 		var resp api.SessionResponse
 		cl := &call{
 			route:       api.RouteSessionKeepAlive,
 			req:         &req,
 			resp:        &resp,
 			keepAlive:   true,
-			timeout:     attempt,
+			timeout:     wait + max(s.lease/6, 500*time.Millisecond),
 			retryUnsure: true,
 		}
 		// A resent KeepAlive (after a redirect or a failure) asks for an
@@ -36,7 +38,7 @@ func (s *Session) keepAliveLoop() {
 		// Every attempt acknowledges the events processed so far: the cell
 		// keeps (and re-sends) the rest, so a lost reply loses nothing.
 		cl.before = func() {
-			req.WaitMS = s.wait.Milliseconds()
+			req.WaitMS = wait.Milliseconds()
 			if cl.attempts > 0 {
 				req.WaitMS = 0
 			}
@@ -68,7 +70,7 @@ func (s *Session) keepAliveLoop() {
 			// KeepAlive carries the acknowledgement and waits for more),
 			// renewing the lease meanwhile without spinning.
 			s.setHeldWait(true)
-			t := time.NewTimer(min(s.wait, time.Second))
+			t := time.NewTimer(min(wait, time.Second))
 			select {
 			case <-s.released:
 			case <-t.C:
@@ -104,9 +106,10 @@ func (s *Session) ackPending() bool {
 }
 
 // ackLoop sends an immediate KeepAlive when the gate releases a held
-// acknowledgement (a write, or a new leader, waits for it), for the main
-// loop may be in a long poll; a newer KeepAlive ends the one the cell
-// holds, which then goes on as usual.
+// acknowledgement (a write, or a new leader, waits for it), or when the
+// cache took its first value while the main loop is in a lease-long poll
+// (storeLocked): the main loop may be in a long poll; a newer KeepAlive
+// ends the one the cell holds, which then goes on as usual.
 func (s *Session) ackLoop() {
 	defer s.c.bg.Done()
 	defer s.wg.Done()
@@ -116,7 +119,7 @@ func (s *Session) ackLoop() {
 			return
 		case <-s.ackKick:
 		}
-		if !s.ackPending() {
+		if !s.ackPending() && !s.takeRenewSoon() {
 			continue
 		}
 		req := api.KeepAliveRequest{Cell: s.cs.name, Session: s.id, Secret: s.secret}
@@ -203,7 +206,9 @@ func (s *Session) confirmed(sentAt time.Time, resp *api.SessionResponse) (more, 
 	if resp.Proxy != "" {
 		// The proxy's grant counts from this send (not less the lease's
 		// age): the proxy counted it from the request's arrival.
-		s.proxyCacheUntil = sentAt.Add(time.Duration(resp.CacheMS) * time.Millisecond)
+		// Less the drift margin: the proxy counted it on its own clock.
+		d := time.Duration(resp.CacheMS) * time.Millisecond
+		s.proxyCacheUntil = sentAt.Add(d - DriftMargin(d))
 	}
 	r1, invalidated, firstInv, resync := s.w.dispatch(resp.Epoch, resp.Events)
 	r2, pinvalidated, presync := s.w.dispatchProxy(resp.ProxyEvents)

@@ -240,8 +240,8 @@ func (c *Client) Get(ctx context.Context, path string) (api.Node, error) {
 		req := api.ReadRequest{Path: path}
 		var gen uint64
 		if s != nil {
-			gen = s.cacheGen()
-			req.Session, req.Secret, req.Cache = s.id, s.secret, true
+			gen = s.beginCacheRead()
+			req.Session, req.Secret, req.Cache, req.CacheWindowMS = s.id, s.secret, true, s.cacheWindow().Milliseconds()
 		}
 		if err := c.do(ctx, cs, &call{route: api.RouteGet, req: req, resp: &resp, retryUnsure: true}); err != nil {
 			return err

@@ -126,6 +126,8 @@ type Session struct {
 	ackKick         chan struct{} // cap 1: a held acknowledgement was released (for ackLoop)
 	released        chan struct{} // cap 1: the same, for the KeepAlive loop
 	heldWait        bool          // the KeepAlive loop waits for a release
+	renewSoon       bool          // a cacheable read went out on the lease's poll (for ackLoop)
+	cacheReadAt     time.Time     // the last cacheable read's send
 	sentAck         [2]uint64     // the last acknowledgement sent (epoch, seq)
 	events          chan SessionEvent
 	done            chan struct{}

@@ -42,8 +42,9 @@ func (c *Client) SharedGet(ctx context.Context, cell, path string) (resp api.Get
 		return r, true, nil
 	}
 	c.cacheCount.misses.Add(1)
-	gen := s.cacheGen()
-	err = c.do(ctx, cs, &call{route: api.RouteGet, req: api.ReadRequest{Path: path, Session: s.id, Secret: s.secret, Cache: true}, resp: &resp, retryUnsure: true})
+	gen := s.beginCacheRead()
+	req := api.ReadRequest{Path: path, Session: s.id, Secret: s.secret, Cache: true, CacheWindowMS: s.cacheWindow().Milliseconds()}
+	err = c.do(ctx, cs, &call{route: api.RouteGet, req: req, resp: &resp, retryUnsure: true})
 	if err != nil {
 		if sessionGone(err) {
 			s.expire(err)

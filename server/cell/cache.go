@@ -136,7 +136,7 @@ func (c *Cell) invalidate(ctx context.Context, byPaths map[uint64][]string) erro
 		if err != nil {
 			return err
 		}
-		if res != session.Acked {
+		if res != session.Acked && res != session.Lapsed {
 			c.revoke(s)
 		}
 	}
@@ -182,6 +182,9 @@ func (c *Cell) revoke(s uint64) {
 func (c *Cell) registerCacher(ctx context.Context, req api.ReadRequest, grant GrantCheck) uint64 {
 	if !req.Cache || req.Session == 0 || req.Watch != "" || !c.sessions.Has(req.Session) || c.sessions.Outstanding(req.Session) {
 		return 0
+	}
+	if !c.sessions.WindowWithin(req.Session, time.Duration(req.CacheWindowMS)*time.Millisecond) && !brokenDeclaredWindow {
+		return 0 // a client that may serve longer than the leader waits
 	}
 	if !c.sessions.MayGrant(req.Session, req.Path) && !brokenFenceCachers {
 		return 0

@@ -618,10 +618,18 @@ func checkWatchKind(k api.WatchKind, allowed ...api.WatchKind) error {
 	return api.Errorf(api.CodeBadRequest, "watch kind %q is not one of %v here", k, allowed)
 }
 
+// checkCacheWindow refuses a negative declared cache window.
+func checkCacheWindow(ms int64) error {
+	if ms < 0 {
+		return api.Errorf(api.CodeBadRequest, "cache_window_ms %d is negative", ms)
+	}
+	return nil
+}
+
 func (s *Server) get(ctx *fasthttp.RequestCtx, p principal) (any, error) {
 	var req api.ReadRequest
 	return s.onPath(ctx, &req, func() string { return req.Path }, func() error {
-		return firstErr(need(p, api.RoleRead, req.Path), checkWatchKind(req.Watch, api.WatchData, api.WatchChildren))
+		return firstErr(need(p, api.RoleRead, req.Path), checkWatchKind(req.Watch, api.WatchData, api.WatchChildren), checkCacheWindow(req.CacheWindowMS))
 	},
 		func(cctx context.Context, c *cell.Cell) (any, error) { return c.Get(cctx, req, s.grantCheck(p)) })
 }

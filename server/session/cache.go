@@ -35,6 +35,17 @@ func (m *Manager) Caches(id uint64) bool {
 	return ok && m.active && l.caches
 }
 
+// WindowWithin reports whether a client that serves cached values for
+// window after its last confirmed KeepAlive stays within the session's
+// cache window, which invalidation deadlines and a new leader's fence
+// count on (api.CacheWindowFor its lease). Zero (not declared): no.
+func (m *Manager) WindowWithin(id uint64, window time.Duration) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.leases[id]
+	return ok && window > 0 && window <= api.CacheWindowFor(l.dur)
+}
+
 // MarkCaches records that the session caches reads (its cache_session
 // applied). It has seen this leadership: it cached nothing before.
 func (m *Manager) MarkCaches(id uint64) {
@@ -60,13 +71,27 @@ type Invalidation struct {
 	Seq      uint64
 	Path     string
 	Deadline time.Time
+	// Fair: the deadline left the client at least half its cache window
+	// after the invalidation was queued (FairAckTime). Only a fair
+	// deadline passed unacknowledged is held against the session (Missed,
+	// then refused as a cacher); an unfair one ends the wait the same way
+	// (Lapsed), for an honest client may not have had time to answer.
+	Fair bool
 }
+
+// FairAckTime is the share of its cache window a client is given, at
+// least, to acknowledge an invalidation before a passed deadline counts
+// against it: half. A session that never acknowledges delays a write
+// by at most this without being refused (its deadline ends the wait
+// either way), and is refused at its first fair deadline.
+func FairAckTime(window time.Duration) time.Duration { return window / 2 }
 
 // pendingInval is an unacknowledged invalidation on the lease.
 type pendingInval struct {
 	seq  uint64
 	path string
 	due  time.Time
+	fair bool
 }
 
 // WaitResult says how a wait for an acknowledgement ended.
@@ -81,6 +106,10 @@ const (
 	// lease was live. The client cannot serve the path any more, but it
 	// did not answer: the caller refuses it as a cacher (Revoke).
 	Missed
+	// Lapsed: the deadline passed unacknowledged, but it was not fair
+	// (Invalidation.Fair): the client cannot serve the path any more, and
+	// is not held to have failed.
+	Lapsed
 )
 
 // Invalidate queues an invalidation of path for the session's cache;
@@ -94,12 +123,14 @@ func (m *Manager) Invalidate(id uint64, path string) (Invalidation, bool) {
 		return Invalidation{}, false
 	}
 	seq := m.queueLocked(id, l, api.Event{Type: api.EventInvalidate, Path: path})
-	inv := Invalidation{Seq: seq, Path: path, Deadline: l.renewedAt.Add(api.CacheWindowFor(l.dur))}
+	w := api.CacheWindowFor(l.dur)
+	due := l.renewedAt.Add(w)
+	inv := Invalidation{Seq: seq, Path: path, Deadline: due, Fair: due.Sub(m.cfg.Now()) >= FairAckTime(w)}
 	if len(l.invals) >= api.MaxPendingEvents {
 		// The oldest deadline goes: a later one is the safe side.
 		l.invals = l.invals[:copy(l.invals, l.invals[1:])]
 	}
-	l.invals = append(l.invals, pendingInval{seq: seq, path: path, due: inv.Deadline})
+	l.invals = append(l.invals, pendingInval{seq: seq, path: path, due: inv.Deadline, fair: inv.Fair})
 	return inv, true
 }
 
@@ -147,8 +178,11 @@ func (m *Manager) WaitAcked(ctx context.Context, id uint64, inv Invalidation) (W
 		}
 		now := m.cfg.Now()
 		until, res := l.expiry, LeaseOut
-		if due := l.dueLocked(inv); !due.IsZero() && due.Before(until) {
+		if due, fair := l.dueLocked(inv); !due.IsZero() && due.Before(until) {
 			until, res = due, Missed
+			if !fair && !brokenFairDeadline {
+				res = Lapsed
+			}
 		}
 		if !now.Before(until) {
 			m.mu.Unlock()
@@ -170,21 +204,22 @@ func (m *Manager) WaitAcked(ctx context.Context, id uint64, inv Invalidation) (W
 
 // dueLocked is inv's effective deadline: the earliest of its own and
 // those of the session's unacknowledged invalidations of the same path
-// queued before it. Zero (none) if inv has none.
-func (l *lease) dueLocked(inv Invalidation) time.Time {
-	due := inv.Deadline
+// queued before it, and whether that one was fair. Zero (none) if inv has
+// none.
+func (l *lease) dueLocked(inv Invalidation) (time.Time, bool) {
+	due, fair := inv.Deadline, inv.Fair
 	if due.IsZero() {
-		return due
+		return due, fair
 	}
 	for _, p := range l.invals {
 		if p.seq > inv.Seq {
 			break
 		}
 		if p.path == inv.Path && p.due.Before(due) {
-			due = p.due
+			due, fair = p.due, p.fair
 		}
 	}
-	return due
+	return due, fair
 }
 
 // Missed counts waits that ended at an invalidation's deadline.

@@ -33,19 +33,25 @@ func waitNow(t *testing.T, m *Manager, id uint64, inv Invalidation) (WaitResult,
 	}
 }
 
-// An invalidation's deadline is one cache window (9 s for a 12 s lease)
-// after the session's last renewal before it was queued; later
+// An invalidation's deadline is one cache window (api.CacheWindowFor a
+// 12 s lease) after the session's last renewal before it was queued; later
 // KeepAlives do not move it; an unacknowledged invalidation of the same
 // path lends its earlier deadline to a later one; an ack, or the
-// acknowledgement of a revoked session's flush, ends the wait at once;
+// acknowledgement of a revoked session's flush, ends the wait at once; a
+// deadline that left the client under half a window to answer ends the
+// wait as Lapsed, not held against it (FairAckTime);
 // without a deadline (the broken build) only the lease does.
 func TestInvalidationDeadline(t *testing.T) {
 	const id = 7
-	sec := func(n float64) time.Duration { return time.Duration(n * float64(time.Second)) }
+	// The scene was written for a 9 s window: sec scales its times to the
+	// window (sec(9) is one window), the lease stays 12 s.
+	w := api.CacheWindowFor(12 * time.Second)
+	sec := func(n float64) time.Duration { return time.Duration(n * float64(w) / 9) }
 	for _, tc := range []struct {
 		name string
 		// run sets the scene from the start (t=0, session renewed at
-		// +1 s) and returns the invalidation to wait for.
+		// sec(1), the invalidation queued at sec(2)) and returns the
+		// invalidation to wait for.
 		run      func(m *Manager, f *fakeCell, renew func(ack uint64)) Invalidation
 		want     WaitResult
 		returns  bool
@@ -63,6 +69,17 @@ func TestInvalidationDeadline(t *testing.T) {
 			f.advance(sec(1.5))
 			return inv
 		}, Missed, true, sec(10)},
+		{"queued late in the window, unanswered: lapsed, not held against it", func(m *Manager, f *fakeCell, renew func(uint64)) Invalidation {
+			f.advance(sec(6)) // +8: the deadline +10 leaves 2 of the 4.5 a client is given
+			inv, _ := m.Invalidate(id, "/p")
+			f.advance(sec(2.5))
+			return inv
+		}, Lapsed, true, sec(10)},
+		{"queued past the window: lapsed at once", func(m *Manager, f *fakeCell, renew func(uint64)) Invalidation {
+			f.advance(sec(9)) // +11: the client stopped serving at +10
+			inv, _ := m.Invalidate(id, "/p")
+			return inv
+		}, Lapsed, true, sec(10)},
 		{"acknowledged", func(m *Manager, f *fakeCell, renew func(uint64)) Invalidation {
 			inv, _ := m.Invalidate(id, "/p")
 			renew(inv.Seq)
@@ -102,7 +119,7 @@ func TestInvalidationDeadline(t *testing.T) {
 		{"no deadline (broken build): the lease bounds the wait", func(m *Manager, f *fakeCell, renew func(uint64)) Invalidation {
 			inv, _ := m.Invalidate(id, "/p")
 			inv.Deadline = time.Time{}
-			f.advance(sec(11.5)) // +13.5 s: the lease renewed at +1 s ran out at +13 s
+			f.advance(12 * time.Second) // the lease renewed at sec(1) ran out 12 s later
 			return inv
 		}, LeaseOut, true, 0},
 	} {
@@ -116,16 +133,19 @@ func TestInvalidationDeadline(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			f.advance(time.Second)
+			f.advance(sec(1))
 			renew(0)
-			f.advance(time.Second)
+			f.advance(sec(1))
 			inv := tc.run(m, f, renew)
-			if tc.deadline != 0 && !inv.Deadline.Equal(start.Add(tc.deadline)) {
+			if tc.deadline != 0 && inv.Deadline.Sub(start.Add(tc.deadline)).Abs() > time.Microsecond {
 				t.Fatalf("deadline at +%v, want +%v", inv.Deadline.Sub(start), tc.deadline)
 			}
 			res, returned := waitNow(t, m, id, inv)
 			if returned != tc.returns || (returned && res != tc.want) {
 				t.Fatalf("returned=%v res=%v, want returned=%v res=%v", returned, res, tc.returns, tc.want)
+			}
+			if tc.want == Lapsed && m.Missed() != 0 {
+				t.Fatalf("a lapsed deadline counted as missed (%d)", m.Missed())
 			}
 			if tc.want == Missed && m.Missed() != 1 {
 				t.Fatalf("missed deadlines counted %d, want 1", m.Missed())

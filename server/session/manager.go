@@ -568,7 +568,11 @@ func (m *Manager) dueForExpiry(limit int) []due {
 		if len(out) >= limit {
 			break
 		}
-		if !l.expiring && now.After(l.expiry) {
+		expiry := l.expiry
+		if brokenEarlyExpiry {
+			expiry = expiry.Add(-l.dur / 2)
+		}
+		if !l.expiring && now.After(expiry) {
 			l.expiring = true
 			out = append(out, due{id, m.epoch})
 		}

@@ -28,8 +28,8 @@ func TestChaosShort(t *testing.T) {
 	if brokenGrantBuild {
 		t.Skip("the broken build (-tags lockd_broken_grant_early) runs TestChaosBrokenGrant instead")
 	}
-	if brokenLendTokenBuild || brokenCacheWindowBuild {
-		t.Skip("a broken build (-tags lockproxy_broken_lendtoken or lockd_broken_cachewindow) runs its TestChaosBroken… instead")
+	if brokenLendTokenBuild || brokenCacheWindowBuild || brokenCacheBuild || brokenEarlyExpiryBuild {
+		t.Skip("a broken build (-tags lockproxy_broken_lendtoken, lockd_broken_cachewindow, lockd_broken_cache or lockd_broken_earlyexpiry) runs its TestChaosBroken… instead")
 	}
 	cfg := Config{Seed: 1, Short: true, Rounds: 1, Duration: 3 * time.Minute, Logf: t.Logf}
 	if raceEnabled {

@@ -96,7 +96,9 @@
 //	  stopped (SIGSTOP) before the move. The holder reports its local
 //	  lease end every loop ("lease" lines).
 //	expire-in-flight: a holder process (through the proxies) is stopped
-//	  for its lease; just before the leader expires it every replica's
+//	  for half its lease (its session must live on: a leader that
+//	  expires it early tells it so before its lease ends, checker m3),
+//	  then for its lease; just before the leader expires it every replica's
 //	  fsync turns slow (1.5 s), and the holder is resumed while the
 //	  expire_session entry is committing: its KeepAlive meets an expiry in
 //	  flight (answered unavailable), which must not renew it.
@@ -224,10 +226,15 @@
 // lockd_broken_restoreprefixes,lockd_broken_movedelay` fires m1 (the
 // restored cell serves /side at its old epoch; the stale client holds
 // what the fresh one holds) and m4 (granted 4.2 s into the paused
-// holder's lease). m2, m3 and c' are proven on broken histories
-// (check/moves_test.go); the migration-driver, renew-on-error,
-// restore-leader-epoch and cache-settle mutants did not make them fire in
-// short runs (see issue 23's note).
+// holder's lease). TestChaosBrokenMoves (broken_moves_on_test.go) runs
+// the expire-in-flight nemesis on lockd_broken_earlyexpiry (sessions
+// expired half a lease early): m3 fires on the holder paused for half its
+// lease ("given a lease until 26.964s …, but it expired by 25.003s"); and
+// move-prefix with kill-leader on lockd_broken_cache (changes commit
+// without invalidating their cachers): c' fires. m2 fires on
+// lockd_broken_lossyexport with lockd_broken_copydigest (the export drops
+// nodes and the copy's digest is not checked); it is also proven on broken
+// histories (check/moves_test.go).
 //
 // The broken build: `go test -tags lockd_broken_grant_early ./tests/chaos/
 // -run TestChaosBrokenGrant`, or `make chaos-short

@@ -122,7 +122,7 @@ func (x *hostile) cacheBlockLoop(ctx context.Context) {
 func (x *hostile) cacheTargets(ctx context.Context, s *hsession, phase int) (cached int) {
 	get := func(kind, path string, expect check.Expect) {
 		cached++
-		status, b := x.sessionDo(ctx, s, kind, "cached-get", api.RouteGet, expect, api.ReadRequest{Path: path, Session: s.Session, Secret: s.Secret, Cache: true})
+		status, b := x.sessionDo(ctx, s, kind, "cached-get", api.RouteGet, expect, api.ReadRequest{Path: path, Session: s.Session, Secret: s.Secret, Cache: true, CacheWindowMS: api.CacheWindow.Milliseconds()})
 		var r api.GetResponse
 		if status/100 == 2 && json.Unmarshal(b, &r) == nil && r.Cacheable {
 			x.mu.Lock()

@@ -123,7 +123,8 @@ const expiringLock = basePath + "/expiring"
 
 // expireInFlight lets a session's expiry be in flight when its client
 // speaks again (finding 6): a holder process (through the proxies when
-// they run) is stopped for its lease; just before the leader expires it,
+// they run) is first stopped for half its lease (it must keep its
+// session), then for its lease; just before the leader expires it,
 // every replica's fsync becomes slow, so that the expire_session entry
 // takes seconds to commit; the holder is resumed inside that window, and
 // its KeepAlive reaches the leader while the expiry is pending (answered
@@ -138,12 +139,28 @@ func (n *nemesis) expireInFlight(ctx context.Context, st Step) error {
 		return err
 	}
 	defer func() { _ = h.kill() }()
+	lease := n.e.cfg.Lease
+	// First a pause under the lease (half of it; with its KeepAlive
+	// interval, a third, the session is silent at most 5/6 of it): the
+	// session must live on, and a leader that expires it early tells the
+	// resumed holder so before the lease it was given ends (checker m3).
 	sleepCtx(ctx, 300*time.Millisecond)
 	if err := h.signal(syscall.SIGSTOP); err != nil {
 		return err
 	}
+	sleepCtx(ctx, lease/2)
+	if err := h.signal(syscall.SIGCONT); err != nil {
+		return err
+	}
+	sleepCtx(ctx, lease/3+300*time.Millisecond)
+	if !h.running() {
+		n.logf("chaos: expire-in-flight: %s ended after a pause of half its lease", name)
+		return nil
+	}
+	if err := h.signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
 	n.count(st.Label())
-	lease := n.e.cfg.Lease
 	sleepCtx(ctx, lease-300*time.Millisecond)
 	slow := 1500 * time.Millisecond // all replicas: more is an outage
 	if err := n.setFsync(fmt.Sprintf("slow %v", slow), n.c.IDs()...); err != nil {

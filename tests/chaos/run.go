@@ -143,7 +143,10 @@ func (c Config) withDefaults() Config {
 		defi(&c.ConfigClients, 3)
 		defi(&c.Churners, 2)
 		defi(&c.AckedWriters, 2)
-		def(&c.ProbeTimeout, 500*time.Millisecond)
+		// The probes' attempt is the fail-over figures' resolution: a
+		// probe sent to a hung leader finds the new one on its next
+		// attempt (500 ms made every pause-leader 1.58 s or 2.1 s).
+		def(&c.ProbeTimeout, 250*time.Millisecond)
 		def(&c.ProbeCall, time.Second)
 		defi(&c.HostileRate, 200)
 	}
@@ -510,7 +513,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			hostileBefore.Cells = append(hostileBefore.Cells, freshCellName(i))
 		}
 		rep.check("h2. hostile: nothing outside its grants changed")(check.CheckHostileState(hostileBefore, hostileAfter))
-		rep.hostileFigures(e, hs, snap.Ops, pr.outages(stallOutageGap, h.Now()), n.fenceWindows())
+		rep.hostileFigures(e, hs, snap.Ops, pr.outages(stallOutageGap, h.Now()), n.fenceWindows(),
+			restoreWindows(e.h.MoveSnapshot().Restores, e.cfg.Lease))
 	}
 	byChecker := map[string][]check.Violation{}
 	for _, v := range snap.Violations {

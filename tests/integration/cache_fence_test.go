@@ -37,7 +37,7 @@ func TestFenceHoldsOnlyWhatASilentCacherHolds(t *testing.T) {
 	var sess api.SessionResponse
 	mustDo(t, raw, api.RouteSessionOpen, api.OpenSessionRequest{Cell: "demo", LeaseMS: 12000}, &sess)
 	var got api.GetResponse
-	mustDo(t, raw, api.RouteGet, api.ReadRequest{Path: held, Session: sess.Session, Secret: sess.Secret, Cache: true}, &got)
+	mustDo(t, raw, api.RouteGet, api.ReadRequest{Path: held, Session: sess.Session, Secret: sess.Secret, Cache: true, CacheWindowMS: api.CacheWindow.Milliseconds()}, &got)
 	if !got.Cacheable {
 		t.Fatalf("a read by a caching session was not cacheable: %+v", got)
 	}

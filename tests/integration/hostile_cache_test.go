@@ -71,7 +71,7 @@ func startHostileCacher(t *testing.T, cl *cluster.Client, paths []string) (h *ho
 		// a bounded number of times.
 		for attempt := 0; ; attempt++ {
 			var got api.GetResponse
-			err := do(cl, api.RouteGet, api.ReadRequest{Path: p, Session: h.sess.Session, Secret: h.sess.Secret, Cache: true}, &got)
+			err := do(cl, api.RouteGet, api.ReadRequest{Path: p, Session: h.sess.Session, Secret: h.sess.Secret, Cache: true, CacheWindowMS: api.CacheWindow.Milliseconds()}, &got)
 			if err != nil && api.CodeOf(err) != api.CodeNoNode {
 				t.Fatalf("cached get of %s: %v", p, err)
 			}
@@ -110,7 +110,7 @@ func startHostileCacher(t *testing.T, cl *cluster.Client, paths []string) (h *ho
 func (h *hostileCacher) recache(t *testing.T, path string) bool {
 	t.Helper()
 	var got api.GetResponse
-	mustDo(t, h.cl, api.RouteGet, api.ReadRequest{Path: path, Session: h.sess.Session, Secret: h.sess.Secret, Cache: true}, &got)
+	mustDo(t, h.cl, api.RouteGet, api.ReadRequest{Path: path, Session: h.sess.Session, Secret: h.sess.Secret, Cache: true, CacheWindowMS: api.CacheWindow.Milliseconds()}, &got)
 	return got.Cacheable
 }
 

@@ -313,7 +313,7 @@ func TestHostileProxyRevoke(t *testing.T) {
 	if err != nil || status != http.StatusOK {
 		t.Fatalf("ephemeral node through the proxy: %d %s %v", status, body, err)
 	}
-	cached := api.ReadRequest{Path: "/demo/a/cfg", Session: s.id, Secret: s.secret, Cache: true}
+	cached := api.ReadRequest{Path: "/demo/a/cfg", Session: s.id, Secret: s.secret, Cache: true, CacheWindowMS: api.CacheWindow.Milliseconds()}
 	var g api.GetResponse
 	status, body, err = rawCall(p.Addr, http.MethodPost, api.RouteGet, bearer(tokens["victim"]), cached)
 	if err != nil || status != http.StatusOK || json.Unmarshal(body, &g) != nil || g.Proxy == "" {
@@ -366,7 +366,7 @@ func TestHostileProxyCredentials(t *testing.T) {
 	time.Sleep(api.ProxyAuthRefresh + time.Second)
 
 	ka := api.KeepAliveRequest{Cell: "demo", Session: s.id, Secret: s.secret}
-	cachedGet := api.ReadRequest{Path: "/demo/a/cfg", Session: s.id, Secret: s.secret, Cache: true}
+	cachedGet := api.ReadRequest{Path: "/demo/a/cfg", Session: s.id, Secret: s.secret, Cache: true, CacheWindowMS: api.CacheWindow.Milliseconds()}
 	watchGet := api.ReadRequest{Path: "/demo/a/cfg", Session: s.id, Secret: s.secret, Watch: api.WatchData}
 	rearm := api.WatchRequest{Cell: "demo", Session: s.id, Secret: s.secret, Watches: []api.WatchSpec{{Path: "/demo/a/cfg", Kind: api.WatchData, Since: 1}}}
 	type route struct {

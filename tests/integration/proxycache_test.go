@@ -170,7 +170,7 @@ func TestProxySilentClientDelaysAWrite(t *testing.T) {
 	// The next KeepAlive names the proxy: the client speaks its protocol.
 	mustDo(t, raw, api.RouteSessionKeepAlive, api.KeepAliveRequest{Cell: "demo", Session: sess.Session, Secret: sess.Secret, Proxy: ka.Proxy}, &ka)
 	var got api.GetResponse
-	mustDo(t, raw, api.RouteGet, api.ReadRequest{Path: path, Session: sess.Session, Secret: sess.Secret, Cache: true}, &got)
+	mustDo(t, raw, api.RouteGet, api.ReadRequest{Path: path, Session: sess.Session, Secret: sess.Secret, Cache: true, CacheWindowMS: api.CacheWindow.Milliseconds()}, &got)
 	if !got.Cacheable || got.Proxy == "" || got.Proxy != ka.Proxy {
 		t.Fatalf("a cached read through the proxy: %+v (keepalive reply named proxy %q)", got, ka.Proxy)
 	}

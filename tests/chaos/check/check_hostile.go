@@ -2,6 +2,7 @@ package check
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -146,11 +147,23 @@ func CheckWriteStalls(writes []Op, outages []Window, bound time.Duration) (int, 
 // overlap is how much of o's span the windows cover (they do not
 // overlap each other).
 func overlap(o Op, ws []Window) time.Duration {
-	var d time.Duration
+	type span struct{ lo, hi time.Duration }
+	var in []span
 	for _, w := range ws {
 		if lo, hi := max(w.Start, o.Start), min(w.End, o.End); hi > lo {
-			d += hi - lo
+			in = append(in, span{lo, hi})
 		}
+	}
+	// The union: windows that overlap (an outage inside a fence, a
+	// restore across an outage) count once.
+	slices.SortFunc(in, func(a, b span) int { return cmp.Compare(a.lo, b.lo) })
+	var d, reach time.Duration
+	for _, sp := range in {
+		lo := max(sp.lo, reach)
+		if sp.hi > lo {
+			d += sp.hi - lo
+		}
+		reach = max(reach, sp.hi)
 	}
 	return d
 }
@@ -212,11 +225,12 @@ func CheckFencedWriteStalls(writes []Op, outages, fences []Window, bound time.Du
 	var vs []Violation
 	for _, o := range writes {
 		took := o.End - o.Start
-		var fenced time.Duration
+		down := overlap(o, outages)
 		for _, f := range fences {
-			fenced = max(fenced, overlap(o, []Window{f}))
+			if f.Start < o.End && o.Start < f.End {
+				down = max(down, overlap(o, append(slices.Clone(outages), f)))
+			}
 		}
-		down := overlap(o, outages) + fenced
 		if took-down <= bound {
 			continue
 		}

@@ -167,3 +167,19 @@ func TestFencedWriteStalls(t *testing.T) {
 		t.Fatalf("stalled 18, bound 18: %v", vs)
 	}
 }
+
+// An outage inside a fence (the election is both) is excused once: the
+// union of the windows, not their sum.
+func TestFencedWriteStallsCountOverlapsOnce(t *testing.T) {
+	w := func(a, b time.Duration) Window { return Window{Start: a, End: b} }
+	write := []Op{{Start: 0, End: 10}}
+	outages := []Window{w(0, 2), w(1, 3)} // overlapping: 3 in all
+	fences := []Window{w(0, 5)}           // covers the outages: 5 in all
+	// 10 − 5 = 5 (summing would excuse 2 + 2 + 5 = 9 and leave 1).
+	if _, vs := CheckFencedWriteStalls(write, outages, fences, 4); len(vs) != 1 {
+		t.Fatalf("stalled 5, bound 4: %v", vs)
+	}
+	if _, vs := CheckWriteStalls(write, outages, 6); len(vs) != 1 {
+		t.Fatalf("stalled 7 outside outages, bound 6: %v", vs)
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !lockd_broken_declaredwindow
+
+package cell
+
+const brokenDeclaredWindow = false

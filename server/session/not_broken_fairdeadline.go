@@ -1,0 +1,5 @@
+//go:build !lockd_broken_fairdeadline
+
+package session
+
+const brokenFairDeadline = false

@@ -1,0 +1,5 @@
+//go:build lockd_broken_cache
+
+package chaos
+
+const brokenCacheBuild = true

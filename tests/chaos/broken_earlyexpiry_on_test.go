@@ -1,0 +1,5 @@
+//go:build lockd_broken_earlyexpiry
+
+package chaos
+
+const brokenEarlyExpiryBuild = true

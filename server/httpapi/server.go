@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -354,19 +355,28 @@ func (s *Server) readyCell(ctx *fasthttp.RequestCtx, name string) (*cell.Cell, e
 		return nil, api.Errorf(api.CodeBadRequest, "no cell named")
 	}
 	c, ok := s.host.Cell(name)
-	if _, known := s.host.Directory().Cell(name); !ok && !known {
-		// The client knows a cell this lockd's view does not (one just
-		// created, perhaps with a replica here): read the directory once,
-		// which starts the replicas it places here, and look again.
-		// Briefly: the directory may be electing, and a refusal now is
-		// better than a request held past its client's patience.
+	if !ok {
+		// The client knows a cell this lockd does not host, or its view
+		// does not know (one just created, or moved by a restore or a
+		// membership change, perhaps here): read the directory once
+		// (coalesced: DirectoryRefreshGap), which starts the replicas it
+		// places here, and look again. Briefly: the directory may be
+		// electing, and a refusal now is better than a request held past
+		// its client's patience.
 		rctx, cancel := context.WithTimeout(context.Background(), unknownCellRefresh)
 		s.dir.refresh(rctx)
 		cancel()
 		c, ok = s.host.Cell(name)
 	}
 	if !ok {
-		if _, known := s.host.Directory().Cell(name); known {
+		if info, known := s.host.Directory().Cell(name); known {
+			// Not here: name a replica that is, as a leader hint (never
+			// applied, so safe to resend), for a client whose view of the
+			// cell's replicas is older than this lockd's.
+			if hint := otherReplica(info, ctx.LocalAddr().String()); hint != "" && !brokenNoHostHint {
+				return nil, &api.Error{Code: api.CodeNotLeader, Leader: hint,
+					Message: fmt.Sprintf("cell %s is not hosted by this lockd; its replicas are at %v", name, info.Endpoints)}
+			}
 			return nil, api.Errorf(api.CodeWrongCell, "cell %s is not hosted by this lockd", name)
 		}
 		return nil, api.Errorf(api.CodeWrongCell, "no cell %s", name)
@@ -375,6 +385,22 @@ func (s *Server) readyCell(ctx *fasthttp.RequestCtx, name string) (*cell.Cell, e
 		return nil, err
 	}
 	return c, nil
+}
+
+// otherReplica is the API address of one of the cell's voting replicas
+// other than self ("" if none).
+func otherReplica(info api.CellInfo, self string) string {
+	for _, r := range info.Replicas {
+		if !r.Learner && r.APIAddr != "" && r.APIAddr != self {
+			return r.APIAddr
+		}
+	}
+	for _, e := range info.Endpoints {
+		if e != self {
+			return e
+		}
+	}
+	return ""
 }
 
 // unknownCellRefresh bounds the directory read a request naming a cell

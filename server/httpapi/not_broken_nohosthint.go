@@ -1,0 +1,5 @@
+//go:build !lockd_broken_nohosthint
+
+package httpapi
+
+const brokenNoHostHint = false

@@ -92,10 +92,17 @@ func (s *Session) cacheWindow() time.Duration { return api.CacheWindowFor(s.leas
 func (s *Session) renewWait() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.cache.entries) == 0 && (s.cacheReadAt.IsZero() || time.Since(s.cacheReadAt) > s.wait) {
+	if !s.cachingLocked() {
 		return s.wait
 	}
 	return min(s.wait, api.CacheKeepAliveWait(s.lease))
+}
+
+// cachingLocked reports whether the leader may count the session a
+// cacher: its cache holds a value, or a cacheable read went out within
+// the last lease-long poll.
+func (s *Session) cachingLocked() bool {
+	return len(s.cache.entries) > 0 || (!s.cacheReadAt.IsZero() && time.Since(s.cacheReadAt) <= s.wait)
 }
 
 // beginCacheRead is called as a cacheable read goes out: it returns the
@@ -106,7 +113,7 @@ func (s *Session) renewWait() time.Duration {
 func (s *Session) beginCacheRead() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	short := len(s.cache.entries) > 0 || (!s.cacheReadAt.IsZero() && time.Since(s.cacheReadAt) <= s.wait)
+	short := s.cachingLocked()
 	s.cacheReadAt = time.Now()
 	if !short && api.CacheKeepAliveWait(s.lease) < s.wait {
 		s.renewSoon = true

@@ -178,14 +178,40 @@ func Restore(ctx context.Context, cfg Config, cellName string, store backup.Stor
 	return index, nil
 }
 
+// The directory group may be electing when a restore reads its plan: the
+// procedure restarts the lockds one after another, several of them
+// directory members. fetchRestorePlan asks every member, up to
+// restorePlanRounds times, restorePlanPause apart (about 10 s in all).
+const (
+	restorePlanRounds = 20
+	restorePlanPause  = 500 * time.Millisecond
+)
+
 // fetchRestorePlan reads a cell's restore plan from the directory, through
-// the API of one of its replicas.
+// the API of one of its replicas, retrying while none answers.
 func fetchRestorePlan(cfg Config, cellName string) (api.RestorePlan, error) {
 	pc, err := newPeerClient(cfg, "lockd-restore")
 	if err != nil {
 		return api.RestorePlan{}, err
 	}
 	var errs []error
+	for round := 0; round < restorePlanRounds; round++ {
+		if round > 0 {
+			time.Sleep(restorePlanPause)
+		}
+		var plan api.RestorePlan
+		var answered bool
+		plan, answered, errs, err = restorePlanRound(cfg, pc, cellName)
+		if answered {
+			return plan, err
+		}
+	}
+	return api.RestorePlan{}, fmt.Errorf("no directory replica answered in %d rounds (give the plan with --plan, as lockctl restore -o json printed it): %w", restorePlanRounds, errors.Join(errs...))
+}
+
+// restorePlanRound asks each directory member once; answered is false (with
+// each member's error) if none did.
+func restorePlanRound(cfg Config, pc peerClient, cellName string) (plan api.RestorePlan, answered bool, errs []error, err error) {
 	for _, peer := range cfg.Peers {
 		var dir api.DirectoryResponse
 		err := callPeer(pc, peerTimeout, peer.APIAddr, "GET", api.RouteDirectory, nil, &dir)
@@ -198,9 +224,10 @@ func fetchRestorePlan(cfg Config, cellName string) (api.RestorePlan, error) {
 		}
 		view, err := directory.New(dir)
 		if err != nil {
-			return api.RestorePlan{}, err
+			return api.RestorePlan{}, true, nil, err
 		}
-		return view.RestorePlan(cellName)
+		plan, err := view.RestorePlan(cellName)
+		return plan, true, nil, err
 	}
-	return api.RestorePlan{}, fmt.Errorf("no directory replica answered (give the plan with --plan, as lockctl restore -o json printed it): %w", errors.Join(errs...))
+	return api.RestorePlan{}, false, errs, nil
 }

@@ -92,6 +92,15 @@ func sessionGone(err error) bool {
 	return false
 }
 
+// nodeMovedAway reports whether the session's own cell answered that the
+// path's prefix moved away from it (sealed for a move, or moved). Only a
+// seal makes a cell answer so, and a seal deletes, in its own entry, the
+// prefix's ephemeral nodes: a lock node of this session that gets this
+// answer is gone, whether or not its deletion event arrived (one queued on
+// a leader that then failed is re-fired only by a watch re-arm, which the
+// same seal refuses).
+func nodeMovedAway(err error) bool { return api.CodeOf(err) == api.CodeMoved }
+
 // Codes of the recipes' own errors (never sent by the cell).
 const (
 	codeLockTimeout api.Code = "lock_timeout"

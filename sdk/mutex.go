@@ -377,6 +377,9 @@ func (m *Mutex) monitor(g *grant, nodeCh <-chan api.Event) {
 			case sessionGone(err) || errors.Is(err, ErrClosed):
 				m.lose(g, err, "its session ended")
 				return
+			case nodeMovedAway(err) && !brokenMovedAway:
+				m.lose(g, err, "its prefix moved to another cell (the seal deleted its node)")
+				return
 			case err != nil:
 				sleepCtx(g.ctx, backoff(attempt))
 				attempt++
@@ -440,6 +443,10 @@ func (m *Mutex) recheck(g *grant, lc context.Context) bool {
 		}
 		if sessionGone(err) || errors.Is(err, ErrClosed) {
 			m.lose(g, err, "its session ended")
+			return true
+		}
+		if nodeMovedAway(err) && !brokenMovedAway {
+			m.lose(g, err, "its prefix moved to another cell (the seal deleted its node)")
 			return true
 		}
 		m.c.log.Warn("lock re-check after jeopardy failed", "node", g.node, "err", err)

@@ -635,6 +635,44 @@ func TestMutexFailover(t *testing.T) {
 	}
 }
 
+// A seal for a move deletes the holder's node in the same entry; if its
+// deletion event is lost with a failed leader, the holder's re-armed
+// watch and re-read are answered moved by its own cell. That answer is
+// the loss (the node cannot exist there any more): before, the holder
+// retried it forever, its lock held and its Context live past the new
+// cell's grant (the fault suite's m4, TestChaosShort on fba38d4).
+// Mutant: -tags sdk_broken_movedaway.
+func TestMutexLostWhenItsPrefixMovedAway(t *testing.T) {
+	fc := newFakeCell(t, 3)
+	ctx := testCtx(t)
+	ca := newTestClient(t, fc, nil)
+	a := ca.NewMutex(lockDir)
+	if err := a.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lockCtx := a.Context()
+	var sealed atomic.Bool
+	fc.setHook(func(rep int, route string, body []byte, next func() (int, any)) (int, any) {
+		if sealed.Load() && (route == api.RouteWatch || route == api.RouteGet || route == api.RouteLockState) {
+			e := api.Errorf(api.CodeMoved, "prefix moved to cell other")
+			e.Cell = "other"
+			return e.Code.HTTPStatus(), api.ErrorResponse{Error: e}
+		}
+		return next()
+	})
+	sealed.Store(true)
+	fc.failover(1) // the deletion event, had there been one, is lost
+	select {
+	case <-lockCtx.Done():
+	case <-time.After(testWait):
+		t.Fatal("lock Context still live after its own cell answered moved")
+	}
+	waitFor(t, "not held", func() bool { return !a.Held() })
+	if err := a.Unlock(ctx); !errors.Is(err, ErrLockLost) {
+		t.Fatalf("Unlock: %v", err)
+	}
+}
+
 // The predecessor's deletion event reaches the client before the reply of
 // the create that armed its watch: it is kept, and wakes the waiter.
 func TestMutexEventBeforeWaiterRegistered(t *testing.T) {

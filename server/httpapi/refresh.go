@@ -4,8 +4,6 @@ import (
 	"context"
 	"sync"
 	"time"
-
-	"github.com/lockservice/lockd/api"
 )
 
 // refresher reads the directory for requests that name what this lockd's
@@ -17,6 +15,7 @@ import (
 // on another lockd a moment before is found.
 type refresher struct {
 	read func(ctx context.Context)
+	gap  time.Duration // between reads' starts: api.DirectoryRefreshGap
 
 	mu      sync.Mutex
 	next    chan struct{} // closed when the read collecting callers now ends
@@ -47,7 +46,7 @@ func (r *refresher) loop() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for r.next != nil {
-		wait := api.DirectoryRefreshGap - time.Since(r.last)
+		wait := r.gap - time.Since(r.last)
 		if wait > 0 && !brokenRefreshGap {
 			r.mu.Unlock()
 			time.Sleep(wait)

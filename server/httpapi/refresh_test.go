@@ -18,7 +18,7 @@ func TestRefresherCoalesces(t *testing.T) {
 	var reads, inFlight, maxInFlight atomic.Int64
 	var mu sync.Mutex
 	var starts []time.Time
-	r := &refresher{read: func(context.Context) {
+	r := &refresher{gap: api.DirectoryRefreshGap, read: func(context.Context) {
 		n := inFlight.Add(1)
 		for m := maxInFlight.Load(); n > m && !maxInFlight.CompareAndSwap(m, n); m = maxInFlight.Load() {
 		}

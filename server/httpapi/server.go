@@ -94,7 +94,7 @@ func (s *Server) EnableBackup(fn func(ctx context.Context, cell string) (api.Bac
 // New builds a server. status reports the process; reg receives the HTTP metrics.
 func New(host Host, status func() api.StatusResponse, reg *prometheus.Registry, log *slog.Logger) *Server {
 	s := &Server{host: host, status: status, log: log}
-	s.dir.read = host.RefreshDirectory
+	s.dir.read, s.dir.gap = host.RefreshDirectory, api.DirectoryRefreshGap
 	s.requests = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "lockd_http_request_seconds",
 		Help:    "API request latency by route and result code.",

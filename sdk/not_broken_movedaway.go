@@ -1,0 +1,5 @@
+//go:build !sdk_broken_movedaway
+
+package sdk
+
+const brokenMovedAway = false

@@ -14,6 +14,7 @@ import (
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/directory"
 	"github.com/lockservice/lockd/server/backup"
+	"github.com/lockservice/lockd/server/raftnet"
 )
 
 // nodeHostConfig is the NodeHost configuration of a lockd: Start runs it,
@@ -22,6 +23,9 @@ func nodeHostConfig(cfg Config) config.NodeHostConfig {
 	logdb, _ := logDBConfig(cfg.LogDB)
 	expert := config.GetDefaultExpertConfig()
 	expert.LogDB = logdb
+	// dragonboat's wire format; a sender that notices a peer's restart
+	// before it writes (server/raftnet).
+	expert.TransportFactory = raftnet.Factory{}
 	raft := cfg.RaftTLSFiles()
 	if brokenRaftCA {
 		raft = cfg.TLSFiles()

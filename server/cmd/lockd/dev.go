@@ -338,14 +338,26 @@ func (d *devCluster) run() error {
 		fmt.Printf("tls: mutual TLS; clients: lockctl --tls-ca %s --tls-cert %s --tls-key %s\n", d.client.CA, d.client.Cert, d.client.Key)
 	}
 	created := make(chan error, 1)
-	go func() { created <- d.createCells(ctx) }()
+	go func() {
+		if err := d.createCells(ctx); err != nil {
+			created <- fmt.Errorf("creating cells: %w", err)
+			return
+		}
+		created <- d.waitReady(ctx)
+	}()
 
 	alive := d.lockds + d.proxies
 	for alive > 0 {
 		select {
 		case <-ctx.Done():
 			fmt.Println("stopping the dev cluster")
-			for _, p := range procs {
+			// Proxies first: stopped after the lockds, each retried its
+			// calls to them and logged giving up on the way down.
+			if n := stopFirst(procs[d.lockds:], exits, devProxyStop); d.proxies > 0 {
+				alive -= n
+				fmt.Printf("%d of %d proxies stopped; stopping the lockds\n", n, d.proxies)
+			}
+			for _, p := range procs[:d.lockds] {
 				_ = p.Process.Signal(syscall.SIGTERM)
 			}
 			deadline := time.After(15 * time.Second)
@@ -367,14 +379,39 @@ func (d *devCluster) run() error {
 		case err := <-created:
 			created = nil
 			if err != nil {
-				fmt.Fprintf(os.Stderr, "creating cells: %v\n", err)
+				fmt.Fprintf(os.Stderr, "not ready: %v\n", err)
 				break
 			}
-			fmt.Printf("cells ready: %d; try: lockctl cells; lockctl put /demo/hello world; lockctl get /demo/hello\n", d.cells)
+			fmt.Printf("ready: %d cells serve %s; %d proxies answer. Try: lockctl cells; lockctl put /demo/hello world; lockctl get /demo/hello\n",
+				d.cells, strings.Join(d.prefixes(), " "), d.proxies)
 		}
 	}
 	wg.Wait()
 	return nil
+}
+
+// devProxyStop bounds the wait for the proxies to stop before the lockds
+// are told to.
+const devProxyStop = 5 * time.Second
+
+// stopFirst sends SIGTERM to procs and waits, up to limit, for as many
+// exits (of any process: the lockds are still running); it returns how
+// many it received.
+func stopFirst(procs []*exec.Cmd, exits <-chan string, limit time.Duration) int {
+	for _, p := range procs {
+		_ = p.Process.Signal(syscall.SIGTERM)
+	}
+	deadline := time.After(limit)
+	n := 0
+	for n < len(procs) {
+		select {
+		case <-exits:
+			n++
+		case <-deadline:
+			return n
+		}
+	}
+	return n
 }
 
 func prefix(w io.Writer, p string, r io.Reader) {

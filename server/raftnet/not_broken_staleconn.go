@@ -1,0 +1,5 @@
+//go:build !lockd_broken_staleconn
+
+package raftnet
+
+const brokenStaleConn = false

@@ -68,11 +68,8 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (principal, error) {
 	}
 	t, ok := s.host.Directory().TenantByToken(tok)
 	if !ok {
-		// A token made a moment ago on another lockd: read the directory once.
-		rctx, cancel := context.WithTimeout(context.Background(), unknownCellRefresh)
-		s.dir.refresh(rctx)
-		cancel()
-		if t, ok = s.host.Directory().TenantByToken(tok); !ok {
+		// A token made a moment ago on another lockd: read the directory.
+		if !s.refreshFor(func() bool { t, ok = s.host.Directory().TenantByToken(tok); return ok }) {
 			return principal{}, api.Errorf(api.CodeUnauthorized, "unknown or revoked API token")
 		}
 	}

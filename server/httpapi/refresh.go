@@ -64,3 +64,25 @@ func (r *refresher) loop() {
 	}
 	r.running = false
 }
+
+// refreshReads bounds the directory reads one request waits for when its
+// token or cell is unknown (within unknownCellRefresh): a read that fails
+// (the directory group electing, or handing its leadership over, answers
+// at once) is followed by another, so a token made a moment ago is not
+// refused for a read that never happened.
+const refreshReads = 3
+
+// refreshFor reads the directory until found reports true, at most
+// refreshReads reads (coalesced with every other caller's) and
+// unknownCellRefresh in all; it reports found's last answer.
+func (s *Server) refreshFor(found func() bool) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), unknownCellRefresh)
+	defer cancel()
+	for i := 0; i < refreshReads && ctx.Err() == nil; i++ {
+		s.dir.refresh(ctx)
+		if found() {
+			return true
+		}
+	}
+	return found()
+}

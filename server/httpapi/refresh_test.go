@@ -63,3 +63,21 @@ func TestRefresherCoalesces(t *testing.T) {
 		t.Fatalf("%d callers were answered by a read that started before they asked", stale.Load())
 	}
 }
+
+// TestRefreshForReadsAgainAfterAFailedRead: a request whose token or cell
+// is unknown is not refused for one directory read that failed (the
+// directory group handing its leadership over answers at once): it waits
+// for another, up to refreshReads (TestTenantsACLsAndQuotas refused a
+// token made a moment before, in 0.1 s, under make test's load).
+func TestRefreshForReadsAgainAfterAFailedRead(t *testing.T) {
+	var reads atomic.Int32
+	s := &Server{}
+	s.dir.read = func(context.Context) { reads.Add(1) }
+	if !s.refreshFor(func() bool { return reads.Load() >= 2 }) {
+		t.Fatalf("refused after %d reads; the second would have found it", reads.Load())
+	}
+	reads.Store(0)
+	if s.refreshFor(func() bool { return false }) || reads.Load() != refreshReads {
+		t.Fatalf("never found: %d reads, want %d", reads.Load(), refreshReads)
+	}
+}

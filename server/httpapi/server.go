@@ -363,10 +363,7 @@ func (s *Server) readyCell(ctx *fasthttp.RequestCtx, name string) (*cell.Cell, e
 		// places here, and look again. Briefly: the directory may be
 		// electing, and a refusal now is better than a request held past
 		// its client's patience.
-		rctx, cancel := context.WithTimeout(context.Background(), unknownCellRefresh)
-		s.dir.refresh(rctx)
-		cancel()
-		c, ok = s.host.Cell(name)
+		s.refreshFor(func() bool { c, ok = s.host.Cell(name); return ok })
 	}
 	if !ok {
 		if info, known := s.host.Directory().Cell(name); known {

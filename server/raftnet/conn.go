@@ -20,6 +20,7 @@ var timeNow = time.Now
 type msgConn struct {
 	t      *Transport
 	target string
+	ctx    context.Context // dragonboat's, from GetConnection: ends at shutdown
 
 	mu     sync.Mutex
 	conn   net.Conn
@@ -43,7 +44,7 @@ func (c *msgConn) SendMessageBatch(b pb.MessageBatch) error {
 		return net.ErrClosed
 	}
 	if c.dead.Load() && !brokenStaleConn {
-		ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
+		ctx, cancel := context.WithTimeout(c.ctx, dialTimeout)
 		err := c.redialLocked(ctx)
 		cancel()
 		if err != nil {

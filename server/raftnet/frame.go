@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 	"net"
+	"slices"
 	"time"
 )
 
@@ -25,9 +26,19 @@ const (
 	methodSnapshot uint16 = 200
 
 	// MaxFrameBytes bounds one frame's payload: a message batch (dragonboat
-	// caps one at 64 MiB, and one entry at as much again) or a snapshot
-	// chunk (2 MiB). A header announcing more closes the connection.
+	// caps one at 64 MiB, and one entry at as much again; lockd's entries
+	// are far smaller) or a snapshot chunk (2 MiB). A header announcing
+	// more closes the connection. The payload is allocated as it arrives.
 	MaxFrameBytes = 128 << 20
+
+	// MaxInboundConns bounds the Raft connections a transport serves at
+	// once (each peer opens one for messages and one per snapshot stream);
+	// past it a new connection is closed at once.
+	MaxInboundConns = 1024
+
+	// acceptBackoffMax bounds the pause after a failed accept (out of file
+	// descriptors): the listener is retried, never given up.
+	acceptBackoffMax = time.Second
 
 	// Deadlines, as dragonboat's: the magic number is awaited in 1 s
 	// rounds (a quiet connection times out and is read again), a header
@@ -145,16 +156,21 @@ func readFrame(conn net.Conn, encrypted bool) (uint16, []byte, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	payload := make([]byte, h.size)
-	for got := 0; got < len(payload); {
-		n := min(pieceBytes, len(payload)-got)
+	// Grown as pieces arrive, not allocated at the header's word: a
+	// header costs its sender 20 bytes, the payload as many as it claims.
+	size := int(h.size)
+	payload := make([]byte, 0, min(size, pieceBytes))
+	for len(payload) < size {
+		n := min(pieceBytes, size-len(payload))
 		if err := conn.SetReadDeadline(time.Now().Add(pieceWait)); err != nil {
 			return 0, nil, err
 		}
-		if _, err := io.ReadFull(conn, payload[got:got+n]); err != nil {
+		payload = slices.Grow(payload, n)
+		piece := payload[len(payload) : len(payload)+n]
+		if _, err := io.ReadFull(conn, piece); err != nil {
 			return 0, nil, err
 		}
-		got += n
+		payload = payload[:len(payload)+n]
 	}
 	if !encrypted && crc32.ChecksumIEEE(payload) != h.crc {
 		return 0, nil, fmt.Errorf("%w: payload checksum", errBadFrame)

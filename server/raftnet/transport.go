@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/lni/dragonboat/v4/config"
 	"github.com/lni/dragonboat/v4/raftio"
@@ -96,21 +97,36 @@ func (t *Transport) Close() error {
 	return nil
 }
 
+// accept serves connections until Close. A failed accept (out of file
+// descriptors, say) is retried after a pause that doubles up to
+// acceptBackoffMax, as net/http does: giving up would leave the port
+// open and unread, peers' writes succeeding into a queue nobody reads.
 func (t *Transport) accept(ln net.Listener) {
 	defer t.wg.Done()
+	pause := 5 * time.Millisecond
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
-			if !errors.Is(err, net.ErrClosed) {
-				t.log.Warn("raft listener stopped", "err", err)
+			if errors.Is(err, net.ErrClosed) {
+				return
 			}
-			return
+			t.log.Warn("raft listener: accept failed; retrying", "err", err, "in", pause)
+			time.Sleep(pause)
+			pause = min(2*pause, acceptBackoffMax)
+			continue
 		}
+		pause = 5 * time.Millisecond
 		t.mu.Lock()
 		if t.closed {
 			t.mu.Unlock()
 			_ = conn.Close()
 			return
+		}
+		if len(t.conns) >= MaxInboundConns {
+			t.mu.Unlock()
+			t.log.Warn("raft listener: too many connections; closing a new one", "remote", conn.RemoteAddr(), "limit", MaxInboundConns)
+			_ = conn.Close()
+			continue
 		}
 		t.conns[conn] = struct{}{}
 		t.wg.Add(1)
@@ -185,7 +201,7 @@ func (t *Transport) dispatch(method uint16, payload []byte) bool {
 // GetConnection implements raftio.ITransport: a message connection that
 // dials again before a send if the peer closed the last one.
 func (t *Transport) GetConnection(ctx context.Context, target string) (raftio.IConnection, error) {
-	c := &msgConn{t: t, target: target}
+	c := &msgConn{t: t, target: target, ctx: ctx}
 	if err := c.redial(ctx); err != nil {
 		return nil, err
 	}

@@ -76,7 +76,7 @@ func TestCacheGrantsAreMeteredWrites(t *testing.T) {
 					go func(se api.SessionResponse, path string) {
 						defer wg.Done()
 						var got api.GetResponse
-						if err := do(h, api.RouteGet, api.ReadRequest{Path: path, Session: se.Session, Secret: se.Secret, Cache: cache}, &got); err == nil && got.Cacheable {
+						if err := do(h, api.RouteGet, api.ReadRequest{Path: path, Session: se.Session, Secret: se.Secret, Cache: cache, CacheWindowMS: cacheWindowMS(cache)}, &got); err == nil && got.Cacheable {
 							ok.Add(1)
 						}
 					}(se, fmt.Sprintf("/demo/h/n%02d", i))
@@ -104,4 +104,13 @@ func TestCacheGrantsAreMeteredWrites(t *testing.T) {
 	if bound := uint64((background+2*n)*d.Seconds()+2*n) + 4; entries > bound {
 		t.Errorf("amplification: a tenant held to 2 writes/s per lockd made the cell commit %d entries (at most %d) with reads alone", entries, bound)
 	}
+}
+
+// cacheWindowMS is the window a caching read declares (a read that
+// declares none is served uncached, and grants nothing to meter).
+func cacheWindowMS(cache bool) int64 {
+	if !cache {
+		return 0
+	}
+	return api.CacheWindow.Milliseconds()
 }

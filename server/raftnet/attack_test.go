@@ -1,0 +1,394 @@
+package raftnet
+
+// The hostile review's tests (issue 23's attack on raftnet). Each states
+// the property it checks. Two failed on the first version and were fixed:
+// a failed accept (EMFILE) ended the accept loop for good, and a header
+// alone made the receiver allocate MaxFrameBytes.
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"hash/crc32"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lni/dragonboat/v4/config"
+
+	"github.com/lockservice/lockd/internal/tlsutil"
+)
+
+func tlsFiles(t *testing.T) tlsutil.Files {
+	t.Helper()
+	f, err := tlsutil.DevRaftCA(t.TempDir(), []string{"127.0.0.1", "localhost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func tlsCfg(addr string, ca, cert, key string) config.NodeHostConfig {
+	return config.NodeHostConfig{RaftAddress: addr, MutualTLS: true, CAFile: ca, CertFile: cert, KeyFile: key}
+}
+
+func waitDead(t *testing.T, mc *msgConn) {
+	t.Helper()
+	for i := 0; i < 300; i++ {
+		mc.mu.Lock()
+		dead := mc.dead.Load()
+		mc.mu.Unlock()
+		if dead {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("connection never marked dead")
+}
+
+// TestAttackRejectedClientCertIsSilentRedialStorm: a peer whose server
+// rejects this node's client certificate (a rotated/expired cert, a CA
+// mismatch after a re-key). With TLS 1.3 (Go's default, and the client
+// config sets no MaxVersion) the client's handshake completes before the
+// server has checked the client certificate, so dial succeeds; the server
+// then sends an alert and closes; the watcher marks the conn dead; the next
+// send redials, which again "succeeds"... Every SendMessageBatch returns
+// nil, so dragonboat never sees a failure (no breaker, no
+// ReportUnreachable, no log), and every batch costs a full TCP+TLS
+// handshake. dragonboat's own transport would fail the second write with
+// ECONNRESET/EPIPE and back off through its circuit breaker.
+// RESULT: held - every second send fails (the write after the server's
+// RST), so the failure does reach dragonboat's breaker, as with its own
+// transport (observed: 20 sends, 10 errors, 20 handshakes).
+func TestAttackRejectedClientCertIsSilentRedialStorm(t *testing.T) {
+	fa, fb := tlsFiles(t), tlsFiles(t) // two different CAs
+	addrB := freeAddr(t)
+	// B: a server requiring client certs signed by CA_B (what Transport.Start uses).
+	bcfg := tlsCfg(addrB, fb.CA, fb.Cert, fb.Key)
+	stc, err := bcfg.GetServerTLSConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := net.Listen("tcp", addrB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	var accepts, rejected atomic.Int64
+	go func() {
+		ln := tls.NewListener(raw, stc)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepts.Add(1)
+			go func() {
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+				if err := c.(*tls.Conn).Handshake(); err != nil {
+					rejected.Add(1)
+				}
+			}()
+		}
+	}()
+	// A trusts B's CA (so it accepts B's server cert) but presents a cert from CA_A.
+	acfg := tlsCfg(freeAddr(t), fb.CA, fa.Cert, fa.Key)
+	a := Factory{}.Create(acfg, newInbox().onBatch, newInbox().onChunk).(*Transport)
+	c, err := a.GetConnection(context.Background(), addrB)
+	if err != nil {
+		t.Fatalf("GetConnection: %v (TLS 1.2 behaviour: rejection visible)", err)
+	}
+	defer c.Close()
+	const n = 20
+	errs := 0
+	for i := 0; i < n; i++ {
+		if err := c.SendMessageBatch(batch(uint64(i))); err != nil {
+			errs++
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("%d sends: %d errors, %d TCP+TLS connections accepted, %d client certs rejected", n, errs, accepts.Load(), rejected.Load())
+	if errs == 0 && accepts.Load() > n/2 {
+		t.Errorf("peer rejects our certificate, yet %d/%d sends reported success and each one redialed (%d handshakes): the failure never reaches dragonboat", n, n, accepts.Load())
+	}
+}
+
+// TestAttackAcceptLoopDiesOnEMFILE: a transient accept error (fd
+// exhaustion, e.g. a burst of inbound connections - serve has no
+// connection limit) makes accept log once and return: the listener stays
+// open (peers' dials and writes still succeed into the backlog) but
+// nothing is ever accepted again. dragonboat's transport panics there
+// (crash + restart); net/http retries with backoff.
+func TestAttackAcceptLoopDiesOnEMFILE(t *testing.T) {
+	addrB := freeAddr(t)
+	inB := newInbox()
+	b := start(t, config.NodeHostConfig{RaftAddress: addrB}, inB)
+	defer b.Close()
+
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Skip(err)
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip(err)
+	}
+	lim := syscall.Rlimit{Cur: uint64(len(ents) + 32), Max: old.Max}
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Skip(err)
+	}
+	var hogs []*os.File
+	restore := func() {
+		for _, f := range hogs {
+			_ = f.Close()
+		}
+		hogs = nil
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old)
+	}
+	defer restore()
+	for {
+		f, err := os.Open("/dev/null")
+		if err != nil {
+			break
+		}
+		hogs = append(hogs, f)
+	}
+	// one fd for our dialing socket; the server's accept then hits EMFILE
+	hogs[len(hogs)-1].Close()
+	hogs = hogs[:len(hogs)-1]
+	burst, err := net.Dial("tcp", addrB)
+	if err == nil {
+		time.Sleep(300 * time.Millisecond)
+	}
+	restore() // the spike is over
+	if burst != nil {
+		burst.Close()
+	}
+	time.Sleep(100 * time.Millisecond)
+
+	a := Factory{}.Create(config.NodeHostConfig{RaftAddress: freeAddr(t)}, newInbox().onBatch, newInbox().onChunk).(*Transport)
+	c, err := a.GetConnection(context.Background(), addrB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.SendMessageBatch(batch(9)); err != nil {
+		t.Fatal(err)
+	}
+	if !inB.wait(3 * time.Second) {
+		t.Errorf("after a momentary fd exhaustion the node never accepts a Raft connection again (send reported success; batch not delivered)")
+	}
+}
+
+// TestAttackHeaderAllocatesMaxFrameBytes: a 20-byte magic+header from any
+// peer that can reach the Raft port (no authentication without mutual TLS;
+// the header CRC is not one) makes serve allocate the whole announced
+// payload (up to 128 MiB) before a single payload byte arrives. k such
+// connections: k x 128 MiB of heap for 20k bytes, no limit on k.
+func TestAttackHeaderAllocatesMaxFrameBytes(t *testing.T) {
+	addrB := freeAddr(t)
+	b := start(t, config.NodeHostConfig{RaftAddress: addrB}, newInbox())
+	defer b.Close()
+	runtime.GC()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	const k = 2
+	var frame [20]byte
+	copy(frame[:], magicNumber[:])
+	h := frame[2:]
+	binary.BigEndian.PutUint16(h, methodRaft)
+	binary.BigEndian.PutUint64(h[2:], MaxFrameBytes)
+	binary.BigEndian.PutUint32(h[10:], crc32.ChecksumIEEE(h))
+	for i := 0; i < k; i++ {
+		c, err := net.Dial("tcp", addrB)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Write(frame[:]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+	runtime.ReadMemStats(&m1)
+	grew := m1.TotalAlloc - m0.TotalAlloc
+	t.Logf("%d bytes sent, receiver allocated %d MiB", k*len(frame), grew>>20)
+	if grew >= k*MaxFrameBytes {
+		t.Errorf("%d bytes from an unauthenticated peer made the receiver allocate %d MiB up front", k*len(frame), grew>>20)
+	}
+}
+
+// TestAttackNoGoroutineLeakAcrossRedials: many peer restarts, each one
+// redialled; afterwards every watcher and serve goroutine is gone.
+func TestAttackNoGoroutineLeakAcrossRedials(t *testing.T) {
+	base := runtime.NumGoroutine()
+	addrA, addrB := freeAddr(t), freeAddr(t)
+	a := start(t, config.NodeHostConfig{RaftAddress: addrA}, newInbox())
+	in := newInbox()
+	b := start(t, config.NodeHostConfig{RaftAddress: addrB}, in)
+	c, err := a.GetConnection(context.Background(), addrB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := c.(*msgConn)
+	for i := 0; i < 15; i++ {
+		if err := c.SendMessageBatch(batch(uint64(i))); err != nil {
+			t.Fatal(err)
+		}
+		if !in.wait(testWait) {
+			t.Fatalf("round %d: not delivered", i)
+		}
+		b.Close()
+		waitDead(t, mc)
+		in = newInbox()
+		b = start(t, config.NodeHostConfig{RaftAddress: addrB}, in)
+	}
+	c.Close()
+	b.Close()
+	a.Close()
+	time.Sleep(300 * time.Millisecond)
+	if n := runtime.NumGoroutine(); n > base+1 {
+		buf := make([]byte, 1<<16)
+		t.Errorf("goroutines %d -> %d\n%s", base, n, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// TestAttackTLSNoSpuriousRedial: on a mutual-TLS connection the server's
+// post-handshake TLS 1.3 session tickets (and idle periods longer than
+// the 1 s read rounds) must not mark the connection dead.
+func TestAttackTLSNoSpuriousRedial(t *testing.T) {
+	f := tlsFiles(t)
+	addrA, addrB := freeAddr(t), freeAddr(t)
+	in := newInbox()
+	a := start(t, tlsCfg(addrA, f.CA, f.Cert, f.Key), newInbox())
+	defer a.Close()
+	b := start(t, tlsCfg(addrB, f.CA, f.Cert, f.Key), in)
+	defer b.Close()
+	c, err := a.GetConnection(context.Background(), addrB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	mc := c.(*msgConn)
+	first := mc.conn
+	for i := 0; i < 4; i++ {
+		if err := c.SendMessageBatch(batch(uint64(i))); err != nil {
+			t.Fatal(err)
+		}
+		if !in.wait(testWait) {
+			t.Fatal("not delivered")
+		}
+		time.Sleep(1200 * time.Millisecond)
+	}
+	mc.mu.Lock()
+	same, dead := mc.conn == first, mc.dead.Load()
+	mc.mu.Unlock()
+	if !same || dead {
+		t.Errorf("healthy TLS connection redialled (same=%v dead=%v)", same, dead)
+	}
+}
+
+// TestAttackStalledTLSPeerDoesNotWedgeAccept: a client that opens TCP and
+// never sends a ClientHello must not stop others from being served.
+func TestAttackStalledTLSPeerDoesNotWedgeAccept(t *testing.T) {
+	f := tlsFiles(t)
+	addrA, addrB := freeAddr(t), freeAddr(t)
+	in := newInbox()
+	a := start(t, tlsCfg(addrA, f.CA, f.Cert, f.Key), newInbox())
+	defer a.Close()
+	b := start(t, tlsCfg(addrB, f.CA, f.Cert, f.Key), in)
+	for i := 0; i < 3; i++ {
+		s, err := net.Dial("tcp", addrB)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+	}
+	c, err := a.GetConnection(context.Background(), addrB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.SendMessageBatch(batch(1)); err != nil {
+		t.Fatal(err)
+	}
+	if !in.wait(testWait) {
+		t.Fatal("a stalled handshake wedged the accept loop")
+	}
+	done := make(chan struct{})
+	go func() { b.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+		t.Fatal("Transport.Close blocked by stalled handshakes")
+	}
+}
+
+// TestAttackCloseDuringStalledRedial: the redial in SendMessageBatch uses
+// context.Background (not the ctx dragonboat passed to GetConnection, which
+// dragonboat cancels on shutdown) and holds mu for up to dialTimeout while a
+// blackholed/stalled peer's TLS handshake hangs. Close waits for it.
+// dragonboat calls Close from the sending goroutine, so this is a stall of
+// NodeHost shutdown (≤5 s), not a deadlock; it fails only on > 6 s.
+func TestAttackCloseDuringStalledRedial(t *testing.T) {
+	f := tlsFiles(t)
+	addrA, addrB := freeAddr(t), freeAddr(t)
+	in := newInbox()
+	a := start(t, tlsCfg(addrA, f.CA, f.Cert, f.Key), newInbox())
+	defer a.Close()
+	b := start(t, tlsCfg(addrB, f.CA, f.Cert, f.Key), in)
+	ctx, cancel := context.WithCancel(context.Background())
+	c, err := a.GetConnection(ctx, addrB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SendMessageBatch(batch(1)); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	waitDead(t, c.(*msgConn))
+	// a peer that accepts TCP but never answers the ClientHello
+	stall, err := net.Listen("tcp", addrB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stall.Close()
+	var held []net.Conn
+	var hmu sync.Mutex
+	go func() {
+		for {
+			s, err := stall.Accept()
+			if err != nil {
+				return
+			}
+			hmu.Lock()
+			held = append(held, s)
+			hmu.Unlock()
+		}
+	}()
+	defer func() {
+		hmu.Lock()
+		for _, s := range held {
+			s.Close()
+		}
+		hmu.Unlock()
+	}()
+	sent := make(chan error, 1)
+	go func() { sent <- c.SendMessageBatch(batch(2)) }()
+	time.Sleep(200 * time.Millisecond)
+	cancel() // dragonboat's Transport.Close cancels its ctx first
+	t0 := time.Now()
+	c.Close()
+	d := time.Since(t0)
+	err = <-sent
+	t.Logf("Close took %v while a redial was stalled (send err: %v)", d, err)
+	if d > 6*time.Second {
+		t.Errorf("Close blocked %v", d)
+	}
+}

@@ -5,7 +5,7 @@ LEASE   ?= 12s
 # Test budget: CI has 2 cores and 90 minutes; keep `make test` well under 15.
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all build run test vet bench chaos chaos-short clean
+.PHONY: all build run test vet bench chaos chaos-short clean mutants
 
 all: build
 
@@ -44,6 +44,11 @@ test: vet
 	$(GO) test -run '^$$' -fuzz '^FuzzApply$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMIN) ./server/fsm
 	$(GO) test -run '^$$' -fuzz '^FuzzReadSnapshot$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMIN) ./server/fsm
 	$(GO) test -run '^$$' -fuzz '^FuzzRequestDecoding$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMIN) ./server/httpapi
+
+# Every deliberately broken build (mutants.tsv: tag, package, tests) must
+# make its tests fail; .ci/run runs this after `make test`.
+mutants:
+	./scripts/mutants.sh
 
 # Benchmarks with the figures the issues ask for (real 5-replica cluster,
 # production Raft timing, fsync on): lockbench's standard set, leaving

@@ -1,0 +1,125 @@
+package cell
+
+import (
+	"context"
+
+	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/server/fsm"
+)
+
+// Create creates a node.
+func (c *Cell) Create(ctx context.Context, req api.CreateRequest, who Caller) (api.CreateResponse, error) {
+	done, err := c.beforeCreate(ctx, req.Path, req.MakeParents)
+	if err != nil {
+		return api.CreateResponse{}, err
+	}
+	res, err := c.propose(ctx, who.stamp(&fsm.Command{
+		Op: fsm.OpCreate, WriteHeader: req.WriteHeader, Path: req.Path, Value: req.Value,
+		Ephemeral: req.Ephemeral, Sequential: req.Sequential, Lock: req.Lock, MakeParents: req.MakeParents, LockDelayMS: req.LockDelayMS,
+	}))
+	done(err)
+	if err != nil {
+		return api.CreateResponse{}, err
+	}
+	return api.CreateResponse{Node: *res.Node, Index: res.Index, Token: res.Token, WaitFor: res.WaitFor}, nil
+}
+
+// Put writes a value, once no client can serve the old one from its cache.
+func (c *Cell) Put(ctx context.Context, req api.PutRequest, who Caller) (api.WriteResponse, error) {
+	done, err := c.beforeCreate(ctx, req.Path, req.MakeParents, req.Path)
+	if err != nil {
+		return api.WriteResponse{}, err
+	}
+	res, err := c.propose(ctx, who.stamp(&fsm.Command{
+		Op: fsm.OpPut, WriteHeader: req.WriteHeader, Path: req.Path, Value: req.Value,
+		Version: req.Version, MakeParents: req.MakeParents,
+	}))
+	done(err)
+	if err != nil {
+		return api.WriteResponse{}, err
+	}
+	return api.WriteResponse{Node: *res.Node, Index: res.Index}, nil
+}
+
+// Delete deletes a node, once no client can serve it from its cache.
+func (c *Cell) Delete(ctx context.Context, req api.DeleteRequest, who Caller) (api.WriteResponse, error) {
+	done, err := c.beforeDelete(ctx, req.Path)
+	if err != nil {
+		return api.WriteResponse{}, err
+	}
+	res, err := c.propose(ctx, who.stamp(&fsm.Command{Op: fsm.OpDelete, WriteHeader: req.WriteHeader, Path: req.Path, Version: req.Version}))
+	done(err)
+	if err != nil {
+		return api.WriteResponse{}, err
+	}
+	return api.WriteResponse{Node: *res.Node, Index: res.Index}, nil
+}
+
+// Get is a linearizable read of a node, optionally arming a watch or
+// recording the session as a cacher of it (before the read, so that a
+// change racing with it invalidates it).
+func (c *Cell) Get(ctx context.Context, req api.ReadRequest, grant GrantCheck) (api.GetResponse, error) {
+	if req.Cache {
+		// Before the cacher is recorded (an entry): the read's own
+		// check comes after it.
+		if err := c.CheckSecret(req.Session, req.Secret); err != nil {
+			return api.GetResponse{}, err
+		}
+	}
+	epoch := c.registerCacher(ctx, req, grant)
+	v, err := c.read(ctx, getQuery{path: req.Path, session: req.Session, secret: req.Secret, watch: req.Watch})
+	if err != nil {
+		return api.GetResponse{}, err
+	}
+	resp := v.(api.GetResponse)
+	if epoch != 0 && resp.Exists && cacheableNode(resp.Node) {
+		resp.Cacheable, resp.Epoch = true, epoch
+	}
+	return resp, nil
+}
+
+// Children is a linearizable list of a node's children.
+func (c *Cell) Children(ctx context.Context, req api.ReadRequest) (api.ChildrenResponse, error) {
+	v, err := c.read(ctx, childrenQuery{path: req.Path, session: req.Session, secret: req.Secret, watch: req.Watch != ""})
+	if err != nil {
+		return api.ChildrenResponse{}, err
+	}
+	return v.(api.ChildrenResponse), nil
+}
+
+// LockState re-checks a lock node.
+func (c *Cell) LockState(ctx context.Context, req api.LockStateRequest) (api.LockStateResponse, error) {
+	v, err := c.read(ctx, lockStateQuery{path: req.Path, session: req.Session, secret: req.Secret, watch: req.Watch})
+	if err != nil {
+		return api.LockStateResponse{}, err
+	}
+	return v.(api.LockStateResponse), nil
+}
+
+// LockQueue is a lock's holders and waiters, linearizable.
+func (c *Cell) LockQueue(ctx context.Context, path string) (api.LockQueueResponse, error) {
+	v, err := c.read(ctx, lockQueueQuery{path: path})
+	if err != nil {
+		return api.LockQueueResponse{}, err
+	}
+	return v.(api.LockQueueResponse), nil
+}
+
+// CheckLock answers whether token holds the lock at path now,
+// linearizable: SyncRead is a ReadIndex round on the leader.
+func (c *Cell) CheckLock(ctx context.Context, req api.LockCheckRequest) (api.LockCheckResponse, error) {
+	v, err := c.read(ctx, lockCheckQuery{path: req.Path, token: req.Token})
+	if err != nil {
+		return api.LockCheckResponse{}, err
+	}
+	return v.(api.LockCheckResponse), nil
+}
+
+// Watch re-arms watches with the last index the client saw.
+func (c *Cell) Watch(ctx context.Context, req api.WatchRequest) (api.WatchResponse, error) {
+	v, err := c.read(ctx, watchQuery{session: req.Session, secret: req.Secret, specs: req.Watches})
+	if err != nil {
+		return api.WatchResponse{}, err
+	}
+	return v.(api.WatchResponse), nil
+}

@@ -1,0 +1,188 @@
+package cell
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lni/dragonboat/v4"
+
+	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/server/fsm"
+)
+
+// OnCommit sets the observer of this replica's proposals (metrics).
+func (c *Cell) OnCommit(f func(d time.Duration, committed bool)) { c.onCommit.Store(&f) }
+
+func (c *Cell) propose(ctx context.Context, cmd *fsm.Command) (fsm.Result, error) {
+	sess := c.nh.GetNoOPSession(c.cfg.Info.ShardID)
+	start := time.Now()
+	r, err := c.nh.SyncPropose(ctx, sess, cmd.Encode())
+	if f := c.onCommit.Load(); f != nil {
+		(*f)(time.Since(start), err == nil)
+	}
+	if err != nil {
+		return fsm.Result{}, raftError(err)
+	}
+	res, err := fsm.DecodeResult(r.Data)
+	if err != nil {
+		return fsm.Result{}, api.Errorf(api.CodeInternal, "undecodable result: %v", err)
+	}
+	if res.Err != nil {
+		return res, &Refusal{res.Err}
+	}
+	return res, nil
+}
+
+// Refusal is the state machine's verdict on a command or query it
+// refused: unlike an error of Raft's (a timeout may still apply), it is
+// final, and the command applied nothing.
+type Refusal struct{ Err *api.Error }
+
+func (r *Refusal) Error() string { return r.Err.Error() }
+
+// Unwrap gives the *api.Error to errors.As and errors.Is.
+func (r *Refusal) Unwrap() error { return r.Err }
+
+// IsRefusal reports whether err is the state machine's own refusal.
+func IsRefusal(err error) bool {
+	var r *Refusal
+	return errors.As(err, &r)
+}
+
+func (c *Cell) read(ctx context.Context, q interface{}) (interface{}, error) {
+	v, err := c.nh.SyncRead(ctx, c.cfg.Info.ShardID, q)
+	if err != nil {
+		var ae *api.Error
+		if errors.As(err, &ae) {
+			return nil, &Refusal{ae} // the lookup's own answer
+		}
+		return nil, raftError(err)
+	}
+	return v, nil
+}
+
+// raftError maps dragonboat's errors onto api codes. Transient ones are
+// unavailable: the outcome is unknown and the client retries with the same
+// request id. Permanent ones get a code the SDK does not retry; an error
+// not listed here is internal (a bug to report, not a reason to retry
+// forever).
+func raftError(err error) error {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
+		errors.Is(err, dragonboat.ErrTimeout), errors.Is(err, dragonboat.ErrCanceled),
+		errors.Is(err, dragonboat.ErrSystemBusy), errors.Is(err, dragonboat.ErrAborted),
+		errors.Is(err, dragonboat.ErrShardNotReady), errors.Is(err, dragonboat.ErrShardNotInitialized),
+		errors.Is(err, dragonboat.ErrShardClosed), errors.Is(err, dragonboat.ErrClosed),
+		errors.Is(err, dragonboat.ErrLogDBNotCreatedOrClosed),
+		// The request's deadline had (nearly) passed before Raft saw it: a
+		// retry with a fresh deadline can succeed.
+		errors.Is(err, dragonboat.ErrInvalidDeadline), errors.Is(err, dragonboat.ErrTimeoutTooSmall):
+		return api.Errorf(api.CodeUnavailable, "%v", err)
+	case errors.Is(err, dragonboat.ErrReplicaRemoved):
+		// This replica left the shard; another one may serve it.
+		return api.Errorf(api.CodeNotLeader, "replica removed from the cell: %v", err)
+	case errors.Is(err, dragonboat.ErrShardNotFound):
+		return api.Errorf(api.CodeWrongCell, "shard not on this host")
+	case errors.Is(err, dragonboat.ErrPayloadTooBig):
+		return api.Errorf(api.CodeValueTooLarge, "entry too large for the log: %v", err)
+	}
+	// ErrRejected (a client session we do not use), ErrDeadlineNotSet,
+	// ErrInvalidSession, ErrInvalidOperation and anything new.
+	return api.Errorf(api.CodeInternal, "raft: %v", err)
+}
+
+func (c *Cell) proposeExpiry(ctx context.Context, id, epoch uint64) error {
+	_, err := c.propose(ctx, &fsm.Command{Op: fsm.OpExpireSession, Target: id, Epoch: epoch, AtMS: time.Now().UnixMilli()})
+	if errors.Is(err, api.ErrSessionExpired) || errors.Is(err, api.ErrNoSession) {
+		return nil // already gone
+	}
+	return err
+}
+
+func (c *Cell) proposeTick(ctx context.Context, epoch uint64, elapsed time.Duration) error {
+	_, err := c.propose(ctx, &fsm.Command{Op: fsm.OpLeaderTick, Epoch: epoch, ElapsedMS: elapsed.Milliseconds()})
+	return err
+}
+
+func (c *Cell) proposeConfirm(ctx context.Context, epoch uint64, sessions []uint64) error {
+	_, err := c.propose(ctx, &fsm.Command{Op: fsm.OpConfirm, Epoch: epoch, Sessions: sessions})
+	return err
+}
+
+// --- leadership as the API sees it ---
+
+// Ready returns nil if this replica leads and its session manager runs;
+// otherwise not_leader with the leader's API address when known, or
+// unavailable while a new leader is starting.
+func (c *Cell) Ready() error {
+	if active, _ := c.sessions.Active(); active {
+		return nil
+	}
+	leader := c.leaderID.Load()
+	if leader == c.cfg.ReplicaID {
+		return api.Errorf(api.CodeUnavailable, "leader of cell %s is starting", c.cfg.Info.Name)
+	}
+	e := api.Errorf(api.CodeNotLeader, "replica %d does not lead cell %s", c.cfg.ReplicaID, c.cfg.Info.Name)
+	if leader != 0 {
+		e.Leader = c.currentPlacement().APIAddrs[leader]
+	}
+	return e
+}
+
+// signalChange wakes the requests held in WaitUsable.
+func (c *Cell) signalChange() {
+	c.changedMu.Lock()
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.changedMu.Unlock()
+}
+
+func (c *Cell) changes() <-chan struct{} {
+	c.changedMu.Lock()
+	defer c.changedMu.Unlock()
+	return c.changed
+}
+
+// WaitUsable is Ready for a request that would otherwise be sent away
+// useless during a fail-over: when this replica knows no leader, or only
+// one the client says it cannot reach (unreachable: API addresses,
+// comma-separated, "" if none), or leads but is still starting, it waits — until
+// that changes or ctx ends — and answers as Ready does then. The client is
+// told of the new leader the moment this replica learns of it, instead of
+// polling with backoff through the election (1 to 2 s), and a cell of
+// parked requests costs nothing while it elects.
+func (c *Cell) WaitUsable(ctx context.Context, unreachable string) error {
+	for {
+		ch := c.changes() // before the check, so a change between them is not missed
+		err := c.Ready()
+		if err == nil || !c.worthWaiting(err, unreachable) {
+			return err
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return err
+		case <-c.stop:
+			return err
+		}
+	}
+}
+
+func (c *Cell) worthWaiting(err error, unreachable string) bool {
+	var ae *api.Error
+	if !errors.As(err, &ae) {
+		return false
+	}
+	switch ae.Code {
+	case api.CodeUnavailable: // this replica leads and is starting
+		return true
+	case api.CodeNotLeader:
+		return ae.Leader == "" || slices.Contains(strings.Split(unreachable, ","), ae.Leader)
+	}
+	return false
+}
+
+// --- operations ---

@@ -1,0 +1,477 @@
+package fsm
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/lockservice/lockd/api"
+)
+
+// seqDigits is the width of a sequential node's counter suffix.
+const seqDigits = 10
+
+const maxSeq = 9_999_999_999
+
+type node struct {
+	path        string
+	parent      *node
+	value       []byte
+	version     uint64
+	createIndex uint64
+	modifyIndex uint64
+	childIndex  uint64 // last child create/delete; starts at createIndex
+	ephemeral   bool
+	owner       uint64
+	lock        api.LockMode
+	seq         uint64 // sequence number of a sequential node
+	nextSeq     uint64 // counter for this node's sequential children
+	dirEpoch    uint64 // directory epoch, on prefix roots only
+	// prefixState, on prefix roots only: "" (served here), sealed (moved
+	// to movedTo: every write and read under it is refused with moved),
+	// staging or staged (a migration is copying it here; not served yet).
+	prefixState  string
+	movedTo      string
+	sealDirIndex uint64 // the directory index of the migration that sealed it
+	tokenEpoch   uint64 // directory epoch of a lock node's token
+	tenant       string // the tenant that created it, whose quota it counts against ("": none)
+	children     map[string]*node
+	// lockKids are the children that are lock nodes, in sequence order
+	// (appended in creation order, which is sequence order).
+	lockKids []*node
+	// lockDelayMS, on a lock node: the lock-delay its unclean release
+	// starts on its directory.
+	lockDelayMS int64
+	// delay, on a lock directory in lock-delay: nil otherwise.
+	delay *lockDelay
+	// move is its part in a prefix move (prefixmove.go), nil if none.
+	move *moveState
+	// delayEnded, on a lock directory: the index of the end_lock_delay
+	// that last ended its delay (a re-armed watch that missed it fires).
+	delayEnded uint64
+}
+
+func checkValue(v []byte) *api.Error {
+	if len(v) > api.MaxValueSize {
+		return api.Errorf(api.CodeValueTooLarge, "value is %d bytes, limit %d", len(v), api.MaxValueSize)
+	}
+	return nil
+}
+
+func asAPIError(err error) *api.Error {
+	if err == nil {
+		return nil
+	}
+	if e, ok := err.(*api.Error); ok {
+		return e
+	}
+	return api.Errorf(api.CodeInternal, "%v", err)
+}
+
+// checkNodePath validates a client path: well formed, below a prefix root
+// this cell holds.
+func (s *State) checkNodePath(p string) *api.Error {
+	if err := api.ValidatePath(p); err != nil {
+		return asAPIError(err)
+	}
+	if api.Parent(p) == "/" {
+		return api.Errorf(api.CodeInvalidPath, "%s is a prefix root, managed by the cell", p)
+	}
+	return s.CheckServes(p)
+}
+
+// createPlan is a create that passed every check: what applyCreate needs.
+type createPlan struct {
+	path       string // final path (with the sequence suffix)
+	parentPath string
+	parent     *node    // nil: make_parents creates parentPath
+	seq        uint64   // sequence number, for a sequential create
+	sess       *session // owner, for an ephemeral create
+	// parentNodes and parentBytes are the ancestors make_parents adds.
+	parentNodes int
+	parentBytes int64
+}
+
+// create is checkCreate, then applyCreate: a refused create changes nothing.
+func (s *State) create(index uint64, c *Command) (Result, []Change) {
+	p, err := s.checkCreate(index, c)
+	if err != nil {
+		return Result{Err: err}, nil
+	}
+	return s.applyCreate(index, c, p)
+}
+
+// checkCreate validates a create against the state without changing it.
+func (s *State) checkCreate(index uint64, c *Command) (createPlan, *api.Error) {
+	var p createPlan
+	if err := s.checkNodePath(c.Path); err != nil {
+		return p, err
+	}
+	if err := checkValue(c.Value); err != nil {
+		return p, err
+	}
+	if !c.Lock.Valid() {
+		return p, api.Errorf(api.CodeBadRequest, "unknown lock mode %q", c.Lock)
+	}
+	if c.LockDelayMS != 0 && c.Lock == api.LockNone {
+		return p, api.Errorf(api.CodeBadRequest, "a lock-delay is for lock nodes only")
+	}
+	if c.LockDelayMS < 0 || c.LockDelayMS > api.MaxLockDelay.Milliseconds() {
+		return p, api.Errorf(api.CodeBadRequest, "lock-delay %v is outside 0 to %v", time.Duration(c.LockDelayMS)*time.Millisecond, api.MaxLockDelay)
+	}
+	if c.Lock != api.LockNone {
+		if !c.Ephemeral || !c.Sequential {
+			return p, api.Errorf(api.CodeBadRequest, "a lock node must be ephemeral and sequential")
+		}
+		if err := s.checkTokenSpace(index, c.Path); err != nil {
+			return p, err
+		}
+	}
+	if c.Ephemeral {
+		if c.Session == 0 {
+			return p, api.Errorf(api.CodeNoSession, "an ephemeral node needs a session")
+		}
+		var err *api.Error
+		if p.sess, err = s.authSession(c); err != nil {
+			return p, err
+		}
+	}
+	p.parentPath = api.Parent(c.Path)
+	parent, ok := s.nodes[p.parentPath]
+	if !ok && !c.MakeParents {
+		return p, api.Errorf(api.CodeNoNode, "parent %s does not exist", p.parentPath)
+	}
+	if ok && parent.ephemeral {
+		return p, api.Errorf(api.CodeBadRequest, "ephemeral node %s cannot have children", p.parentPath)
+	}
+	if ok {
+		p.parent = parent
+	} else {
+		// make_parents would create the missing ancestors below the nearest
+		// existing one, which must not be ephemeral either. The walk ends at
+		// the latest at the prefix root, which checkNodePath found.
+		q := api.Parent(p.parentPath)
+		for s.nodes[q] == nil {
+			q = api.Parent(q)
+		}
+		if s.nodes[q].ephemeral {
+			return p, api.Errorf(api.CodeBadRequest, "ephemeral node %s cannot have children", q)
+		}
+		// The missing ancestors count against the limits too, and each
+		// must lie within the caller's grant.
+		for a := p.parentPath; a != q; a = api.Parent(a) {
+			if c.ParentsFrom != "" && !api.Covers(c.ParentsFrom, a) && !brokenParentsFrom {
+				return p, api.Errorf(api.CodeForbidden, "make_parents would create %s, outside the caller's grant on %s", a, c.ParentsFrom)
+			}
+			p.parentNodes++
+			p.parentBytes += int64(len(a))
+		}
+		if err := s.checkChildren(s.nodes[q]); err != nil {
+			return p, err
+		}
+	}
+	if p.parent != nil {
+		if err := s.checkChildren(p.parent); err != nil {
+			return p, err
+		}
+	}
+	p.path = c.Path
+	if c.Sequential {
+		if p.parent != nil {
+			p.seq = p.parent.nextSeq
+		} else {
+			p.seq = s.seqFloor(p.parentPath) // a lock directory deleted in its delay
+		}
+		// Skip names a plain node already took, so one clash cannot block
+		// every later sequential create under the parent.
+		for {
+			if p.seq > maxSeq {
+				return p, api.Errorf(api.CodeBadRequest, "sequence counter of %s is exhausted", p.parentPath)
+			}
+			p.path = fmt.Sprintf("%s%0*d", c.Path, seqDigits, p.seq)
+			if _, taken := s.nodes[p.path]; !taken {
+				break
+			}
+			p.seq++
+		}
+		if len(p.path) > api.MaxPathLen {
+			return p, api.Errorf(api.CodeInvalidPath, "sequential path is %d bytes, limit %d", len(p.path), api.MaxPathLen)
+		}
+	}
+	if _, exists := s.nodes[p.path]; exists {
+		return p, api.Errorf(api.CodeNodeExists, "%s exists", p.path)
+	}
+	if err := s.checkGrowth(1+p.parentNodes, int64(len(p.path)+len(c.Value))+p.parentBytes); err != nil {
+		return p, err
+	}
+	if err := s.checkQuota(c, 0, 1+p.parentNodes, int64(len(p.path)+len(c.Value))+p.parentBytes); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+// applyCreate applies a checked create in full.
+func (s *State) applyCreate(index uint64, c *Command, p createPlan) (Result, []Change) {
+	var changes []Change
+	parent := p.parent
+	if parent == nil {
+		parent, changes = s.makeParents(index, p.parentPath, c.Tenant)
+	}
+	n := &node{
+		path: p.path, parent: parent, value: cloneBytes(c.Value), version: 1,
+		createIndex: index, modifyIndex: index, childIndex: index,
+		ephemeral: c.Ephemeral, lock: c.Lock, tenant: c.Tenant, children: map[string]*node{},
+		lockDelayMS: c.LockDelayMS,
+	}
+	if c.Sequential {
+		n.seq = p.seq
+		s.touch(parent)
+		parent.nextSeq = p.seq + 1
+	}
+	if n.lock != api.LockNone {
+		// The token's epoch is fixed at grant: a later epoch raise does not
+		// change a holder's token.
+		n.tokenEpoch = s.nodes[api.Prefix(p.path)].dirEpoch
+		if brokenMoveKeepsEpoch {
+			n.tokenEpoch = 1
+		}
+	}
+	if p.sess != nil {
+		n.owner = p.sess.id
+		p.sess.ephemerals[p.path] = struct{}{}
+	}
+	s.link(index, n)
+	changes = append(changes, Change{Path: p.path, Type: ChangeCreated, Index: index}, Change{Path: parent.path, Type: ChangeChildren, Index: index})
+	res := Result{Node: s.meta(n, false)}
+	if n.lock != api.LockNone {
+		res.Token = s.token(n)
+		if w := waitOn(n); w != nil {
+			res.WaitFor = w.path
+		}
+	}
+	return res, changes
+}
+
+// checkTokenSpace refuses a lock node whose fencing token would not
+// compare above every earlier one: its create index past the token's index
+// bits (it would wrap), or its prefix's directory epoch past MaxTokenEpoch
+// (a state from before the limit; the token would be negative as int64).
+func (s *State) checkTokenSpace(index uint64, path string) *api.Error {
+	if index > api.MaxTokenIndex {
+		return api.Errorf(api.CodeTokenExhausted, "lock create at index %d: fencing-token index space ends at %d; move the prefix to a new cell", index, uint64(api.MaxTokenIndex))
+	}
+	if e := s.nodes[api.Prefix(path)].dirEpoch; e > api.MaxTokenEpoch {
+		return api.Errorf(api.CodeTokenExhausted, "directory epoch %d of %s is over the token limit %d", e, api.Prefix(path), uint64(api.MaxTokenEpoch))
+	}
+	return nil
+}
+
+// TokenHeadroom is how many more Raft indices the cell can apply before
+// lock creates are refused (token_exhausted).
+func (s *State) TokenHeadroom() uint64 {
+	if s.index >= api.MaxTokenIndex {
+		return 0
+	}
+	return api.MaxTokenIndex - s.index
+}
+
+// makeParents creates the missing persistent ancestors of p (below its
+// prefix root, which exists: checkNodePath ensured it) and returns p's node.
+func (s *State) makeParents(index uint64, p, tenant string) (*node, []Change) {
+	var missing []string
+	for q := p; ; q = api.Parent(q) {
+		if _, ok := s.nodes[q]; ok {
+			break
+		}
+		missing = append(missing, q)
+	}
+	var changes []Change
+	for i := len(missing) - 1; i >= 0; i-- {
+		q := missing[i]
+		n := &node{path: q, parent: s.nodes[api.Parent(q)], version: 1, createIndex: index, modifyIndex: index, childIndex: index, tenant: tenant, children: map[string]*node{}}
+		s.link(index, n)
+		changes = append(changes, Change{Path: q, Type: ChangeCreated, Index: index}, Change{Path: n.parent.path, Type: ChangeChildren, Index: index})
+	}
+	return s.nodes[p], changes
+}
+
+func (s *State) link(index uint64, n *node) {
+	s.takeDelay(n)
+	s.nodes[n.path] = n
+	s.bytes += nodeBytes(n)
+	s.use(n.tenant, 0, 1, nodeBytes(n))
+	n.parent.children[api.Base(n.path)] = n
+	s.touch(n.parent)
+	n.parent.childIndex = index
+	if n.lock != api.LockNone {
+		n.parent.lockKids = append(n.parent.lockKids, n)
+	}
+}
+
+func (s *State) put(index uint64, c *Command) (Result, []Change) {
+	if err := s.checkNodePath(c.Path); err != nil {
+		return Result{Err: err}, nil
+	}
+	if err := checkValue(c.Value); err != nil {
+		return Result{Err: err}, nil
+	}
+	n, ok := s.nodes[c.Path]
+	if !ok {
+		if c.OwnOnly {
+			return Result{Err: api.Errorf(api.CodeForbidden, "%s does not exist: creating it needs the write role", c.Path)}, nil
+		}
+		if c.Version != nil && *c.Version != 0 {
+			return Result{Err: api.Errorf(api.CodeNoNode, "%s does not exist", c.Path)}, nil
+		}
+		create := Command{Op: OpCreate, Path: c.Path, Value: c.Value, MakeParents: c.MakeParents, ParentsFrom: c.ParentsFrom, Tenant: c.Tenant, Quota: c.Quota}
+		return s.create(index, &create)
+	}
+	if err := mayChange(c, n); err != nil {
+		return Result{Err: err}, nil
+	}
+	if c.Version != nil {
+		if *c.Version == 0 {
+			return Result{Err: api.Errorf(api.CodeNodeExists, "%s exists", c.Path)}, nil
+		}
+		if *c.Version != n.version {
+			return Result{Err: api.Errorf(api.CodeVersionMismatch, "%s is at version %d, not %d", c.Path, n.version, *c.Version)}, nil
+		}
+	}
+	if err := s.checkGrowth(0, int64(len(c.Value)-len(n.value))); err != nil {
+		return Result{Err: err}, nil
+	}
+	if n.tenant == c.Tenant {
+		// A node counts against the tenant that made it; another's write
+		// to it (a shared config, granted to both) grows the maker's.
+		if err := s.checkQuota(c, 0, 0, int64(len(c.Value)-len(n.value))); err != nil {
+			return Result{Err: err}, nil
+		}
+	}
+	s.touch(n)
+	s.bytes += int64(len(c.Value) - len(n.value))
+	s.use(n.tenant, 0, 0, int64(len(c.Value)-len(n.value)))
+	n.value = cloneBytes(c.Value)
+	n.version++
+	n.modifyIndex = index
+	return Result{Node: s.meta(n, false)}, []Change{{Path: n.path, Type: ChangeData, Index: index}}
+}
+
+// mayChange refuses a write or delete of another session's ephemeral
+// node (a lock holder's node, an election candidate), unless from an
+// admin. The command's session, if any, was authenticated in ApplyEntry.
+func mayChange(c *Command, n *node) *api.Error {
+	if c.OwnOnly && (!n.ephemeral || c.Session != n.owner) {
+		return api.Errorf(api.CodeForbidden, "%s is not an ephemeral node of session %d: changing it needs the write role", n.path, c.Session)
+	}
+	if !n.ephemeral || c.Admin || c.Session == n.owner {
+		return nil
+	}
+	return api.Errorf(api.CodeForbidden, "%s is ephemeral node of session %d: only that session or an admin may change it", n.path, n.owner)
+}
+
+func (s *State) delete(index uint64, c *Command) (Result, []Change) {
+	if err := s.checkNodePath(c.Path); err != nil {
+		return Result{Err: err}, nil
+	}
+	n, ok := s.nodes[c.Path]
+	if !ok {
+		return Result{Err: api.Errorf(api.CodeNoNode, "%s does not exist", c.Path)}, nil
+	}
+	if err := mayChange(c, n); err != nil {
+		return Result{Err: err}, nil
+	}
+	if c.Version != nil && *c.Version != n.version {
+		return Result{Err: api.Errorf(api.CodeVersionMismatch, "%s is at version %d, not %d", c.Path, n.version, *c.Version)}, nil
+	}
+	if len(n.children) > 0 {
+		return Result{Err: api.Errorf(api.CodeNotEmpty, "%s has %d children", c.Path, len(n.children))}, nil
+	}
+	if err := s.checkKeepDelay(n); err != nil {
+		return Result{Err: err}, nil
+	}
+	meta := s.meta(n, false)
+	return Result{Node: meta}, s.removeNode(index, n) // a lock-delay outlives its directory
+
+}
+
+// removeNode unlinks a childless node. A lock-delay it holds, with its
+// sequence counter, outlives it (keepDelay), whatever removes it.
+func (s *State) removeNode(index uint64, n *node) []Change {
+	s.keepDelay(n)
+	p := n.parent
+	delete(p.children, api.Base(n.path))
+	delete(s.nodes, n.path)
+	s.bytes -= nodeBytes(n)
+	s.use(n.tenant, 0, -1, -nodeBytes(n))
+	s.touch(p)
+	p.childIndex = index
+	if n.lock != api.LockNone {
+		for i, k := range p.lockKids {
+			if k == n {
+				p.lockKids = append(p.lockKids[:i:i], p.lockKids[i+1:]...)
+				break
+			}
+		}
+	}
+	if n.ephemeral {
+		if sess, ok := s.sessions[n.owner]; ok {
+			delete(sess.ephemerals, n.path)
+		}
+	}
+	return []Change{{Path: n.path, Type: ChangeDeleted, Index: index}, {Path: p.path, Type: ChangeChildren, Index: index}}
+}
+
+func (s *State) ensurePrefix(index uint64, c *Command) (Result, []Change) {
+	if err := api.ValidatePath(c.Path); err != nil {
+		return Result{Err: asAPIError(err)}, nil
+	}
+	if api.Parent(c.Path) != "/" {
+		return Result{Err: api.Errorf(api.CodeInvalidPath, "%s is not a top-level prefix", c.Path)}, nil
+	}
+	if c.Epoch > api.MaxTokenEpoch {
+		// Tokens under it would not fit 63 bits (int64 in SQL goes negative).
+		return Result{Err: api.Errorf(api.CodeTokenExhausted, "directory epoch %d is over the token limit %d", c.Epoch, uint64(api.MaxTokenEpoch))}, nil
+	}
+	if n, ok := s.nodes[c.Path]; ok {
+		switch n.prefixState {
+		case PrefixSealed:
+			// Only an aborted migration unseals (unseal_prefix): a stale
+			// view of the directory must never revive a moved prefix.
+			return Result{Err: movedErr(n)}, nil
+		case PrefixStaging:
+			return Result{Err: api.Errorf(api.CodeUnavailable, "the copy of %s is incomplete: it is served once every page is staged", c.Path)}, nil
+		}
+		if c.Staged && n.prefixState != PrefixStaged && n.dirEpoch < c.Epoch {
+			return Result{Err: noCopy(c.Path, c.Epoch)}, nil
+		}
+		var changes []Change
+		if c.Epoch > n.dirEpoch || n.prefixState == PrefixStaged { // the directory epoch only goes up
+			if n.prefixState == PrefixStaged {
+				changes = s.startMovedDelays(index, n, c.AtMS) // the lock-delays that moved with it start here
+			}
+			s.touch(n)
+			n.dirEpoch = max(n.dirEpoch, c.Epoch)
+			n.prefixState = "" // a staged copy is served from here on
+		}
+		return Result{Node: s.meta(n, false), Epoch: n.dirEpoch}, changes
+	}
+	if c.Staged {
+		return Result{Err: noCopy(c.Path, c.Epoch)}, nil
+	}
+	n := &node{path: c.Path, parent: s.root, version: 1, createIndex: index, modifyIndex: index, childIndex: index, dirEpoch: max(c.Epoch, 1), children: map[string]*node{}}
+	s.link(index, n)
+	return Result{Node: s.meta(n, false), Epoch: n.dirEpoch}, []Change{{Path: n.path, Type: ChangeCreated, Index: index}}
+}
+
+// noCopy refuses to serve a prefix that moved here without its nodes.
+func noCopy(path string, epoch uint64) *api.Error {
+	return api.Errorf(api.CodeConflict, "prefix %s moved here at epoch %d but no complete copy of it is staged: not served (an empty prefix would lose its nodes)", path, epoch)
+}
+
+// --- locks ---
+
+func cloneBytes(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return append([]byte(nil), b...)
+}

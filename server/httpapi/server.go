@@ -358,11 +358,11 @@ func (s *Server) readyCell(ctx *fasthttp.RequestCtx, name string) (*cell.Cell, e
 	if !ok {
 		// The client knows a cell this lockd does not host, or its view
 		// does not know (one just created, or moved by a restore or a
-		// membership change, perhaps here): read the directory once
-		// (coalesced: DirectoryRefreshGap), which starts the replicas it
-		// places here, and look again. Briefly: the directory may be
-		// electing, and a refusal now is better than a request held past
-		// its client's patience.
+		// membership change, perhaps here): read the directory, which
+		// starts the replicas it places here, and look again (refreshFor:
+		// a few coalesced reads, briefly: the directory may be electing,
+		// and a refusal now is better than a request held past its
+		// client's patience).
 		s.refreshFor(func() bool { c, ok = s.host.Cell(name); return ok })
 	}
 	if !ok {

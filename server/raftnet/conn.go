@@ -13,8 +13,6 @@ import (
 	pb "github.com/lni/dragonboat/v4/raftpb"
 )
 
-var timeNow = time.Now
-
 // msgConn sends message batches to one peer. dragonboat calls
 // SendMessageBatch from one goroutine per connection and Close once.
 type msgConn struct {
@@ -126,14 +124,14 @@ func (c *snapConn) SendChunk(chunk pb.Chunk) error {
 // Close implements raftio.ISnapshotConnection.
 func (c *snapConn) Close() {
 	defer c.conn.Close()
-	if err := c.conn.SetWriteDeadline(timeNow().Add(2 * magicWait)); err != nil {
+	if err := c.conn.SetWriteDeadline(time.Now().Add(2 * magicWait)); err != nil {
 		return
 	}
 	if _, err := c.conn.Write(poisonNumber[:]); err != nil {
 		return
 	}
 	var ack [len(poisonNumber)]byte
-	if err := c.conn.SetReadDeadline(timeNow().Add(poisonWait)); err != nil {
+	if err := c.conn.SetReadDeadline(time.Now().Add(poisonWait)); err != nil {
 		return
 	}
 	_, _ = io.ReadFull(c.conn, ack[:])

@@ -162,7 +162,7 @@ func (t *Transport) serve(conn net.Conn) {
 			var ne net.Error
 			switch {
 			case errors.Is(err, errPoison):
-				_ = conn.SetWriteDeadline(timeNow().Add(2 * magicWait))
+				_ = conn.SetWriteDeadline(time.Now().Add(2 * magicWait))
 				_, _ = conn.Write(poisonNumber[:])
 				return
 			case errors.As(err, &ne) && ne.Timeout():

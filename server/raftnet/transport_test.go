@@ -164,17 +164,8 @@ func TestFirstMessageAfterPeerRestartArrives(t *testing.T) {
 	if !inB.wait(testWait) {
 		t.Fatal("first batch not received")
 	}
-	b.Close() // the peer's process ends
-	mc := c.(*msgConn)
-	for i := 0; i < 200; i++ { // the close reaches the sender
-		mc.mu.Lock()
-		dead := mc.dead.Load()
-		mc.mu.Unlock()
-		if dead {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	b.Close()                 // the peer's process ends
+	waitDead(t, c.(*msgConn)) // the close reaches the sender
 	inB2 := newInbox()
 	b2 := start(t, config.NodeHostConfig{RaftAddress: addrB}, inB2)
 	defer b2.Close()

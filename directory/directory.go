@@ -1,10 +1,10 @@
-// Package directory is the cell directory: which cell serves each
-// top-level prefix (and under which directory epoch), which lockds host
-// each cell's replicas. State is the directory group's replicated state
-// machine (pure, like a cell's); Directory is the immutable map that
+// Package directory is the routing view of the cell directory: which cell
+// serves each top-level prefix (and under which directory epoch), which
+// lockds host each cell's replicas. Directory is the immutable map that
 // lockd, the proxy, the SDK and lockctl route by, built from what the
-// group serves (api.DirectoryResponse) and re-read only on wrong_cell,
-// moved or an unknown prefix.
+// directory group serves (api.DirectoryResponse) and re-read only on
+// wrong_cell, moved or an unknown prefix. The group's replicated state
+// machine, which that response comes from, is server/dirfsm.
 package directory
 
 import (
@@ -13,6 +13,10 @@ import (
 
 	"github.com/lockservice/lockd/api"
 )
+
+// ShardID is the directory group's Raft shard. Cells get shard ids below
+// it; it is never a cell's.
+const ShardID uint64 = 1 << 40
 
 // Directory is an immutable view of the directory.
 type Directory struct {

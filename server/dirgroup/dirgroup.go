@@ -1,5 +1,5 @@
 // Package dirgroup runs a replica of the directory group on a lockd's
-// NodeHost: the directory's state machine (package directory) behind
+// NodeHost: the directory's state machine (package dirfsm) behind
 // dragonboat, and the calls the lockd makes on it. The directory is small
 // (a few entries per cell and prefix), so it is a plain IStateMachine.
 package dirgroup
@@ -10,6 +10,8 @@ import (
 	"errors"
 	"io"
 	"sync/atomic"
+
+	"github.com/lockservice/lockd/server/dirfsm"
 
 	"github.com/lni/dragonboat/v4"
 	"github.com/lni/dragonboat/v4/config"
@@ -53,7 +55,7 @@ func Start(nh *dragonboat.NodeHost, cfg Config) (*Group, error) {
 		SnapshotEntries: 10_000, CompactionOverhead: 1_000,
 		OrderedConfigChange: true,
 	}
-	create := func(_, _ uint64) sm.IStateMachine { return &machine{g: g, state: directory.NewState()} }
+	create := func(_, _ uint64) sm.IStateMachine { return &machine{g: g, state: dirfsm.NewState()} }
 	if err := nh.StartReplica(members, false, create, rc); err != nil {
 		return nil, err
 	}
@@ -66,12 +68,12 @@ func (g *Group) Applied() uint64 { return g.applied.Load() }
 // Propose commits one directory command (from any replica: a follower
 // forwards it to the leader) and returns its result; a refused command
 // returns its *api.Error.
-func (g *Group) Propose(ctx context.Context, c *directory.Command) (directory.Result, error) {
+func (g *Group) Propose(ctx context.Context, c *dirfsm.Command) (dirfsm.Result, error) {
 	r, err := g.nh.SyncPropose(ctx, g.nh.GetNoOPSession(directory.ShardID), c.Encode())
 	if err != nil {
-		return directory.Result{}, RaftError(err)
+		return dirfsm.Result{}, RaftError(err)
 	}
-	var res directory.Result
+	var res dirfsm.Result
 	if err := json.Unmarshal(r.Data, &res); err != nil {
 		return res, api.Errorf(api.CodeInternal, "undecodable directory result: %v", err)
 	}
@@ -125,10 +127,10 @@ func RaftError(err error) error {
 	return api.Errorf(api.CodeInternal, "directory: %v", err)
 }
 
-// machine adapts directory.State to dragonboat.
+// machine adapts dirfsm.State to dragonboat.
 type machine struct {
 	g     *Group
-	state *directory.State
+	state *dirfsm.State
 }
 
 func (m *machine) Update(e sm.Entry) (sm.Result, error) {

@@ -8,10 +8,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockservice/lockd/server/dirfsm"
+
 	"github.com/valyala/fasthttp"
 
 	"github.com/lockservice/lockd/api"
-	"github.com/lockservice/lockd/directory"
 	"github.com/lockservice/lockd/server/cell"
 )
 
@@ -221,7 +222,7 @@ func (s *Server) tenant(ctx *fasthttp.RequestCtx, p principal) (any, error) {
 	if err := api.CheckNewName(req.Tenant.Name); err != nil && req.Action == api.TenantPut {
 		return nil, err
 	}
-	change := &directory.TenantChange{TenantRequest: req}
+	change := &dirfsm.TenantChange{TenantRequest: req}
 	change.Tenant.Tokens = nil // digests are the service's to make
 	var token string
 	if req.NewToken && req.Action == api.TenantPut {
@@ -230,7 +231,7 @@ func (s *Server) tenant(ctx *fasthttp.RequestCtx, p principal) (any, error) {
 	}
 	cctx, cancel := context.WithTimeout(context.Background(), RequestTimeout)
 	defer cancel()
-	res, err := s.host.ProposeDirectory(cctx, &directory.Command{Op: directory.OpTenant, Tenant: change})
+	res, err := s.host.ProposeDirectory(cctx, &dirfsm.Command{Op: dirfsm.OpTenant, Tenant: change})
 	if err != nil {
 		return nil, err
 	}

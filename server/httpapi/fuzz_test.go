@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lockservice/lockd/server/dirfsm"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
@@ -26,8 +28,8 @@ func (h noCells) RefreshDirectory(context.Context) {}
 func (h noCells) ReadDirectory(context.Context) (api.DirectoryResponse, error) {
 	return api.DirectoryResponse{}, nil
 }
-func (h noCells) ProposeDirectory(context.Context, *directory.Command) (directory.Result, error) {
-	return directory.Result{}, api.Errorf(api.CodeUnavailable, "no directory here")
+func (h noCells) ProposeDirectory(context.Context, *dirfsm.Command) (dirfsm.Result, error) {
+	return dirfsm.Result{}, api.Errorf(api.CodeUnavailable, "no directory here")
 }
 func (h noCells) ClusterStatus(context.Context) api.ClusterStatus { return api.ClusterStatus{} }
 func (h noCells) CallLockd(context.Context, string, string, string, any, any) error {

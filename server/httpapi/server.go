@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockservice/lockd/server/dirfsm"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/valyala/fasthttp"
@@ -43,7 +45,7 @@ type Host interface {
 	ReadDirectory(ctx context.Context) (api.DirectoryResponse, error)
 	// ProposeDirectory commits a directory command, or answers not_leader
 	// naming a lockd that hosts a directory replica.
-	ProposeDirectory(ctx context.Context, c *directory.Command) (directory.Result, error)
+	ProposeDirectory(ctx context.Context, c *dirfsm.Command) (dirfsm.Result, error)
 	// RefreshDirectory brings the view up to date with the directory group
 	// (a just-committed assignment or move the view has not caught yet).
 	RefreshDirectory(ctx context.Context)
@@ -776,7 +778,7 @@ func (s *Server) backup(ctx *fasthttp.RequestCtx) (any, error) {
 // --- directory administration ---
 
 // proposeDirectory decodes req, builds its command and commits it.
-func (s *Server) proposeDirectory(ctx *fasthttp.RequestCtx, req any, build func() *directory.Command) (any, error) {
+func (s *Server) proposeDirectory(ctx *fasthttp.RequestCtx, req any, build func() *dirfsm.Command) (any, error) {
 	if err := decode(ctx, req); err != nil {
 		return nil, err
 	}
@@ -787,50 +789,50 @@ func (s *Server) proposeDirectory(ctx *fasthttp.RequestCtx, req any, build func(
 
 func (s *Server) createCell(ctx *fasthttp.RequestCtx) (any, error) {
 	var req api.CreateCellRequest
-	return s.proposeDirectory(ctx, &req, func() *directory.Command {
-		return &directory.Command{Op: directory.OpCreateCell, CreateCell: &req}
+	return s.proposeDirectory(ctx, &req, func() *dirfsm.Command {
+		return &dirfsm.Command{Op: dirfsm.OpCreateCell, CreateCell: &req}
 	})
 }
 
 func (s *Server) restoreCell(ctx *fasthttp.RequestCtx) (any, error) {
 	var req api.RestoreCellRequest
-	return s.proposeDirectory(ctx, &req, func() *directory.Command {
-		return &directory.Command{Op: directory.OpRestore, Restore: &req}
+	return s.proposeDirectory(ctx, &req, func() *dirfsm.Command {
+		return &dirfsm.Command{Op: dirfsm.OpRestore, Restore: &req}
 	})
 }
 
 func (s *Server) assignPrefix(ctx *fasthttp.RequestCtx) (any, error) {
 	var req api.AssignPrefixRequest
-	return s.proposeDirectory(ctx, &req, func() *directory.Command {
-		return &directory.Command{Op: directory.OpAssign, Assign: &req}
+	return s.proposeDirectory(ctx, &req, func() *dirfsm.Command {
+		return &dirfsm.Command{Op: dirfsm.OpAssign, Assign: &req}
 	})
 }
 
 func (s *Server) registerLockd(ctx *fasthttp.RequestCtx) (any, error) {
 	var req api.RegisterLockdRequest
-	return s.proposeDirectory(ctx, &req, func() *directory.Command {
-		return &directory.Command{Op: directory.OpRegister, Lockd: &req.LockdInfo}
+	return s.proposeDirectory(ctx, &req, func() *dirfsm.Command {
+		return &dirfsm.Command{Op: dirfsm.OpRegister, Lockd: &req.LockdInfo}
 	})
 }
 
 func (s *Server) commitTenant(ctx *fasthttp.RequestCtx) (any, error) {
-	var req directory.TenantChange
-	return s.proposeDirectory(ctx, &req, func() *directory.Command {
-		return &directory.Command{Op: directory.OpTenant, Tenant: &req}
+	var req dirfsm.TenantChange
+	return s.proposeDirectory(ctx, &req, func() *dirfsm.Command {
+		return &dirfsm.Command{Op: dirfsm.OpTenant, Tenant: &req}
 	})
 }
 
 func (s *Server) registerProxy(ctx *fasthttp.RequestCtx) (any, error) {
 	var req api.ProxyInfo
-	return s.proposeDirectory(ctx, &req, func() *directory.Command {
-		return &directory.Command{Op: directory.OpRegisterProxy, Proxy: &req}
+	return s.proposeDirectory(ctx, &req, func() *dirfsm.Command {
+		return &dirfsm.Command{Op: dirfsm.OpRegisterProxy, Proxy: &req}
 	})
 }
 
 func (s *Server) migrate(ctx *fasthttp.RequestCtx) (any, error) {
 	var req api.MigrateRequest
-	v, err := s.proposeDirectory(ctx, &req, func() *directory.Command {
-		return &directory.Command{Op: directory.OpMigrate, Migrate: &req}
+	v, err := s.proposeDirectory(ctx, &req, func() *dirfsm.Command {
+		return &dirfsm.Command{Op: dirfsm.OpMigrate, Migrate: &req}
 	})
 	if err == nil {
 		s.log.Info("migration step", "prefix", req.Prefix, "action", req.Action, "to", req.To, "began_at", req.BeganAt)

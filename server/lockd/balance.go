@@ -4,6 +4,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockservice/lockd/server/dirfsm"
+
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/directory"
 )
@@ -15,7 +17,7 @@ const balanceEvery = 5 * time.Second
 // lockd leads the directory group: each round it reads every lockd's
 // status, and if one lockd leads two cells more than another that holds
 // a voting replica of one of them, asks that cell's leader to hand
-// leadership over (directory.BalanceLeaders decides; one transfer a round,
+// leadership over (dirfsm.BalanceLeaders decides; one transfer a round,
 // so the next round sees its effect).
 func (p *Process) balanceLeaders() {
 	p.every(balanceEvery, p.balanceRound)
@@ -40,7 +42,7 @@ func (p *Process) balanceRound() {
 			}
 		}
 	}
-	tr, ok := directory.BalanceLeaders(leaders, voters)
+	tr, ok := dirfsm.BalanceLeaders(leaders, voters)
 	if !ok {
 		return
 	}

@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lockservice/lockd/server/dirfsm"
+
 	"github.com/lockservice/lockd/api"
-	"github.com/lockservice/lockd/directory"
 	"github.com/lockservice/lockd/server/cell"
 )
 
@@ -41,7 +42,7 @@ func (p *Process) ChangeMember(ctx context.Context, c *cell.Cell, req api.Member
 		return api.CellInfo{}, api.Errorf(api.CodeUnavailable, "cell %s cannot commit a membership change now (%v); nothing changed", req.Cell, err)
 	}
 	start = time.Now()
-	res, err := p.ProposeDirectory(ctx, &directory.Command{Op: directory.OpMember, Member: &req})
+	res, err := p.ProposeDirectory(ctx, &dirfsm.Command{Op: dirfsm.OpMember, Member: &req})
 	step("record in the directory", start, err)
 	if err != nil {
 		return api.CellInfo{}, err
@@ -79,7 +80,7 @@ func (p *Process) ChangeMember(ctx context.Context, c *cell.Cell, req api.Member
 	dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	start = time.Now()
-	res, err = p.ProposeDirectory(dctx, &directory.Command{Op: directory.OpMember, Member: &api.MemberRequest{Cell: req.Cell, Action: verdict, Lockd: req.Lockd}})
+	res, err = p.ProposeDirectory(dctx, &dirfsm.Command{Op: dirfsm.OpMember, Member: &api.MemberRequest{Cell: req.Cell, Action: verdict, Lockd: req.Lockd}})
 	step("confirm in the directory", start, err)
 	if err != nil {
 		return api.CellInfo{}, fmt.Errorf("%s made in the cell, not yet confirmed in the directory (run it again): %w", req.Action, err)

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/lockservice/lockd/server/dirfsm"
+
 	"github.com/valyala/fasthttp"
 
 	"github.com/lockservice/lockd/api"
@@ -49,14 +51,14 @@ func bootView(cfg Config) api.DirectoryResponse {
 }
 
 // bootstrapCommand is bootView as the directory group's first entry.
-func bootstrapCommand(cfg Config) *directory.Command {
-	b := &directory.Bootstrap{}
+func bootstrapCommand(cfg Config) *dirfsm.Command {
+	b := &dirfsm.Bootstrap{}
 	for _, p := range cfg.Peers {
 		b.Lockds = append(b.Lockds, api.LockdInfo{ID: p.ID, RaftAddr: p.RaftAddr, APIAddr: p.APIAddr})
 		b.DirectoryLockds = append(b.DirectoryLockds, p.ID)
 	}
 	for _, cc := range cfg.Cells {
-		bc := directory.BootCell{Name: cc.Name, ShardID: cc.ShardID, Prefixes: cc.Prefixes, Epoch: cc.Epoch}
+		bc := dirfsm.BootCell{Name: cc.Name, ShardID: cc.ShardID, Prefixes: cc.Prefixes, Epoch: cc.Epoch}
 		if !cc.Timing.IsZero() {
 			t := cc.Timing
 			bc.Timing = &t
@@ -66,7 +68,7 @@ func bootstrapCommand(cfg Config) *directory.Command {
 		}
 		b.Cells = append(b.Cells, bc)
 	}
-	return &directory.Command{Op: directory.OpBootstrap, Bootstrap: b}
+	return &dirfsm.Command{Op: dirfsm.OpBootstrap, Bootstrap: b}
 }
 
 // hostedReplica is one replica this lockd runs, as it records them in its
@@ -333,7 +335,7 @@ func (p *Process) followDirectory() {
 		case view.Index() > 0 && !p.registered(view):
 			lastAsk = time.Now()
 			self := p.cfg.Self()
-			p.proposeBackground(&directory.Command{Op: directory.OpRegister, Lockd: &api.LockdInfo{ID: self.ID, RaftAddr: self.RaftAddr, APIAddr: self.APIAddr, Zone: p.cfg.Zone}})
+			p.proposeBackground(&dirfsm.Command{Op: dirfsm.OpRegister, Lockd: &api.LockdInfo{ID: self.ID, RaftAddr: self.RaftAddr, APIAddr: self.APIAddr, Zone: p.cfg.Zone}})
 		}
 	}
 }
@@ -360,7 +362,7 @@ func (p *Process) registered(view *directory.Directory) bool {
 	return ok && l.RaftAddr == self.RaftAddr && l.APIAddr == self.APIAddr && l.Zone == p.cfg.Zone
 }
 
-func (p *Process) proposeBackground(c *directory.Command) {
+func (p *Process) proposeBackground(c *dirfsm.Command) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	if _, err := p.ProposeDirectory(ctx, c); err != nil {
@@ -516,7 +518,7 @@ func (p *Process) RefreshDirectory(ctx context.Context) {
 // ProposeDirectory commits a directory command on this lockd's directory
 // replica (a follower forwards it to the leader); a lockd without one
 // passes it to one that has.
-func (p *Process) ProposeDirectory(ctx context.Context, c *directory.Command) (directory.Result, error) {
+func (p *Process) ProposeDirectory(ctx context.Context, c *dirfsm.Command) (dirfsm.Result, error) {
 	if p.dir != nil {
 		res, err := p.dir.Propose(ctx, c)
 		if err == nil {
@@ -528,7 +530,7 @@ func (p *Process) ProposeDirectory(ctx context.Context, c *directory.Command) (d
 	}
 	var last error = api.Errorf(api.CodeUnavailable, "no directory replica known")
 	for _, addr := range p.directoryAddrs() {
-		var res directory.Result
+		var res dirfsm.Result
 		route, body := directoryRoute(c)
 		err := p.peerCall(addr, "POST", route, body, &res)
 		if err == nil || api.CodeOf(err) != api.CodeUnavailable {
@@ -536,23 +538,23 @@ func (p *Process) ProposeDirectory(ctx context.Context, c *directory.Command) (d
 		}
 		last = err
 	}
-	return directory.Result{}, last
+	return dirfsm.Result{}, last
 }
 
 // directoryRoute is the admin route and body that carry c.
-func directoryRoute(c *directory.Command) (string, any) {
+func directoryRoute(c *dirfsm.Command) (string, any) {
 	switch c.Op {
-	case directory.OpRegister:
+	case dirfsm.OpRegister:
 		return api.RouteAdminRegister, api.RegisterLockdRequest{LockdInfo: *c.Lockd}
-	case directory.OpCreateCell:
+	case dirfsm.OpCreateCell:
 		return api.RouteAdminCellCreate, c.CreateCell
-	case directory.OpAssign:
+	case dirfsm.OpAssign:
 		return api.RouteAdminPrefixAssign, c.Assign
-	case directory.OpMigrate:
+	case dirfsm.OpMigrate:
 		return api.RouteAdminMigrate, c.Migrate
-	case directory.OpRestore:
+	case dirfsm.OpRestore:
 		return api.RouteAdminRestore, c.Restore
-	case directory.OpTenant:
+	case dirfsm.OpTenant:
 		return api.RouteAdminTenantCommit, c.Tenant
 	}
 	return "/v1/admin/none", nil

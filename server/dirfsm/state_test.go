@@ -1,4 +1,4 @@
-package directory
+package dirfsm
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/directory"
 )
 
 // applier applies commands to a state at growing indices.
@@ -60,7 +61,7 @@ func TestBootstrapOnlyOnce(t *testing.T) {
 	if len(d.Cells) != 1 || d.Cells[0].Name != "demo" || len(d.Lockds) != 6 {
 		t.Fatalf("a second bootstrap changed the directory: %+v", d)
 	}
-	if _, err := New(d); err != nil {
+	if _, err := directory.New(d); err != nil {
 		t.Fatalf("served directory invalid: %v", err)
 	}
 }

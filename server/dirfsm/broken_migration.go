@@ -1,6 +1,6 @@
 //go:build lockd_broken_migrationdriver
 
-package directory
+package dirfsm
 
 // brokenMigrationDriver lets any client drive a migration in flight: a
 // second begin resumes it as before issue 23 (finding 1), and no step

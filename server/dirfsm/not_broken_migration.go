@@ -1,6 +1,6 @@
 //go:build !lockd_broken_migrationdriver
 
-package directory
+package dirfsm
 
 // The deliberately broken build (broken_migration.go) is off in every
 // normal build.

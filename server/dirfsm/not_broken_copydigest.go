@@ -1,6 +1,6 @@
 //go:build !lockd_broken_copydigest
 
-package directory
+package dirfsm
 
 // The deliberately broken build (broken_copydigest.go) is off in every
 // normal build.

@@ -1,4 +1,4 @@
-package directory
+package dirfsm
 
 import (
 	"encoding/json"
@@ -9,11 +9,8 @@ import (
 	"sort"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/directory"
 )
-
-// ShardID is the directory group's Raft shard. Cells get shard ids below
-// it; it is never a cell's.
-const ShardID uint64 = 1 << 40
 
 // Ops of the directory group's log.
 const (
@@ -264,8 +261,8 @@ func (s *State) bootstrap(b *Bootstrap) Result {
 		if _, dup := next.cells[bc.Name]; dup {
 			return refuse(api.CodeBadRequest, "cell %s listed twice", bc.Name)
 		}
-		if bc.ShardID == 0 || bc.ShardID >= ShardID {
-			return refuse(api.CodeBadRequest, "cell %s: shard id %d outside [1, %d)", bc.Name, bc.ShardID, ShardID)
+		if bc.ShardID == 0 || bc.ShardID >= directory.ShardID {
+			return refuse(api.CodeBadRequest, "cell %s: shard id %d outside [1, %d)", bc.Name, bc.ShardID, directory.ShardID)
 		}
 		for _, other := range next.cells {
 			if other.ShardID == bc.ShardID {
@@ -399,7 +396,7 @@ func (s *State) createCell(r *api.CreateCellRequest) Result {
 			return Result{Err: err}
 		}
 	}
-	if s.nextShard >= ShardID {
+	if s.nextShard >= directory.ShardID {
 		return refuse(api.CodeConflict, "no shard id left")
 	}
 	if err := checkTiming(r.Timing); err != nil {
@@ -737,7 +734,7 @@ func (s *State) Response() api.DirectoryResponse {
 		d.Prefixes = append(d.Prefixes, *clonePrefix(p))
 	}
 	sort.Slice(d.Prefixes, func(i, j int) bool { return d.Prefixes[i].Prefix < d.Prefixes[j].Prefix })
-	d.Directory = api.CellInfo{Name: "directory", ShardID: ShardID}
+	d.Directory = api.CellInfo{Name: "directory", ShardID: directory.ShardID}
 	for _, id := range s.dirLockds {
 		l := s.lockds[id]
 		d.Directory.Replicas = append(d.Directory.Replicas, api.ReplicaInfo{ReplicaID: id, Lockd: id, APIAddr: l.APIAddr, Zone: l.Zone, Initial: true})

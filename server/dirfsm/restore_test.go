@@ -1,9 +1,10 @@
-package directory
+package dirfsm
 
 import (
 	"testing"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/directory"
 )
 
 // A restore plan gives the cell new replicas (fresh ids, all marked
@@ -52,7 +53,7 @@ func TestRestorePlan(t *testing.T) {
 			t.Fatalf("replica %+v: want lockd %d, a fresh id, restored and initial", rep, 6+i)
 		}
 	}
-	d, err := New(a.s.Response())
+	d, err := directory.New(a.s.Response())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func TestRestorePlan(t *testing.T) {
 		t.Fatalf("/demo at epoch %d after two restores, want 3", p.Epoch)
 	}
 	// Each restore's leader epochs start above the last one's.
-	if d, err = New(a.s.Response()); err != nil {
+	if d, err = directory.New(a.s.Response()); err != nil {
 		t.Fatal(err)
 	}
 	if plan, err = d.RestorePlan("demo"); err != nil || plan.LeaderEpochFloor != 2*api.LeaderEpochsPerRestore {

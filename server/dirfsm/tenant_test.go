@@ -1,4 +1,4 @@
-package directory
+package dirfsm
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/directory"
 )
 
 func TestTenantChanges(t *testing.T) {
@@ -42,7 +43,7 @@ func TestTenantChanges(t *testing.T) {
 		t.Fatal("a refused tenant change changed the directory")
 	}
 	// The view finds a tenant by its token; a snapshot keeps them.
-	view, err := New(s.Response())
+	view, err := directory.New(s.Response())
 	if err != nil {
 		t.Fatal(err)
 	}

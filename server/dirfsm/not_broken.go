@@ -1,6 +1,6 @@
 //go:build !lockd_broken_restore_epoch
 
-package directory
+package dirfsm
 
 // The deliberately broken build (broken_restore.go) is off in every
 // normal build.

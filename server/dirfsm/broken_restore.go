@@ -1,6 +1,6 @@
 //go:build lockd_broken_restore_epoch
 
-package directory
+package dirfsm
 
 // brokenRestoreKeepsEpoch makes a restore plan leave its cell's prefixes
 // at their epoch: the restored cell then issues again the tokens the lost

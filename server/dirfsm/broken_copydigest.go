@@ -1,6 +1,6 @@
 //go:build lockd_broken_copydigest
 
-package directory
+package dirfsm
 
 // brokenCopyDigest commits a migration whatever its copy: the commit
 // skips the comparison with the sealed source's count and digest. A

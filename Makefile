@@ -3,7 +3,7 @@ BIN     := bin
 DATA    ?= ./.lockd-dev
 LEASE   ?= 12s
 # Test budget: CI has 2 cores and 90 minutes; keep `make test` well under 15.
-TESTFLAGS ?= -race -count=1 -timeout 20m
+TESTFLAGS ?= -race -count=1 -parallel 3 -timeout 20m
 
 .PHONY: all build run test vet bench chaos chaos-short clean mutants
 
@@ -45,8 +45,10 @@ test: vet
 	$(GO) test -run '^$$' -fuzz '^FuzzReadSnapshot$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMIN) ./server/fsm
 	$(GO) test -run '^$$' -fuzz '^FuzzRequestDecoding$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMIN) ./server/httpapi
 
-# Every deliberately broken build (mutants.tsv: tag, package, tests) must
-# make its tests fail; .ci/run runs this after `make test`.
+# Every deliberately broken build (internal/mutant; mutants.tsv: mutant,
+# package, tests) must make its tests fail: built once with -tags
+# mutants, each row run with LOCKD_MUTANT=<mutant>. MUTANTS='a b' runs
+# chosen rows. .ci/run runs this after `make test`.
 mutants:
 	./scripts/mutants.sh
 
@@ -71,15 +73,18 @@ bench: build
 # puts every replica's Raft traffic through relays adding that much each
 # way, with the cells on a global cell's timing (heartbeat 500 ms,
 # elections 5 s, lease 30 s). Ends with one JSON line; exit status 1 on
-# any violation.
+# any violation. MUTANT=lockd_broken_X (internal/mutant; several joined by
+# commas) runs it on a deliberately broken build: the suite, lockd and
+# lockproxy built with -tags lockd_mutants, LOCKD_MUTANT=$(MUTANT).
 chaos:
-	$(GO) build $(if $(TAGS),-tags $(TAGS)) -o $(BIN)/chaos ./tests/chaos/cmd/chaos
-	./$(BIN)/chaos -seed=$(or $(SEED),0) -duration=$(or $(DURATION),5m) $(if $(DELAY),-delay=$(DELAY))
+	$(GO) build $(if $(MUTANT),-tags lockd_mutants) -o $(BIN)/chaos ./tests/chaos/cmd/chaos
+	$(if $(MUTANT),LOCKD_MUTANT=$(MUTANT)) ./$(BIN)/chaos -seed=$(or $(SEED),0) -duration=$(or $(DURATION),5m) $(if $(DELAY),-delay=$(DELAY))
 
-# One round of every nemesis with test timing (20 ms ticks, 5 s lease).
+# One round of every nemesis with test timing (20 ms ticks, 5 s lease);
+# MUTANT= as for chaos.
 chaos-short:
-	$(GO) build $(if $(TAGS),-tags $(TAGS)) -o $(BIN)/chaos ./tests/chaos/cmd/chaos
-	./$(BIN)/chaos -short -rounds=1 -seed=$(or $(SEED),1) -duration=$(or $(DURATION),2m)
+	$(GO) build $(if $(MUTANT),-tags lockd_mutants) -o $(BIN)/chaos ./tests/chaos/cmd/chaos
+	$(if $(MUTANT),LOCKD_MUTANT=$(MUTANT)) ./$(BIN)/chaos -short -rounds=1 -seed=$(or $(SEED),1) -duration=$(or $(DURATION),2m)
 
 clean:
 	rm -rf $(BIN) $(DATA)

@@ -56,6 +56,12 @@ func orDash(s string) string {
 // cellCmd groups the cell administration commands.
 func cellCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "cell", Short: "Create cells", Example: "  lockctl cell create orders"}
+	cmd.AddCommand(cellCreateCmd(g))
+	return cmd
+}
+
+// cellCreateCmd is `lockctl cell create`.
+func cellCreateCmd(g *globals) *cobra.Command {
 	var replicas int
 	var on, timing string
 	create := &cobra.Command{
@@ -93,8 +99,7 @@ func cellCmd(g *globals) *cobra.Command {
 	create.Flags().IntVar(&replicas, "replicas", 5, "replicas (5, or 3)")
 	create.Flags().StringVar(&on, "on", "", "place the replicas on exactly these lockd ids (comma-separated)")
 	create.Flags().StringVar(&timing, "timing", "", "the cell's own timing, any of heartbeat=D,election=D,lease=D,keepalive=D,grace=D (default: the lockds')")
-	cmd.AddCommand(create)
-	return cmd
+	return create
 }
 
 // lockdIDs parses --on: comma-separated lockd ids ("" → none).
@@ -116,7 +121,13 @@ func lockdIDs(on string) ([]uint64, error) {
 // prefixCmd groups the prefix commands.
 func prefixCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "prefix", Short: "Assign and show top-level prefixes", Example: "  lockctl prefix assign /orders orders\n  lockctl prefix show /orders"}
-	cmd.AddCommand(&cobra.Command{
+	cmd.AddCommand(prefixAssignCmd(g), prefixShowCmd(g))
+	return cmd
+}
+
+// prefixAssignCmd is `lockctl prefix assign`.
+func prefixAssignCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
 		Use:     "assign PREFIX CELL",
 		Short:   "Give an unassigned prefix to a cell (a served one moves with lockctl migrate)",
 		Example: "  lockctl prefix assign /orders orders",
@@ -134,7 +145,12 @@ func prefixCmd(g *globals) *cobra.Command {
 				return err
 			})
 		},
-	}, &cobra.Command{
+	}
+}
+
+// prefixShowCmd is `lockctl prefix show`.
+func prefixShowCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
 		Use:     "show PREFIX",
 		Example: "  lockctl prefix show /payments",
 		Short:   "Show the cell serving a prefix, its epoch, and any migration in flight",
@@ -158,8 +174,7 @@ func prefixCmd(g *globals) *cobra.Command {
 				return nil
 			})
 		},
-	})
-	return cmd
+	}
 }
 
 // migrateCmd moves a prefix to another cell.
@@ -238,26 +253,34 @@ func memberCmd(g *globals) *cobra.Command {
 			"A change that would leave the cell fewer than three voters, put two of its\n" +
 			"replicas on one lockd, or that the cell cannot commit is refused and changes nothing.",
 	}
-	var learner bool
-	run := func(action string) func(cmd *cobra.Command, args []string) error {
-		return func(cmd *cobra.Command, args []string) error {
-			id, err := strconv.ParseUint(args[1], 10, 64)
-			if err != nil || id == 0 {
-				return usagef("LOCKD is a lockd id like 6, not %q", args[1])
-			}
-			return g.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
-				return g.printCell(cmd, fmt.Sprintf("%s of lockd %d done", action, id), func() (api.CellInfo, error) {
-					return c.ChangeMember(ctx, api.MemberRequest{Cell: args[0], Action: action, Lockd: id, Learner: learner})
-				})
-			})
-		}
-	}
-	add := &cobra.Command{Use: "add CELL LOCKD", Short: "Add a replica of CELL on lockd LOCKD", Example: "  lockctl member add payments 6 --learner", Args: exactArgs("CELL", "LOCKD"), RunE: run(api.MemberAdd)}
-	add.Flags().BoolVar(&learner, "learner", false, "add it without a vote: it catches up first (then member promote)")
-	cmd.AddCommand(add,
-		&cobra.Command{Use: "promote CELL LOCKD", Short: "Give CELL's learner on lockd LOCKD a vote", Example: "  lockctl member promote payments 6", Args: exactArgs("CELL", "LOCKD"), RunE: run(api.MemberPromote)},
-		&cobra.Command{Use: "remove CELL LOCKD", Short: "Remove CELL's replica on lockd LOCKD", Example: "  lockctl member remove payments 2", Args: exactArgs("CELL", "LOCKD"), RunE: run(api.MemberRemove)})
+	cmd.AddCommand(memberAddCmd(g),
+		&cobra.Command{Use: "promote CELL LOCKD", Short: "Give CELL's learner on lockd LOCKD a vote", Example: "  lockctl member promote payments 6", Args: exactArgs("CELL", "LOCKD"), RunE: memberRun(g, api.MemberPromote, new(bool))},
+		&cobra.Command{Use: "remove CELL LOCKD", Short: "Remove CELL's replica on lockd LOCKD", Example: "  lockctl member remove payments 2", Args: exactArgs("CELL", "LOCKD"), RunE: memberRun(g, api.MemberRemove, new(bool))})
 	return cmd
+}
+
+// memberAddCmd is `lockctl member add`.
+func memberAddCmd(g *globals) *cobra.Command {
+	var learner bool
+	add := &cobra.Command{Use: "add CELL LOCKD", Short: "Add a replica of CELL on lockd LOCKD", Example: "  lockctl member add payments 6 --learner", Args: exactArgs("CELL", "LOCKD"), RunE: memberRun(g, api.MemberAdd, &learner)}
+	add.Flags().BoolVar(&learner, "learner", false, "add it without a vote: it catches up first (then member promote)")
+	return add
+}
+
+// memberRun runs `lockctl member ACTION CELL LOCKD`; learner is --learner
+// (add's flag; false for the others).
+func memberRun(g *globals, action string, learner *bool) func(cmd *cobra.Command, args []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		id, err := strconv.ParseUint(args[1], 10, 64)
+		if err != nil || id == 0 {
+			return usagef("LOCKD is a lockd id like 6, not %q", args[1])
+		}
+		return g.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+			return g.printCell(cmd, fmt.Sprintf("%s of lockd %d done", action, id), func() (api.CellInfo, error) {
+				return c.ChangeMember(ctx, api.MemberRequest{Cell: args[0], Action: action, Lockd: id, Learner: *learner})
+			})
+		})
+	}
 }
 
 // printCell runs op and prints the cell it returns: "cell NAME WHAT:

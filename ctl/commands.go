@@ -302,7 +302,7 @@ func backupCmd(g *globals) *cobra.Command {
 		Long: "Ask CELL's leader to export a snapshot of the cell to the backup store it was\n" +
 			"started with (lockd serve --backup-dir) and print the backup's index, size,\n" +
 			"digest and location. Restore it with lockctl restore and lockd restore\n" +
-			"(see ARCHITECTURE.md, \"Backups and disaster recovery\").",
+			"(see docs/design/backups.md).",
 		Example: "  lockctl backup payments\n  lockctl backup payments -o json",
 		Args:    exactArgs("CELL"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -335,7 +335,7 @@ func restoreCmd(g *globals) *cobra.Command {
 			"placed by the usual rules. The directory raises the epoch of each of the cell's\n" +
 			"prefixes, so tokens of the restored cell compare above every token of the lost\n" +
 			"one. The old replicas stop as soon as their lockds read the plan. Then, on\n" +
-			"each planned lockd: stop it, run lockd restore, start it (see ARCHITECTURE.md, \"Backups and disaster recovery\").\n" +
+			"each planned lockd: stop it, run lockd restore, start it (see docs/design/backups.md).\n" +
 			"Planning again supersedes the plan, and its imports must be done again.",
 		Example: "  lockctl restore payments --index 812345 --on 4,5,6\n" +
 			"  lockctl restore payments --index 812345 -o json > plan.json   # for lockd restore --plan",

@@ -15,6 +15,14 @@ import (
 func tenantCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "tenant", Short: "Manage tenants: their prefixes and roles, quotas and API tokens (admin)",
 		Example: "  lockctl tenant put payments --grant /payments=write,lock --new-token\n  lockctl tenant list"}
+	revoke := tenantChange(g, "revoke", "Revoke every API token of a tenant", "tokens revoked", (*sdk.Client).RevokeTenantTokens)
+	del := tenantChange(g, "delete", "Delete a tenant and its tokens", "deleted", (*sdk.Client).DeleteTenant)
+	cmd.AddCommand(tenantPutCmd(g), tenantTokenCmd(g), revoke, del, tenantListCmd(g))
+	return cmd
+}
+
+// tenantPutCmd is `lockctl tenant put`.
+func tenantPutCmd(g *globals) *cobra.Command {
 	var (
 		grants   []string
 		quota    api.Quota
@@ -31,16 +39,9 @@ func tenantCmd(g *globals) *cobra.Command {
 			"  lockctl tenant put audit --grant /payments=read --grant /orders=read --sessions 100",
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t := api.Tenant{Name: args[0], Quota: quota}
-			for _, s := range grants {
-				gr, err := parseGrant(s)
-				if err != nil {
-					return err
-				}
-				t.Grants = append(t.Grants, gr)
-			}
-			if err := t.Validate(); err != nil {
-				return &usageError{api.AsError(err)}
+			t, err := tenantOf(args[0], grants, quota)
+			if err != nil {
+				return err
 			}
 			return g.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
 				resp, err := c.PutTenant(ctx, t, newToken)
@@ -58,8 +59,29 @@ func tenantCmd(g *globals) *cobra.Command {
 	put.Flags().IntVar(&quota.Watches, "watches", 0, "watches per session (0: default)")
 	put.Flags().IntVar(&quota.WritesPerSec, "writes-per-sec", 0, "writes per second per lockd (0: default)")
 	put.Flags().BoolVar(&newToken, "new-token", false, "also make an API token and print it")
+	return put
+}
 
-	token := &cobra.Command{
+// tenantOf is the tenant `lockctl tenant put` stores: name, its --grant
+// flags parsed, and quota; a usage error if it is not valid.
+func tenantOf(name string, grants []string, quota api.Quota) (api.Tenant, error) {
+	t := api.Tenant{Name: name, Quota: quota}
+	for _, s := range grants {
+		gr, err := parseGrant(s)
+		if err != nil {
+			return api.Tenant{}, err
+		}
+		t.Grants = append(t.Grants, gr)
+	}
+	if err := t.Validate(); err != nil {
+		return api.Tenant{}, &usageError{api.AsError(err)}
+	}
+	return t, nil
+}
+
+// tenantTokenCmd is `lockctl tenant token`.
+func tenantTokenCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
 		Use:     "token NAME",
 		Short:   "Make another API token for a tenant (printed once)",
 		Example: "  lockctl tenant token payments",
@@ -83,9 +105,11 @@ func tenantCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	revoke := tenantChange(g, "revoke", "Revoke every API token of a tenant", "tokens revoked", (*sdk.Client).RevokeTenantTokens)
-	del := tenantChange(g, "delete", "Delete a tenant and its tokens", "deleted", (*sdk.Client).DeleteTenant)
-	list := &cobra.Command{
+}
+
+// tenantListCmd is `lockctl tenant list`.
+func tenantListCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
 		Use:     "list",
 		Short:   "List the tenants: grants, effective quotas, token counts",
 		Example: "  lockctl tenant list",
@@ -96,24 +120,27 @@ func tenantCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if g.output == "json" {
-					return writeJSON(cmd.OutOrStdout(), resp)
-				}
-				w := cmd.OutOrStdout()
-				if !resp.Auth {
-					fmt.Fprintln(w, "note: this cluster does not require tokens (lockd --admin-token-file turns it on)")
-				}
-				for _, t := range resp.Tenants {
-					q := t.Quota
-					fmt.Fprintf(w, "%s\tgrants %s\ttokens %d\tquota sessions %d nodes %d bytes %d watches %d writes/s %d\n",
-						t.Name, grantList(t.Grants), t.Tokens, q.Sessions, q.Nodes, q.Bytes, q.Watches, q.WritesPerSec)
-				}
-				return nil
+				return printTenants(g, cmd, resp)
 			})
 		},
 	}
-	cmd.AddCommand(put, token, revoke, del, list)
-	return cmd
+}
+
+// printTenants prints `lockctl tenant list`: JSON, or a line per tenant.
+func printTenants(g *globals, cmd *cobra.Command, resp api.TenantsResponse) error {
+	if g.output == "json" {
+		return writeJSON(cmd.OutOrStdout(), resp)
+	}
+	w := cmd.OutOrStdout()
+	if !resp.Auth {
+		fmt.Fprintln(w, "note: this cluster does not require tokens (lockd --admin-token-file turns it on)")
+	}
+	for _, t := range resp.Tenants {
+		q := t.Quota
+		fmt.Fprintf(w, "%s\tgrants %s\ttokens %d\tquota sessions %d nodes %d bytes %d watches %d writes/s %d\n",
+			t.Name, grantList(t.Grants), t.Tokens, q.Sessions, q.Nodes, q.Bytes, q.Watches, q.WritesPerSec)
+	}
+	return nil
 }
 
 // tenantChange is a command NAME that makes one change to a tenant.

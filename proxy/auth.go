@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lockservice/lockd/internal/mutant"
+
 	"github.com/valyala/fasthttp"
 
 	"github.com/lockservice/lockd/api"
@@ -110,7 +112,7 @@ func (a *authState) awaitRead(ctx context.Context) *authView {
 func (p *Proxy) refreshTenants() {
 	for p.authRequired() && p.ctx.Err() == nil {
 		wait := api.ProxyAuthRefresh
-		if brokenRevoke {
+		if mutant.On(mutant.ProxyRevoke) {
 			wait = time.Hour // the view is read only on demand
 		}
 		timer := time.NewTimer(wait)
@@ -193,7 +195,7 @@ func lookup(v *authView, digest string) (api.Tenant, bool) {
 // within api.ProxyAuthMaxStale (with auth off, always): only then does it
 // answer cached reads and watches itself.
 func (p *Proxy) viewFresh() bool {
-	if !p.authRequired() || brokenRevoke {
+	if !p.authRequired() || mutant.On(mutant.ProxyRevoke) {
 		return true
 	}
 	v := p.auth.current()
@@ -225,7 +227,7 @@ func (p *Proxy) tenantWatchQuota(name string) int {
 // need refuses p unless it holds role on every path.
 func need(p principal, role api.Role, paths ...string) error {
 	for _, path := range paths {
-		if !p.allows(role, path) && !brokenACL {
+		if !p.allows(role, path) && !mutant.On(mutant.ProxyACL) {
 			return api.Errorf(api.CodeForbidden, "tenant %s has no %s role on %s", p.tenant, role, path)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/lockservice/lockd/internal/mutant"
+
 	"github.com/lockservice/lockd/api"
 )
 
@@ -185,7 +187,7 @@ func buildBatch(cell, proxy string, epoch uint64, sessions map[uint64]*proxySess
 			continue
 		}
 		age := now.Sub(ps.lastKA)
-		if brokenKeepDead {
+		if mutant.On(mutant.KeepDead) {
 			age = 0
 		}
 		if age >= ps.leaseOrDefault() {
@@ -237,7 +239,7 @@ func splitBatch(req api.KeepAliveBatchRequest, items []batchItem, maxSessions, m
 		a, hasAck := acks[id]
 		n := itemBytes(&req, i, hasAck)
 		cur := &parts[len(parts)-1]
-		if len(cur.items) > 0 && (len(cur.items) >= maxSessions || size+n > maxBytes) && !brokenBatchSplit {
+		if len(cur.items) > 0 && (len(cur.items) >= maxSessions || size+n > maxBytes) && !mutant.On(mutant.BatchSplit) {
 			parts = append(parts, batchPart{req: head})
 			cur, size = &parts[len(parts)-1], 256
 		}
@@ -267,27 +269,58 @@ func (bp batchPart) halves() []batchPart {
 // not take) ends here; one refused as unavailable is not renewed and is
 // tried again by the next batch; the others of the batch are renewed.
 func applyReply(epoch *uint64, all map[uint64]*proxySession, items []batchItem, resp api.KeepAliveBatchResponse) (wake []*proxySession) {
-	if resp.Epoch > *epoch {
+	wake = adoptEpoch(epoch, all, resp.Epoch)
+	wake = append(wake, renewItems(items, refusedIn(resp), resp.Epoch == *epoch)...)
+	for _, r := range resp.Sessions {
+		// A session of the batch, or one of this proxy's sessions the
+		// batch did not carry that got events since the last batch; one
+		// forgotten meanwhile (closed) is skipped.
+		ps := all[r.Session]
+		if ps != nil && applySessionReply(ps, r, *epoch, resp.Epoch == *epoch) {
+			wake = append(wake, ps)
+		}
+	}
+	return wake
+}
+
+// adoptEpoch moves *epoch to a reply's newer leader epoch, dropping every
+// session's events, and returns the sessions to wake (all of them then).
+func adoptEpoch(epoch *uint64, all map[uint64]*proxySession, replyEpoch uint64) (wake []*proxySession) {
+	if replyEpoch > *epoch {
 		// A new leader: every held KeepAlive answers now, so its client
 		// learns of the fail-over (it flushes its cache and re-arms its
 		// watches) and acknowledges the epoch, which the new leader's
 		// cache fence waits for.
-		*epoch = resp.Epoch
+		*epoch = replyEpoch
 		for _, ps := range all {
 			ps.events = nil
 			wake = append(wake, ps)
 		}
 	}
+	return wake
+}
+
+// refusedIn is the sessions a reply refuses, for any reason.
+func refusedIn(resp api.KeepAliveBatchResponse) map[uint64]bool {
 	// Only an item the leader renewed moves its lease base: one the reply
 	// refuses for any reason (unavailable while its expiry is in flight,
 	// not yet known to a new leader, ended, a wrong secret) keeps it, so
 	// its client is told the age of the lease the cell really has.
 	refused := map[uint64]bool{}
 	for _, r := range resp.Sessions {
-		if r.Error != nil && (!brokenRenewOnError || r.Error.Code == api.CodeUnauthorized) {
+		if r.Error != nil && (!mutant.On(mutant.RenewOnError) || r.Error.Code == api.CodeUnauthorized) {
 			refused[r.Session] = true
 		}
 	}
+	return refused
+}
+
+// renewItems moves the lease base of each item the leader renewed (not
+// refused) to the KeepAlive the batch carried for it, and records the
+// acknowledgement it carried as sent if the reply is of the current
+// epoch. It returns the sessions to wake: those confirmed here for the
+// first time, and those whose KeepAlive waits for this batch.
+func renewItems(items []batchItem, refused map[uint64]bool, currentEpoch bool) (wake []*proxySession) {
 	for _, it := range items {
 		ps := it.ps
 		if refused[ps.id] {
@@ -301,47 +334,44 @@ func applyReply(epoch *uint64, all map[uint64]*proxySession, items []batchItem, 
 		if advanced && ps.awaitBatch {
 			wake = append(wake, ps) // its KeepAlive waits for this batch
 		}
-		if resp.Epoch == *epoch {
+		if currentEpoch {
 			ps.sentAck = it.ack
 		}
 		if first {
 			wake = append(wake, ps)
 		}
 	}
-	for _, r := range resp.Sessions {
-		// A session of the batch, or one of this proxy's sessions the
-		// batch did not carry that got events since the last batch; one
-		// forgotten meanwhile (closed) is skipped.
-		ps := all[r.Session]
-		if ps == nil {
-			continue
+	return wake
+}
+
+// applySessionReply applies a reply's part for one session under the
+// proxy's epoch: an error that ends the session, the lease, and (from the
+// current leadership only) the new events, less what the client has
+// acknowledged. It reports whether the session's held KeepAlive should
+// answer now.
+func applySessionReply(ps *proxySession, r api.BatchSession, epoch uint64, currentEpoch bool) (wake bool) {
+	if r.Error != nil {
+		switch r.Error.Code {
+		case api.CodeSessionExpired, api.CodeNoSession, api.CodeUnauthorized, api.CodeBadRequest:
+			ps.err = r.Error
+			return true
 		}
-		if r.Error != nil {
-			switch r.Error.Code {
-			case api.CodeSessionExpired, api.CodeNoSession, api.CodeUnauthorized, api.CodeBadRequest:
-				ps.err = r.Error
-				wake = append(wake, ps)
-			}
-			continue // unavailable: the next batch tries again
-		}
-		if r.LeaseMS > 0 {
-			ps.lease = time.Duration(r.LeaseMS) * time.Millisecond
-		}
-		if resp.Epoch != *epoch {
-			continue // events of an older leadership
-		}
-		seen := ps.seen()
-		for _, ev := range r.Events {
-			if ev.Seq > seen {
-				ps.events = append(ps.events, ev)
-				seen = ev.Seq
-			}
-		}
-		// Drop what the client has acknowledged.
-		ps.events = slices.Clone(ps.pending(*epoch))
-		if len(ps.events) > 0 {
-			wake = append(wake, ps)
+		return false // unavailable: the next batch tries again
+	}
+	if r.LeaseMS > 0 {
+		ps.lease = time.Duration(r.LeaseMS) * time.Millisecond
+	}
+	if !currentEpoch {
+		return false // events of an older leadership
+	}
+	seen := ps.seen()
+	for _, ev := range r.Events {
+		if ev.Seq > seen {
+			ps.events = append(ps.events, ev)
+			seen = ev.Seq
 		}
 	}
-	return wake
+	// Drop what the client has acknowledged.
+	ps.events = slices.Clone(ps.pending(epoch))
+	return len(ps.events) > 0
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -147,21 +148,21 @@ func TestKeepAliveReportsTheLeaseAge(t *testing.T) {
 }
 
 func TestKeepAliveHeldUntilEvents(t *testing.T) {
-	tb := testTable()
-	now := time.Now()
-	tb.lastOK, tb.lastReply, tb.epoch = now, now, 3
-	ps := &proxySession{id: 1, lease: 12 * time.Second, lastKA: now, base: now}
-	tb.sessions[1] = ps
-	got := make(chan api.SessionResponse, 1)
-	go func() {
-		resp, err := tb.keepAlive(context.Background(), api.KeepAliveRequest{Cell: "demo", Session: 1, WaitMS: 30_000}, time.Now())
-		if err != nil {
-			t.Error(err)
-		}
-		got <- resp
-	}()
-	deadline := time.After(10 * time.Second)
-	for {
+	synctest.Test(t, func(t *testing.T) {
+		tb := testTable()
+		now := time.Now()
+		tb.lastOK, tb.lastReply, tb.epoch = now, now, 3
+		ps := &proxySession{id: 1, lease: 12 * time.Second, lastKA: now, base: now}
+		tb.sessions[1] = ps
+		got := make(chan api.SessionResponse, 1)
+		go func() {
+			resp, err := tb.keepAlive(context.Background(), api.KeepAliveRequest{Cell: "demo", Session: 1, WaitMS: 30_000}, time.Now())
+			if err != nil {
+				t.Error(err)
+			}
+			got <- resp
+		}()
+		synctest.Wait() // the KeepAlive is held
 		tb.mu.Lock()
 		held := ps.waiter != nil
 		if held {
@@ -169,30 +170,26 @@ func TestKeepAliveHeldUntilEvents(t *testing.T) {
 			tb.wakeLocked(ps)
 		}
 		tb.mu.Unlock()
-		if held {
-			break
-		}
-		select {
-		case <-deadline:
+		if !held {
 			t.Fatal("the KeepAlive was not held")
-		case <-time.After(time.Millisecond):
 		}
-	}
-	select {
-	case resp := <-got:
-		if len(resp.Events) != 1 || resp.Events[0].Seq != 1 {
-			t.Fatalf("reply %+v", resp)
+		synctest.Wait()
+		select {
+		case resp := <-got:
+			if len(resp.Events) != 1 || resp.Events[0].Seq != 1 {
+				t.Fatalf("reply %+v", resp)
+			}
+		default:
+			t.Fatal("an event did not release the held KeepAlive")
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("an event did not release the held KeepAlive")
-	}
-	// An ended session answers its end.
-	tb.mu.Lock()
-	ps.err = api.Errorf(api.CodeSessionExpired, "ended")
-	tb.mu.Unlock()
-	if _, err := tb.keepAlive(context.Background(), api.KeepAliveRequest{Cell: "demo", Session: 1}, time.Now()); api.CodeOf(err) != api.CodeSessionExpired {
-		t.Fatalf("err %v, want session_expired", err)
-	}
+		// An ended session answers its end.
+		tb.mu.Lock()
+		ps.err = api.Errorf(api.CodeSessionExpired, "ended")
+		tb.mu.Unlock()
+		if _, err := tb.keepAlive(context.Background(), api.KeepAliveRequest{Cell: "demo", Session: 1}, time.Now()); api.CodeOf(err) != api.CodeSessionExpired {
+			t.Fatalf("err %v, want session_expired", err)
+		}
+	})
 }
 
 func TestBatchWaitScalesWithTheLease(t *testing.T) {
@@ -208,26 +205,29 @@ func TestBatchWaitScalesWithTheLease(t *testing.T) {
 // TestKeepAliveAnswersANewEpochAtOnce: a client that acknowledged under
 // an older leader is answered at once, not at the end of its long poll.
 func TestKeepAliveAnswersANewEpochAtOnce(t *testing.T) {
-	tb := testTable()
-	now := time.Now()
-	tb.lastOK, tb.lastReply, tb.epoch = now, now, 5
-	tb.sessions[1] = &proxySession{id: 1, lease: 12 * time.Second, lastKA: now, base: now}
-	done := make(chan api.SessionResponse, 1)
-	go func() {
-		resp, err := tb.keepAlive(context.Background(), api.KeepAliveRequest{Cell: "demo", Session: 1, WaitMS: 30_000, AckEpoch: 4, AckSeq: 2}, time.Now())
-		if err != nil {
-			t.Error(err)
+	synctest.Test(t, func(t *testing.T) {
+		tb := testTable()
+		now := time.Now()
+		tb.lastOK, tb.lastReply, tb.epoch = now, now, 5
+		tb.sessions[1] = &proxySession{id: 1, lease: 12 * time.Second, lastKA: now, base: now}
+		done := make(chan api.SessionResponse, 1)
+		go func() {
+			resp, err := tb.keepAlive(context.Background(), api.KeepAliveRequest{Cell: "demo", Session: 1, WaitMS: 30_000, AckEpoch: 4, AckSeq: 2}, time.Now())
+			if err != nil {
+				t.Error(err)
+			}
+			done <- resp
+		}()
+		synctest.Wait()
+		select {
+		case resp := <-done:
+			if resp.Epoch != 5 {
+				t.Fatalf("reply %+v", resp)
+			}
+		default:
+			t.Fatal("a client behind the leader's epoch was held")
 		}
-		done <- resp
-	}()
-	select {
-	case resp := <-done:
-		if resp.Epoch != 5 {
-			t.Fatalf("reply %+v", resp)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a client behind the leader's epoch was held")
-	}
+	})
 }
 
 // TestApplyReplyRenewsOnlyWhatTheLeaderRenewed: an item the reply

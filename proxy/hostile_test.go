@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -266,32 +267,36 @@ func TestAuthDecisions(t *testing.T) {
 // its KeepAlives get no longer grant and its reads are not cacheable; the
 // proxy's acknowledgement waits at most until the grant it had.
 func TestGrantNotExtendedWhileInvalidationUnacked(t *testing.T) {
-	tb, ps := sharedTable()
-	first := keepAliveNow(t, tb, api.KeepAliveRequest{Proxy: tb.instance})
-	if first.CacheMS <= 0 {
-		t.Fatal("no grant")
-	}
-	tb.mu.Lock()
-	granted := ps.grantUntil
-	tb.cachers["/demo/x"] = map[uint64]struct{}{1: {}}
-	ps.cached["/demo/x"] = struct{}{}
-	tb.mu.Unlock()
-	ch := tb.invalidate([]string{"/demo/x"}, false)
-	time.Sleep(20 * time.Millisecond)
-	resp := keepAliveNow(t, tb, api.KeepAliveRequest{Proxy: tb.instance}) // no ack
-	tb.mu.Lock()
-	if ps.grantUntil.After(granted) || !ps.cacheBlocked() || len(resp.ProxyEvents) != 1 {
-		t.Fatalf("grant extended to %v past %v (blocked %v) without the acknowledgement", ps.grantUntil, granted, ps.cacheBlocked())
-	}
-	tb.mu.Unlock()
-	keepAliveNow(t, tb, api.KeepAliveRequest{Proxy: tb.instance, ProxyAck: resp.ProxyEvents[0].Seq})
-	select {
-	case <-ch:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the acknowledgement did not release the proxy's")
-	}
-	again := keepAliveNow(t, tb, api.KeepAliveRequest{Proxy: tb.instance, ProxyAck: resp.ProxyEvents[0].Seq})
-	if again.CacheMS <= 0 || ps.cacheBlocked() {
-		t.Fatal("an acknowledged client gets its grant again")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		tb, ps := sharedTable()
+		first := keepAliveNow(t, tb, api.KeepAliveRequest{Proxy: tb.instance})
+		if first.CacheMS <= 0 {
+			t.Fatal("no grant")
+		}
+		tb.mu.Lock()
+		granted := ps.grantUntil
+		tb.cachers["/demo/x"] = map[uint64]struct{}{1: {}}
+		ps.cached["/demo/x"] = struct{}{}
+		tb.mu.Unlock()
+		ch := tb.invalidate([]string{"/demo/x"}, false)
+		// On the bubble's clock: a later KeepAlive would extend the grant.
+		time.Sleep(20 * time.Millisecond)
+		resp := keepAliveNow(t, tb, api.KeepAliveRequest{Proxy: tb.instance}) // no ack
+		tb.mu.Lock()
+		if ps.grantUntil.After(granted) || !ps.cacheBlocked() || len(resp.ProxyEvents) != 1 {
+			t.Fatalf("grant extended to %v past %v (blocked %v) without the acknowledgement", ps.grantUntil, granted, ps.cacheBlocked())
+		}
+		tb.mu.Unlock()
+		keepAliveNow(t, tb, api.KeepAliveRequest{Proxy: tb.instance, ProxyAck: resp.ProxyEvents[0].Seq})
+		synctest.Wait()
+		select {
+		case <-ch:
+		default:
+			t.Fatal("the acknowledgement did not release the proxy's")
+		}
+		again := keepAliveNow(t, tb, api.KeepAliveRequest{Proxy: tb.instance, ProxyAck: resp.ProxyEvents[0].Seq})
+		if again.CacheMS <= 0 || ps.cacheBlocked() {
+			t.Fatal("an acknowledged client gets its grant again")
+		}
+	})
 }

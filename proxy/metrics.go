@@ -5,7 +5,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
-// metrics are the proxy's Prometheus series (documented in ARCHITECTURE.md).
+// metrics are the proxy's Prometheus series (documented in docs/design/proxy-and-cache.md).
 type metrics struct {
 	requests      *prometheus.CounterVec
 	keepAlives    prometheus.Counter

@@ -20,6 +20,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lockservice/lockd/internal/mutant"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/valyala/fasthttp"
@@ -119,6 +121,18 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 	}
 	// Out of file descriptors, the proxy waits for one instead of ending.
 	var ln net.Listener = listen.Retrying(raw)
+	p := newProxy(cfg, up, g, ln)
+	p.srv = p.server()
+	if cfg.TLS != nil {
+		ln = tls.NewListener(ln, cfg.TLS)
+	}
+	p.serve(ln)
+	return p, nil
+}
+
+// newProxy is the proxy on up (whose gate is g) and ln, with its tenants
+// as up's directory has them and its metrics.
+func newProxy(cfg Config, up *sdk.Client, g *gate, ln net.Listener) *Proxy {
 	p := &Proxy{cfg: cfg, log: cfg.Logger, up: up, cells: map[string]*cellTable{}, ln: ln, reg: prometheus.NewRegistry(),
 		instance: cfg.Name + "/" + rand.Text()[:10], quota: &watchQuota{per: map[string]int{}}}
 	g.p = p
@@ -132,7 +146,12 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 	p.m = newMetrics(p.reg, p)
 	p.metrics = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{}))
 	p.ctx, p.cancel = context.WithCancel(context.Background())
-	p.srv = &fasthttp.Server{
+	return p
+}
+
+// server is the proxy's fasthttp server.
+func (p *Proxy) server() *fasthttp.Server {
+	return &fasthttp.Server{
 		Handler: p.handle,
 		Name:    "lockproxy",
 		// Bodies stream: none is read before the client is known (its
@@ -143,7 +162,7 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 		WriteTimeout:       api.MaxKeepAliveWait + 10*time.Second,
 		IdleTimeout:        2 * time.Minute,
 		CloseOnShutdown:    true,
-		Concurrency:        cmp.Or(cfg.MaxConns, api.MaxConnectionsPerProxy),
+		Concurrency:        cmp.Or(p.cfg.MaxConns, api.MaxConnectionsPerProxy),
 		ConnState: func(_ net.Conn, st fasthttp.ConnState) {
 			switch st {
 			case fasthttp.StateNew:
@@ -153,9 +172,11 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 			}
 		},
 	}
-	if cfg.TLS != nil {
-		ln = tls.NewListener(ln, cfg.TLS)
-	}
+}
+
+// serve starts the proxy's loops: the tenants' refresh, serving clients
+// on ln, and the registration in the directory.
+func (p *Proxy) serve(ln net.Listener) {
 	p.wg.Add(3)
 	go func() {
 		defer p.wg.Done()
@@ -171,7 +192,6 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 		defer p.wg.Done()
 		p.register()
 	}()
-	return p, nil
 }
 
 // Addr is the address the proxy listens on.
@@ -258,38 +278,78 @@ func (p *Proxy) Status() api.ProxyStatus {
 	return st
 }
 
+// handle serves one client request, step by step: the routes that take no
+// client (health, metrics), the client's check (its certificate, then its
+// body, read once the client is known), the proxy's own routes, the
+// KeepAlives, and the rest forwarded to the cell's leader.
 func (p *Proxy) handle(ctx *fasthttp.RequestCtx) {
 	route := string(ctx.Path())
-	if (!ctx.IsPost() || route == api.RouteHealth || route == api.RouteMetrics) && !brokenProxyBody {
+	if p.serveUnchecked(ctx, route) {
+		return
+	}
+	if !p.checkClient(ctx) {
+		return
+	}
+	if p.serveLocal(ctx, route) {
+		return
+	}
+	arrived := time.Now()
+	p.m.requests.WithLabelValues(routeLabel(route)).Inc()
+	if p.serveKeepAlive(ctx, route, arrived) {
+		return
+	}
+	p.forwardToCell(ctx, route, arrived)
+}
+
+// serveUnchecked refuses the body of a request that takes none, unread,
+// and answers the routes that take no client (health, metrics). It
+// reports whether it answered.
+func (p *Proxy) serveUnchecked(ctx *fasthttp.RequestCtx, route string) bool {
+	if (!ctx.IsPost() || route == api.RouteHealth || route == api.RouteMetrics) && !mutant.On(mutant.ProxyBody) {
 		// Only a POST to the API takes a body: any other's is refused unread.
 		if err := httpbody.Read(ctx, 0); err != nil {
 			reply(ctx, nil, err)
-			return
+			return true
 		}
 	}
 	switch route {
 	case api.RouteHealth:
 		ctx.SetBodyString("ok\n")
-		return
+		return true
 	case api.RouteMetrics:
 		p.metrics(ctx)
-		return
+		return true
 	}
+	return false
+}
+
+// checkClient refuses a client without the certificate mutual TLS needs,
+// and reads a POST's body once its client is known (readClientBody). It
+// reports whether the request goes on.
+func (p *Proxy) checkClient(ctx *fasthttp.RequestCtx) bool {
 	if p.cfg.TLS != nil && !tlsutil.HasClientCert(ctx.TLSConnectionState()) {
 		ctx.SetConnectionClose() // its body, if any, is left unread
 		reply(ctx, nil, api.Errorf(api.CodeUnauthorized, "this lockproxy requires a client certificate its CA signed (mutual TLS)"))
-		return
+		return false
 	}
-	if ctx.IsPost() && !brokenProxyBody {
+	if ctx.IsPost() && !mutant.On(mutant.ProxyBody) {
 		if err := p.readClientBody(ctx); err != nil {
 			reply(ctx, nil, err)
-			return
+			return false
 		}
 	}
+	return true
+}
+
+// serveLocal answers the routes that no cell answers (status; the
+// directory, the cluster's status and the tenants, from a lockd) and
+// refuses any other request that is not a POST. It reports whether it
+// answered.
+func (p *Proxy) serveLocal(ctx *fasthttp.RequestCtx, route string) bool {
 	switch route {
 	case api.RouteStatus:
 		p.serveStatus(ctx)
-		return
+		return true
 	case api.RouteDirectory, api.RouteStatusCluster, api.RouteAdminTenants:
 		// A lockd answers, to the client's own credentials (the tenants
 		// in the directory are for admins only).
@@ -297,33 +357,48 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx) {
 		defer cancel()
 		body, err := p.up.Forward(cctx, "", route, nil, sdk.ForwardOptions{Method: "GET", RetryUnsure: true, Authorization: string(ctx.Request.Header.Peek(api.HeaderAuth))})
 		replyRaw(ctx, body, err)
-		return
+		return true
 	}
 	if !ctx.IsPost() {
 		reply(ctx, nil, api.Errorf(api.CodeBadRequest, "%s takes POST", route))
-		return
+		return true
 	}
-	arrived := time.Now()
-	p.m.requests.WithLabelValues(routeLabel(route)).Inc()
+	return false
+}
+
+// serveKeepAlive answers a client's KeepAlive (the proxy renews its
+// session) and refuses a batch. It reports whether it answered.
+func (p *Proxy) serveKeepAlive(ctx *fasthttp.RequestCtx, route string, arrived time.Time) bool {
 	switch route {
 	case api.RouteSessionKeepAlive:
 		resp, err := p.clientKeepAlive(ctx, arrived)
 		reply(ctx, resp, err)
-		return
+		return true
 	case api.RouteKeepAliveBatch:
-		// Refused as a lockd would refuse a non-admin, and to an admin
-		// because a proxy sends batches, it takes none.
 		who, err := p.authenticate(p.ctx, ctx)
-		switch {
-		case err != nil:
-		case !who.admin:
-			err = api.Errorf(api.CodeForbidden, "tenant %s is not an admin: batches are a lockproxy's", who.tenant)
-		default:
-			err = api.Errorf(api.CodeBadRequest, "a proxy takes its clients' KeepAlives, not batches")
-		}
-		reply(ctx, nil, err)
-		return
+		reply(ctx, nil, batchRefusal(who, err))
+		return true
 	}
+	return false
+}
+
+// batchRefusal is why a client's batch is refused: as a lockd would refuse
+// a non-admin, and to an admin because a proxy sends batches, it takes
+// none. authErr is the client's authentication error, if any.
+func batchRefusal(who principal, authErr error) error {
+	switch {
+	case authErr != nil:
+		return authErr
+	case !who.admin:
+		return api.Errorf(api.CodeForbidden, "tenant %s is not an admin: batches are a lockproxy's", who.tenant)
+	}
+	return api.Errorf(api.CodeBadRequest, "a proxy takes its clients' KeepAlives, not batches")
+}
+
+// forwardToCell serves a request on a cell's node tree: from the shared
+// cache or watch table if it can, else forwarded to the cell's leader (a
+// session opened through it is recorded here).
+func (p *Proxy) forwardToCell(ctx *fasthttp.RequestCtx, route string, arrived time.Time) {
 	cell, err := p.cellOf(ctx)
 	if err != nil {
 		reply(ctx, nil, err)
@@ -399,7 +474,7 @@ func (p *Proxy) clientKeepAlive(rc *fasthttp.RequestCtx, arrived time.Time) (api
 	switch {
 	case known && tenant != "" && tenant != who.tenant && !who.admin:
 		return api.SessionResponse{}, api.Errorf(api.CodeForbidden, "session %d is tenant %s's", req.Session, tenant)
-	case !known && brokenBatchSplit:
+	case !known && mutant.On(mutant.BatchSplit):
 		t.adopt(req.Session, req.Secret, who.tenant) // the claim rides unverified
 	case !known:
 		if err := p.confirmSession(rc, req); err != nil {

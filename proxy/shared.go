@@ -26,6 +26,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/lockservice/lockd/internal/mutant"
+
 	"github.com/valyala/fasthttp"
 
 	"github.com/lockservice/lockd/api"
@@ -39,7 +41,7 @@ type gate struct{ p *Proxy }
 
 func (g *gate) Invalidated(cell string, paths []string) <-chan struct{} {
 	if t := g.p.existingTable(cell); t != nil {
-		return t.invalidate(paths, brokenSharedAck)
+		return t.invalidate(paths, mutant.On(mutant.SharedAck))
 	}
 	return nil
 }
@@ -406,7 +408,7 @@ func (ps *proxySession) cacheBlocked() bool {
 // let a grant run out with an invalidation unacknowledged ("" is no
 // tenant: auth off, refused one session at a time).
 func (t *cellTable) tenantLapsedLocked(tenant string) bool {
-	return tenant != "" && t.lapses[tenant] >= api.MaxCacheMissesPerTenant && !brokenTenantLapses
+	return tenant != "" && t.lapses[tenant] >= api.MaxCacheMissesPerTenant && !mutant.On(mutant.TenantLapses)
 }
 
 // grantCap is the grant the client may have, given the proxy's own cache

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/lockservice/lockd/api"
@@ -37,86 +38,95 @@ func keepAliveNow(t *testing.T, tb *cellTable, req api.KeepAliveRequest) api.Ses
 // its clients before the proxy acknowledges the new epoch (a client may
 // have learned of the leader first and cached a value under it).
 func TestFailOverInvalidatesEveryCachedValue(t *testing.T) {
-	tb, ps := sharedTable()
-	keepAliveNow(t, tb, api.KeepAliveRequest{}) // a grant
-	tb.mu.Lock()
-	for _, p := range []string{"/demo/a", "/demo/b"} {
-		tb.cachers[p] = map[uint64]struct{}{1: {}}
-		ps.cached[p] = struct{}{}
-	}
-	tb.mu.Unlock()
-	ch := tb.failedOver(4)
-	if ch == nil {
-		t.Fatal("no wait for the client holding cached values")
-	}
-	resp := keepAliveNow(t, tb, api.KeepAliveRequest{Proxy: tb.instance})
-	if len(resp.ProxyEvents) != 2 {
-		t.Fatalf("proxy events %+v: want both paths invalidated", resp.ProxyEvents)
-	}
-	keepAliveNow(t, tb, api.KeepAliveRequest{Proxy: tb.instance, ProxyAck: resp.ProxyEvents[1].Seq})
-	select {
-	case <-ch:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the client's acknowledgement did not release the new epoch")
-	}
-	if ch := tb.failedOver(5); ch != nil {
-		t.Fatal("nothing cached: nothing to wait for")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		tb, ps := sharedTable()
+		keepAliveNow(t, tb, api.KeepAliveRequest{}) // a grant
+		tb.mu.Lock()
+		for _, p := range []string{"/demo/a", "/demo/b"} {
+			tb.cachers[p] = map[uint64]struct{}{1: {}}
+			ps.cached[p] = struct{}{}
+		}
+		tb.mu.Unlock()
+		ch := tb.failedOver(4)
+		if ch == nil {
+			t.Fatal("no wait for the client holding cached values")
+		}
+		resp := keepAliveNow(t, tb, api.KeepAliveRequest{Proxy: tb.instance})
+		if len(resp.ProxyEvents) != 2 {
+			t.Fatalf("proxy events %+v: want both paths invalidated", resp.ProxyEvents)
+		}
+		keepAliveNow(t, tb, api.KeepAliveRequest{Proxy: tb.instance, ProxyAck: resp.ProxyEvents[1].Seq})
+		synctest.Wait()
+		select {
+		case <-ch:
+		default:
+			t.Fatal("the client's acknowledgement did not release the new epoch")
+		}
+		if ch := tb.failedOver(5); ch != nil {
+			t.Fatal("nothing cached: nothing to wait for")
+		}
+	})
 }
 
 // TestInvalidationWaitsForTheClient: the proxy's acknowledgement of an
 // invalidation waits for each client it served the path to; the client
 // gets it as a proxy event, and its acknowledgement releases the wait.
 func TestInvalidationWaitsForTheClient(t *testing.T) {
-	tb, ps := sharedTable()
-	keepAliveNow(t, tb, api.KeepAliveRequest{}) // a grant
-	tb.mu.Lock()
-	tb.cachers["/demo/x"] = map[uint64]struct{}{1: {}}
-	ps.cached["/demo/x"] = struct{}{}
-	tb.mu.Unlock()
+	synctest.Test(t, func(t *testing.T) {
+		tb, ps := sharedTable()
+		keepAliveNow(t, tb, api.KeepAliveRequest{}) // a grant
+		tb.mu.Lock()
+		tb.cachers["/demo/x"] = map[uint64]struct{}{1: {}}
+		ps.cached["/demo/x"] = struct{}{}
+		tb.mu.Unlock()
 
-	if ch := tb.invalidate([]string{"/demo/other"}, false); ch != nil {
-		t.Fatal("nobody caches /demo/other: nothing to wait for")
-	}
-	ch := tb.invalidate([]string{"/demo/x"}, false)
-	if ch == nil {
-		t.Fatal("no wait for the client that caches /demo/x")
-	}
-	resp := keepAliveNow(t, tb, api.KeepAliveRequest{Proxy: tb.instance})
-	if len(resp.ProxyEvents) != 1 || resp.ProxyEvents[0].Type != api.EventInvalidate || resp.ProxyEvents[0].Path != "/demo/x" {
-		t.Fatalf("proxy events %+v: want the invalidation of /demo/x", resp.ProxyEvents)
-	}
-	select {
-	case <-ch:
-		t.Fatal("the proxy acknowledged before its client did")
-	case <-time.After(50 * time.Millisecond):
-	}
-	keepAliveNow(t, tb, api.KeepAliveRequest{Proxy: tb.instance, ProxyAck: resp.ProxyEvents[0].Seq})
-	select {
-	case <-ch:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the client's acknowledgement did not release the proxy's")
-	}
-	if len(tb.cachers) != 0 || len(ps.cached) != 0 {
-		t.Fatalf("the invalidated client is still a cacher: %v %v", tb.cachers, ps.cached)
-	}
+		if ch := tb.invalidate([]string{"/demo/other"}, false); ch != nil {
+			t.Fatal("nobody caches /demo/other: nothing to wait for")
+		}
+		ch := tb.invalidate([]string{"/demo/x"}, false)
+		if ch == nil {
+			t.Fatal("no wait for the client that caches /demo/x")
+		}
+		resp := keepAliveNow(t, tb, api.KeepAliveRequest{Proxy: tb.instance})
+		if len(resp.ProxyEvents) != 1 || resp.ProxyEvents[0].Type != api.EventInvalidate || resp.ProxyEvents[0].Path != "/demo/x" {
+			t.Fatalf("proxy events %+v: want the invalidation of /demo/x", resp.ProxyEvents)
+		}
+		synctest.Wait()
+		select {
+		case <-ch:
+			t.Fatal("the proxy acknowledged before its client did")
+		default:
+		}
+		keepAliveNow(t, tb, api.KeepAliveRequest{Proxy: tb.instance, ProxyAck: resp.ProxyEvents[0].Seq})
+		synctest.Wait()
+		select {
+		case <-ch:
+		default:
+			t.Fatal("the client's acknowledgement did not release the proxy's")
+		}
+		if len(tb.cachers) != 0 || len(ps.cached) != 0 {
+			t.Fatalf("the invalidated client is still a cacher: %v %v", tb.cachers, ps.cached)
+		}
+	})
 }
 
 // TestInvalidationOfASilentClientEndsWithItsGrant: a client that never
 // acknowledges holds the proxy's acknowledgement only until its grant
-// runs out.
+// runs out (on the synctest bubble's clock: 10 s is a bound, not a wait).
 func TestInvalidationOfASilentClientEndsWithItsGrant(t *testing.T) {
-	tb, ps := sharedTable()
-	tb.mu.Lock()
-	ps.grantUntil = time.Now().Add(100 * time.Millisecond)
-	tb.cachers["/demo/x"] = map[uint64]struct{}{1: {}}
-	tb.mu.Unlock()
-	ch := tb.invalidate([]string{"/demo/x"}, false)
-	select {
-	case <-ch:
-	case <-time.After(10 * time.Second):
-		t.Fatal("a silent client holds the proxy's acknowledgement past its grant")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		tb, ps := sharedTable()
+		tb.mu.Lock()
+		ps.grantUntil = time.Now().Add(100 * time.Millisecond)
+		tb.cachers["/demo/x"] = map[uint64]struct{}{1: {}}
+		tb.mu.Unlock()
+		ch := tb.invalidate([]string{"/demo/x"}, false)
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a silent client holds the proxy's acknowledgement past its grant")
+		}
+	})
 }
 
 // TestNewOwnSessionInvalidatesFirst: when the proxy's own session ended

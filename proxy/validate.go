@@ -7,6 +7,7 @@ package proxy
 
 import (
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/internal/mutant"
 )
 
 // validSecret: a session secret as the leader draws it (128 random bits,
@@ -34,7 +35,7 @@ func checkSession(id uint64, secret string) error {
 	if id == 0 {
 		return api.Errorf(api.CodeNoSession, "the request names no session")
 	}
-	if !validSecret(secret) && !brokenBatchSplit {
+	if !validSecret(secret) && !mutant.On(mutant.BatchSplit) {
 		return api.Errorf(api.CodeBadRequest, "a session secret is %d lower-case hex characters", api.SessionSecretLen)
 	}
 	return nil

@@ -18,6 +18,8 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/lockservice/lockd/internal/mutant"
+
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/sdk"
 )
@@ -31,7 +33,7 @@ type watchKey struct {
 }
 
 func keyOf(path string, kind api.WatchKind, since uint64) watchKey {
-	if !brokenWatchKey {
+	if !mutant.On(mutant.WatchKey) {
 		since = 0
 	}
 	return watchKey{path, kind, since}
@@ -61,7 +63,7 @@ type watchQuota struct {
 // limit is how many waits tenant may hold through the proxy.
 func (q *watchQuota) limit(tenant string) int {
 	n := api.MaxProxyWatchesPerTenant
-	if q.quotaOf != nil && !brokenProxyWatchQuota {
+	if q.quotaOf != nil && !mutant.On(mutant.ProxyWatchQuota) {
 		if own := q.quotaOf(tenant); own > 0 {
 			n = min(n, own)
 		}
@@ -235,7 +237,7 @@ func (p *Proxy) watchRead(ctx context.Context, t *cellTable, route string, req a
 	if rerr != nil {
 		return nil, fromCell(rerr)
 	}
-	if brokenWatchKey {
+	if mutant.On(mutant.WatchKey) {
 		key = keyOf(req.Path, req.Watch, index)
 	}
 	t.mu.Lock()

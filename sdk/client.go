@@ -13,6 +13,7 @@ import (
 
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/directory"
+	"github.com/lockservice/lockd/internal/mutant"
 )
 
 // Client is a connection to a lockd deployment: every cell in its
@@ -79,6 +80,9 @@ type cellState struct {
 	endpoints []string
 	leader    string // last known leader; "" when unknown
 	next      int    // rotation cursor into endpoints when leader is unknown
+	// proxied: the endpoints are lockproxies, and a not_leader hint one
+	// relays (a lockd's address) is not followed.
+	proxied bool
 }
 
 func newCellState(name string, endpoints []string) *cellState {
@@ -119,14 +123,30 @@ func (cs *cellState) failed(addr string) {
 	}
 }
 
-// redirect records a not_leader reply from addr carrying hint.
+// redirect records a not_leader reply from addr carrying hint. Through
+// proxies a hint that is none of them (a lockd's address relayed by one)
+// is not followed: it would take the client around the proxies, its
+// KeepAlives reaching the leader one by one instead of in a proxy's
+// batches. A direct client follows any hint: one outside its endpoints
+// is a replica its directory does not list yet (a restored or replaced
+// cell).
 func (cs *cellState) redirect(addr, hint string) {
-	if hint == "" || hint == addr {
+	cs.mu.Lock()
+	around := cs.proxied && !slices.Contains(cs.endpoints, hint) && !mutant.On(mutant.ForeignHint)
+	cs.mu.Unlock()
+	if hint == "" || hint == addr || around {
 		cs.failed(addr)
 		return
 	}
 	cs.mu.Lock()
 	cs.leader = hint
+	cs.mu.Unlock()
+}
+
+// setProxied records whether the cell is reached through lockproxies.
+func (cs *cellState) setProxied(proxied bool) {
+	cs.mu.Lock()
+	cs.proxied = proxied
 	cs.mu.Unlock()
 }
 
@@ -169,8 +189,8 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		cfg:        cfg,
 		log:        cfg.logger(),
 		timeout:    cfg.requestTimeout(),
-		bulk:       newTransport("bulk", cfg.AuthToken, bulkMaxConns, cfg.TLS),
-		ka:         newTransport("keepalive", cfg.AuthToken, keepAliveMaxConns, cfg.TLS),
+		bulk:       newTransport("bulk", cfg.AuthToken, bulkMaxConns, cfg.TLS, cfg.Dial),
+		ka:         newTransport("keepalive", cfg.AuthToken, keepAliveMaxConns, cfg.TLS, cfg.Dial),
 		seeds:      newCellState("", seeds),
 		slots:      make(map[string]*sessionSlot),
 		proxyStart: rand.IntN(1 << 16),
@@ -234,6 +254,7 @@ func (c *Client) refreshDirectory(ctx context.Context, noClusterAfter time.Durat
 		} else {
 			cs.setEndpoints(eps)
 		}
+		cs.setProxied(len(proxies) > 0)
 		d.cells[cell.Name] = cs
 	}
 	d.directory = newCellState("directory", resp.Directory.Endpoints)

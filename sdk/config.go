@@ -1,8 +1,10 @@
 package sdk
 
 import (
+	"context"
 	"crypto/tls"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/lockservice/lockd/api"
@@ -25,6 +27,13 @@ type Config struct {
 	// Lease is the session lease to ask for; 0 takes the cell's default
 	// (api.DefaultLease). The cell clamps it to [api.MinLease, api.MaxLease].
 	Lease time.Duration
+	// Dial, if set, opens the client's connections in place of a TCP
+	// dial: an in-memory network in tests (tests/fake), or a network of
+	// one's own. Its context carries the dial timeout; network is "tcp".
+	// TLS, if set, runs over the connection it returns. An error is a
+	// failed dial (the request was not sent); one wrapping
+	// syscall.ECONNREFUSED means nothing listens at addr (NoClusterAfter).
+	Dial DialFunc
 	// Logger receives the client's diagnostics; nil discards them.
 	Logger *slog.Logger
 	// RequestTimeout bounds one attempt of a call (one HTTP exchange with
@@ -62,6 +71,9 @@ type Config struct {
 	// leave it nil.
 	Gate AckGate
 }
+
+// DialFunc opens a connection to addr on network (Config.Dial).
+type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 
 // AckGate lets a client hold back acknowledgements its cells wait for.
 // Its methods are called with the session's lock held: they must not call

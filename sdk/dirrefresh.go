@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockservice/lockd/internal/mutant"
+
 	"github.com/lockservice/lockd/api"
 )
 
@@ -27,7 +29,7 @@ type dirRefresher struct {
 // cellNamed is the cell named name, after one more directory read if the
 // client's view does not name it.
 func (c *Client) cellNamed(ctx context.Context, name string) (*cellState, error) {
-	if cs := c.dir.Load().cells[name]; cs != nil || brokenNoCellRefresh {
+	if cs := c.dir.Load().cells[name]; cs != nil || mutant.On(mutant.NoCellRefresh) {
 		return c.cellByName(name)
 	}
 	rctx, cancel := context.WithTimeout(ctx, api.UnknownCellWait)

@@ -63,77 +63,81 @@ func mustJSON(t *testing.T, v any) []byte {
 // A KeepAlive reply carrying an event the session already processed (the
 // cell re-sends events until they are acknowledged) must not fire it again.
 func TestDuplicateEventProcessedOnce(t *testing.T) {
-	fc := newFakeCell(t, 1)
-	c := newTestClient(t, fc, nil)
-	ctx := testCtx(t)
-	_, _, ch1, err := c.GetW(ctx, "/demo/d1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := sessionOf(t, c)
-	script := scriptKeepAlives(t, fc, s)
-	script <- []scriptedEvent{{Type: api.EventResync, Seq: 5}}
-	if ev := recvEvent(t, ch1); ev.Type != api.EventResync {
-		t.Fatalf("first delivery: %+v", ev)
-	}
-	// Re-arm after the resync, as a watcher does.
-	_, _, ch2, err := c.GetW(ctx, "/demo/d1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _, ch3, err := c.GetW(ctx, "/demo/d2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The same resync again (its ack was lost), then a new event.
-	script <- []scriptedEvent{{Type: api.EventResync, Seq: 5}, {Type: api.EventDeleted, Path: "/demo/d2", Kind: api.WatchData, Index: 1 << 40, Seq: 6}}
-	if ev := recvEvent(t, ch3); ev.Type != api.EventDeleted {
-		t.Fatalf("new event: %+v, want deleted (the duplicate resync was processed again)", ev)
-	}
-	select {
-	case ev := <-ch2:
-		t.Fatalf("re-armed watch fired by a duplicate event: %+v", ev)
-	default:
-	}
-	// The next KeepAlive acknowledges what was processed.
-	waitFor(t, "ack of seq 6", func() bool {
-		for _, r := range fc.requests(api.RouteSessionKeepAlive) {
-			req := decode[api.KeepAliveRequest](t, r.body)
-			if req.Session == s.ID() && req.AckEpoch == s.Epoch() && req.AckSeq == 6 {
-				return true
-			}
+	bubble(t, func(t *testing.T) {
+		fc := newFakeCell(t, 1)
+		c := newTestClient(t, fc, nil)
+		ctx := testCtx(t)
+		_, _, ch1, err := c.GetW(ctx, "/demo/d1")
+		if err != nil {
+			t.Fatal(err)
 		}
-		return false
+		s := sessionOf(t, c)
+		script := scriptKeepAlives(t, fc, s)
+		script <- []scriptedEvent{{Type: api.EventResync, Seq: 5}}
+		if ev := recvEvent(t, ch1); ev.Type != api.EventResync {
+			t.Fatalf("first delivery: %+v", ev)
+		}
+		// Re-arm after the resync, as a watcher does.
+		_, _, ch2, err := c.GetW(ctx, "/demo/d1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, ch3, err := c.GetW(ctx, "/demo/d2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The same resync again (its ack was lost), then a new event.
+		script <- []scriptedEvent{{Type: api.EventResync, Seq: 5}, {Type: api.EventDeleted, Path: "/demo/d2", Kind: api.WatchData, Index: 1 << 40, Seq: 6}}
+		if ev := recvEvent(t, ch3); ev.Type != api.EventDeleted {
+			t.Fatalf("new event: %+v, want deleted (the duplicate resync was processed again)", ev)
+		}
+		select {
+		case ev := <-ch2:
+			t.Fatalf("re-armed watch fired by a duplicate event: %+v", ev)
+		default:
+		}
+		// The next KeepAlive acknowledges what was processed.
+		waitFor(t, "ack of seq 6", func() bool {
+			for _, r := range fc.requests(api.RouteSessionKeepAlive) {
+				req := decode[api.KeepAliveRequest](t, r.body)
+				if req.Session == s.ID() && req.AckEpoch == s.Epoch() && req.AckSeq == 6 {
+					return true
+				}
+			}
+			return false
+		})
 	})
 }
 
 // A waiter that never hears of its predecessor's deletion (the event was
 // lost) re-lists after a lease of silence and is granted.
 func TestWaiterRelistsAfterLeaseOfSilence(t *testing.T) {
-	fc := newFakeCell(t, 1)
-	ctx := testCtx(t)
-	ca, cb := newTestClient(t, fc, nil), newTestClient(t, fc, shortLease)
-	a, b := ca.NewMutex(lockDir), cb.NewMutex(lockDir)
-	if err := a.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	bDone := lockAsync(ctx, b)
-	names := waitNodes(t, fc, lockDir, 2)
-	sb := sessionOf(t, cb)
-	want := watchKey{api.Join(lockDir, names[0]), api.WatchData}
-	waitFor(t, "B's predecessor watch", func() bool { return fc.armed(sb.ID(), want) })
-	reads := lockStateReads(t, fc, api.Join(lockDir, names[1]))
+	bubble(t, func(t *testing.T) {
+		fc := newFakeCell(t, 1)
+		ctx := testCtx(t)
+		ca, cb := newTestClient(t, fc, nil), newTestClient(t, fc, shortLease)
+		a, b := ca.NewMutex(lockDir), cb.NewMutex(lockDir)
+		if err := a.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		bDone := lockAsync(ctx, b)
+		names := waitNodes(t, fc, lockDir, 2)
+		sb := sessionOf(t, cb)
+		want := watchKey{api.Join(lockDir, names[0]), api.WatchData}
+		waitFor(t, "B's predecessor watch", func() bool { return fc.armed(sb.ID(), want) })
+		reads := lockStateReads(t, fc, api.Join(lockDir, names[1]))
 
-	fc.DeleteQuietly(api.Join(lockDir, names[0])) // no session hears of it
-	if err := recvErr(t, bDone); err != nil {
-		t.Fatalf("waiter: %v", err)
-	}
-	if !b.Held() {
-		t.Fatal("waiter not granted")
-	}
-	if n := lockStateReads(t, fc, api.Join(lockDir, names[1])); n <= reads {
-		t.Fatal("granted without a re-list")
-	}
+		fc.DeleteQuietly(api.Join(lockDir, names[0])) // no session hears of it
+		if err := recvErr(t, bDone); err != nil {
+			t.Fatalf("waiter: %v", err)
+		}
+		if !b.Held() {
+			t.Fatal("waiter not granted")
+		}
+		if n := lockStateReads(t, fc, api.Join(lockDir, names[1])); n <= reads {
+			t.Fatal("granted without a re-list")
+		}
+	})
 }
 
 // TestLeaseAgeFromAProxy: a proxy answers KeepAlives from its last
@@ -142,28 +146,30 @@ func TestWaiterRelistsAfterLeaseOfSilence(t *testing.T) {
 // must fall into jeopardy: its lease clock counts from its send time less
 // that age, never from the send alone.
 func TestLeaseAgeFromAProxy(t *testing.T) {
-	fc := newFakeCell(t, 1)
-	c := newTestClient(t, fc, func(cfg *Config) { cfg.Lease = time.Second })
-	s, err := c.Session(testCtx(t), "demo-cell")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fc.setHook(func(rep int, route string, body []byte, next func() (int, any)) (int, any) {
-		if route != api.RouteSessionKeepAlive {
-			return next()
+	bubble(t, func(t *testing.T) {
+		fc := newFakeCell(t, 1)
+		c := newTestClient(t, fc, func(cfg *Config) { cfg.Lease = time.Second })
+		s, err := c.Session(testCtx(t), "demo-cell")
+		if err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
-		return 200, api.SessionResponse{Session: s.ID(), LeaseMS: 1000, Epoch: s.Epoch(), LeaseAgeMS: 1000}
-	})
-	deadline := time.After(testWait)
-	for {
-		select {
-		case ev := <-s.Events():
-			if ev.Type == SessionJeopardy {
-				return
+		fc.setHook(func(rep int, route string, body []byte, next func() (int, any)) (int, any) {
+			if route != api.RouteSessionKeepAlive {
+				return next()
 			}
-		case <-deadline:
-			t.Fatal("no jeopardy although every confirmation was a lease old")
+			time.Sleep(20 * time.Millisecond)
+			return 200, api.SessionResponse{Session: s.ID(), LeaseMS: 1000, Epoch: s.Epoch(), LeaseAgeMS: 1000}
+		})
+		deadline := time.After(testWait)
+		for {
+			select {
+			case ev := <-s.Events():
+				if ev.Type == SessionJeopardy {
+					return
+				}
+			case <-deadline:
+				t.Fatal("no jeopardy although every confirmation was a lease old")
+			}
 		}
-	}
+	})
 }

@@ -65,11 +65,13 @@ func ExampleClient_CompareAndSet() {
 	}
 	defer c.Close()
 
+	// A write answers with the node's metadata (version, indices), not
+	// its value.
 	n, err := c.CompareAndSet(ctx, "/demo/counter", []byte("1"), 0) // 0: must not exist yet
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Printf("created %s at version %d\n", n.Value, n.Version)
+	fmt.Printf("created %s at version %d\n", "1", n.Version)
 	for _, next := range []string{"2", "3"} {
 		n, err = c.CompareAndSet(ctx, "/demo/counter", []byte(next), 1) // expects version 1
 		switch {
@@ -80,7 +82,7 @@ func ExampleClient_CompareAndSet() {
 		case err != nil:
 			log.Fatal(err)
 		default:
-			fmt.Printf("set %s at version %d\n", n.Value, n.Version)
+			fmt.Printf("set %s at version %d\n", next, n.Version)
 		}
 	}
 	// Output:
@@ -166,9 +168,9 @@ func ExampleMutex() {
 	defer next.Unlock(context.Background())
 	fmt.Println("holding", path.Base(next.Node()), "token higher:", next.Token() > first)
 	// Output:
-	// holding w-0000000001 token > 0: true
+	// holding w-0000000000 token > 0: true
 	// released; context: context canceled
-	// holding w-0000000002 token higher: true
+	// holding w-0000000001 token higher: true
 }
 
 // TryLock gives up after a timeout, leaving no node behind.
@@ -276,10 +278,10 @@ func ExampleClient_Join() {
 	fmt.Println("after a leaves:")
 	show()
 	// Output:
-	// /demo/groups/workers/m-0000000001 10.0.0.7:9000
-	// /demo/groups/workers/m-0000000002 10.0.0.8:9000
+	// /demo/groups/workers/m-0000000000 10.0.0.7:9000
+	// /demo/groups/workers/m-0000000001 10.0.0.8:9000
 	// after a leaves:
-	// /demo/groups/workers/m-0000000002 10.0.0.8:9000
+	// /demo/groups/workers/m-0000000001 10.0.0.8:9000
 }
 
 // A session ends when the client closes (or the cell expires it); its

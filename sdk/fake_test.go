@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/tests/fake"
@@ -27,9 +29,38 @@ type fakeCell struct {
 	name string
 }
 
+// newFakeCell starts a fake cell on the in-memory network (clients made
+// by newTestClient dial it through fc.Dial), so a test may run it in a
+// synctest bubble.
 func newFakeCell(t testing.TB, replicas int) *fakeCell {
 	t.Helper()
-	c, err := fake.New(fake.Options{Replicas: replicas})
+	return startFakeCell(t, fake.Options{Replicas: replicas, Memory: true})
+}
+
+// newTCPFakeCell starts a fake cell on loopback ports, for the probes
+// (FetchStatus), which dial TCP only.
+func newTCPFakeCell(t testing.TB, replicas int) *fakeCell {
+	t.Helper()
+	return startFakeCell(t, fake.Options{Replicas: replicas})
+}
+
+// bubble runs f in a synctest bubble: time there advances only when
+// every goroutine in it waits, so leases, grace periods and lock-delays
+// pass at once and exactly. Make the fake inside f (newFakeCell).
+func bubble(t *testing.T, f func(t *testing.T)) {
+	synctest.Test(t, func(t *testing.T) {
+		// Runs last, after the clients and the fake have closed: time
+		// stops once f returns, so let the fasthttp janitors (the client's
+		// idle-connection cleaner, the server's worker-pool cleaner) sleep
+		// out their last round and end.
+		t.Cleanup(func() { time.Sleep(time.Second) })
+		f(t)
+	})
+}
+
+func startFakeCell(t testing.TB, o fake.Options) *fakeCell {
+	t.Helper()
+	c, err := fake.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,30 +20,10 @@ func (s *Session) keepAliveLoop() {
 	req := api.KeepAliveRequest{Cell: s.cs.name, Session: s.id, Secret: s.secret}
 	for s.ctx.Err() == nil {
 		// The long poll is the lease's, or the cache window's while the
-		// cache holds values (renewWait); an attempt may take the whole
-		// long poll plus a margin for the reply.
+		// cache holds values (renewWait).
 		wait := s.renewWait()
 		var resp api.SessionResponse
-		cl := &call{
-			route:       api.RouteSessionKeepAlive,
-			req:         &req,
-			resp:        &resp,
-			keepAlive:   true,
-			timeout:     wait + max(s.lease/6, 500*time.Millisecond),
-			retryUnsure: true,
-		}
-		// A resent KeepAlive (after a redirect or a failure) asks for an
-		// immediate reply: the lease confirmation, and the epoch of a
-		// possible new leader, are wanted now, not after a long-poll.
-		// Every attempt acknowledges the events processed so far: the cell
-		// keeps (and re-sends) the rest, so a lost reply loses nothing.
-		cl.before = func() {
-			req.WaitMS = wait.Milliseconds()
-			if cl.attempts > 0 {
-				req.WaitMS = 0
-			}
-			s.fillAck(&req)
-		}
+		cl := s.keepAliveCall(&req, &resp, wait)
 		// Bound a round by the lease so the loop regains control (and can
 		// judge the lease) even while no replica answers.
 		rctx, cancel := context.WithTimeout(s.ctx, s.lease)
@@ -63,25 +43,60 @@ func (s *Session) keepAliveLoop() {
 			}
 			continue
 		}
-		switch more, held := s.confirmed(cl.sent, &resp); {
-		case more && held:
-			// The cell re-sends events whose acknowledgement the gate
-			// holds back: this loop waits for a release (then its next
-			// KeepAlive carries the acknowledgement and waits for more),
-			// renewing the lease meanwhile without spinning.
-			s.setHeldWait(true)
-			t := time.NewTimer(min(wait, time.Second))
-			select {
-			case <-s.released:
-			case <-t.C:
-			case <-s.ctx.Done():
-			}
-			t.Stop()
-			s.setHeldWait(false)
-		case !more:
-			if d := time.Since(cl.sent); d < minKeepAliveGap {
-				sleepCtx(s.ctx, minKeepAliveGap-d)
-			}
+		more, held := s.confirmed(cl.sent, &resp)
+		s.pauseAfterReply(more, held, wait, cl.sent)
+	}
+}
+
+// keepAliveCall is the loop's KeepAlive, a long poll of wait into resp:
+// an attempt may take the whole long poll plus a margin for the reply.
+func (s *Session) keepAliveCall(req *api.KeepAliveRequest, resp *api.SessionResponse, wait time.Duration) *call {
+	cl := &call{
+		route:       api.RouteSessionKeepAlive,
+		req:         req,
+		resp:        resp,
+		keepAlive:   true,
+		timeout:     wait + max(s.lease/6, 500*time.Millisecond),
+		retryUnsure: true,
+	}
+	// A resent KeepAlive (after a redirect or a failure) asks for an
+	// immediate reply: the lease confirmation, and the epoch of a
+	// possible new leader, are wanted now, not after a long-poll.
+	// Every attempt acknowledges the events processed so far: the cell
+	// keeps (and re-sends) the rest, so a lost reply loses nothing.
+	cl.before = func() {
+		req.WaitMS = wait.Milliseconds()
+		if cl.attempts > 0 {
+			req.WaitMS = 0
+		}
+		s.fillAck(req)
+	}
+	return cl
+}
+
+// pauseAfterReply paces the loop after a reply sent at sent: at once when
+// it carried events (more) unless their acknowledgement is held back
+// (held: then until the gate releases it, at most min(wait, 1 s)), and
+// else no sooner than minKeepAliveGap after the send.
+func (s *Session) pauseAfterReply(more, held bool, wait time.Duration, sent time.Time) {
+	switch {
+	case more && held:
+		// The cell re-sends events whose acknowledgement the gate
+		// holds back: this loop waits for a release (then its next
+		// KeepAlive carries the acknowledgement and waits for more),
+		// renewing the lease meanwhile without spinning.
+		s.setHeldWait(true)
+		t := time.NewTimer(min(wait, time.Second))
+		select {
+		case <-s.released:
+		case <-t.C:
+		case <-s.ctx.Done():
+		}
+		t.Stop()
+		s.setHeldWait(false)
+	case !more:
+		if d := time.Since(sent); d < minKeepAliveGap {
+			sleepCtx(s.ctx, minKeepAliveGap-d)
 		}
 	}
 }
@@ -173,9 +188,29 @@ func (s *Session) confirmed(sentAt time.Time, resp *api.SessionResponse) (more, 
 	if s.err != nil {
 		return false, false
 	}
-	// A proxy renews in batches: the lease it confirms began LeaseAgeMS
-	// before the request reached it, so before this send less that.
-	sent := sentAt.Add(-time.Duration(resp.LeaseAgeMS) * time.Millisecond)
+	s.renewedLocked(sentAt, resp.LeaseAgeMS)
+	s.index = max(s.index, resp.Index)
+	rearm := s.proxyLocked(sentAt, resp)
+	rearm = s.deliverLocked(resp) || rearm
+	rearm = s.failoverLocked(resp.Epoch) || rearm
+	if rearm {
+		s.signalRearm()
+	}
+	return len(resp.Events) > 0 || len(resp.ProxyEvents) > 0, s.w.held()
+}
+
+// confirmedSend is the send a reply confirms the lease from: sentAt, less
+// the lease's age at the proxy (a proxy renews in batches: the lease it
+// confirms began leaseAgeMS before the request reached it, so before this
+// send less that).
+func confirmedSend(sentAt time.Time, leaseAgeMS int64) time.Time {
+	return sentAt.Add(-time.Duration(leaseAgeMS) * time.Millisecond)
+}
+
+// renewedLocked moves the lease clock to a reply to the KeepAlive sent at
+// sentAt: the session is safe again if it was in jeopardy.
+func (s *Session) renewedLocked(sentAt time.Time, leaseAgeMS int64) {
+	sent := confirmedSend(sentAt, leaseAgeMS)
 	if sent.After(s.lastConfirmedSend) {
 		s.lastConfirmedSend = sent
 	}
@@ -192,8 +227,22 @@ func (s *Session) confirmed(sentAt time.Time, resp *api.SessionResponse) (more, 
 	case s.confirmedSig <- struct{}{}:
 	default:
 	}
-	s.index = max(s.index, resp.Index)
-	rearm := false
+}
+
+// proxyGrantEnd is when a proxy's grant to serve from cache, cacheMS
+// counted from the request's arrival at the proxy, ends on this client's
+// clock: counted from this send (not less the lease's age: the proxy
+// counted it from the request's arrival), less the drift margin (the
+// proxy counted it on its own clock).
+func proxyGrantEnd(sentAt time.Time, cacheMS int64) time.Time {
+	d := time.Duration(cacheMS) * time.Millisecond
+	return sentAt.Add(d - DriftMargin(d))
+}
+
+// proxyLocked records the proxy a reply came through, and its grant to
+// serve from cache. It reports whether the watches must be re-armed (the
+// proxy changed).
+func (s *Session) proxyLocked(sentAt time.Time, resp *api.SessionResponse) (rearm bool) {
 	if resp.Proxy != s.proxy {
 		// Another proxy (or none): the values the old one made cacheable
 		// are no longer invalidated, and the watches it held for this
@@ -204,15 +253,18 @@ func (s *Session) confirmed(sentAt time.Time, resp *api.SessionResponse) (more, 
 		rearm = s.w.markAllDirty()
 	}
 	if resp.Proxy != "" {
-		// The proxy's grant counts from this send (not less the lease's
-		// age): the proxy counted it from the request's arrival.
-		// Less the drift margin: the proxy counted it on its own clock.
-		d := time.Duration(resp.CacheMS) * time.Millisecond
-		s.proxyCacheUntil = sentAt.Add(d - DriftMargin(d))
+		s.proxyCacheUntil = proxyGrantEnd(sentAt, resp.CacheMS)
 	}
+	return rearm
+}
+
+// deliverLocked hands a reply's events (the cell's and the proxy's) to
+// the watchers, drops the paths they invalidate from the cache, and holds
+// back the acknowledgement of an invalidation while Config.Gate asks. It
+// reports whether the watches must be re-armed.
+func (s *Session) deliverLocked(resp *api.SessionResponse) (rearm bool) {
 	r1, invalidated, firstInv, resync := s.w.dispatch(resp.Epoch, resp.Events)
 	r2, pinvalidated, presync := s.w.dispatchProxy(resp.ProxyEvents)
-	rearm = rearm || r1 || r2
 	for _, p := range append(invalidated, pinvalidated...) {
 		s.cache.invalidate(p)
 	}
@@ -220,40 +272,50 @@ func (s *Session) confirmed(sentAt time.Time, resp *api.SessionResponse) (more, 
 		s.cache.flush() // the events it replaced may have been invalidations
 	}
 	if g := s.c.cfg.Gate; g != nil && firstInv > 0 {
-		paths := invalidated
-		if resync {
-			paths = nil // every path: the resync may stand for any invalidation
-		}
-		if ch := g.Invalidated(s.cs.name, paths); ch != nil {
+		if ch := g.Invalidated(s.cs.name, gatedPaths(invalidated, resync)); ch != nil {
 			s.w.hold(firstInv, ch)
 			s.watchHold(ch)
 		}
 	}
-	if resp.Epoch != 0 && resp.Epoch != s.epoch {
-		s.log.Info("cell fail-over", "old_epoch", s.epoch, "epoch", resp.Epoch)
-		s.epoch = resp.Epoch
-		s.gen++
-		// The new leader knows none of this session's cache entries, and
-		// an invalidation may have been lost with the old one. The flush
-		// happens before the next KeepAlive acknowledges the new epoch,
-		// which is what the new leader waits for.
-		s.cache.flush()
-		// The new leader holds none of the old one's in-memory watches.
-		if s.w.markAllDirty() {
-			rearm = true
-		}
-		s.emitLocked(SessionEvent{Type: SessionFailover, Epoch: resp.Epoch})
-		if g := s.c.cfg.Gate; g != nil {
-			if ch := g.FailedOver(s.cs.name, resp.Epoch); ch != nil {
-				s.w.epochHold = ch
-				s.watchHold(ch)
-			}
+	return r1 || r2
+}
+
+// gatedPaths are the paths an invalidation the gate may hold back stands
+// for: nil (every path) after a resync, which may stand for any
+// invalidation.
+func gatedPaths(invalidated []string, resync bool) []string {
+	if resync {
+		return nil
+	}
+	return invalidated
+}
+
+// failoverLocked follows the cell's leader epoch a reply names: a new one
+// (a fail-over) flushes the cache, marks every watch for re-arming and
+// tells the application, and Config.Gate may hold back the new epoch's
+// acknowledgement. It reports whether the watches must be re-armed.
+func (s *Session) failoverLocked(epoch uint64) (rearm bool) {
+	if epoch == 0 || epoch == s.epoch {
+		return false
+	}
+	s.log.Info("cell fail-over", "old_epoch", s.epoch, "epoch", epoch)
+	s.epoch = epoch
+	s.gen++
+	// The new leader knows none of this session's cache entries, and
+	// an invalidation may have been lost with the old one. The flush
+	// happens before the next KeepAlive acknowledges the new epoch,
+	// which is what the new leader waits for.
+	s.cache.flush()
+	// The new leader holds none of the old one's in-memory watches.
+	rearm = s.w.markAllDirty()
+	s.emitLocked(SessionEvent{Type: SessionFailover, Epoch: epoch})
+	if g := s.c.cfg.Gate; g != nil {
+		if ch := g.FailedOver(s.cs.name, epoch); ch != nil {
+			s.w.epochHold = ch
+			s.watchHold(ch)
 		}
 	}
-	if rearm {
-		s.signalRearm()
-	}
-	return len(resp.Events) > 0 || len(resp.ProxyEvents) > 0, s.w.held()
+	return rearm
 }
 
 func (s *Session) signalRearm() {

@@ -41,7 +41,7 @@ func FetchDirectory(ctx context.Context, endpoint string, a Access) (api.Directo
 
 // probe is one GET of route on endpoint, decoded into out.
 func probe(ctx context.Context, endpoint string, a Access, route string, out any) error {
-	t := newTransport("status", a.AuthToken, 1, a.TLS)
+	t := newTransport("status", a.AuthToken, 1, a.TLS, nil)
 	defer t.close()
 	status, body, _, err := t.roundTrip(ctx, exchange{method: http.MethodGet, addr: endpoint, path: route, timeout: DefaultRequestTimeout})
 	if err != nil {

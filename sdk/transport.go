@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockservice/lockd/internal/mutant"
+
 	"github.com/valyala/fasthttp"
 
 	"github.com/lockservice/lockd/api"
@@ -30,6 +32,9 @@ type transport struct {
 	// request certainly was not sent); scheme is then https.
 	tls    *tls.Config
 	scheme string
+	// netDial, when set, opens connections in place of a TCP dial
+	// (Config.Dial).
+	netDial DialFunc
 
 	mu     sync.Mutex
 	hosts  map[string]*fasthttp.HostClient
@@ -41,7 +46,7 @@ type transport struct {
 	wg sync.WaitGroup
 }
 
-func newTransport(name, authToken string, maxConns int, tlsConfig *tls.Config) *transport {
+func newTransport(name, authToken string, maxConns int, tlsConfig *tls.Config, dial DialFunc) *transport {
 	t := &transport{
 		name:     name,
 		maxConns: maxConns,
@@ -49,6 +54,7 @@ func newTransport(name, authToken string, maxConns int, tlsConfig *tls.Config) *
 		conns:    make(map[*trackedConn]struct{}),
 		tls:      tlsConfig,
 		scheme:   "http",
+		netDial:  dial,
 	}
 	if tlsConfig != nil {
 		t.scheme = "https"
@@ -97,7 +103,7 @@ func (t *transport) dial(addr string, timeout time.Duration) (net.Conn, error) {
 		timeout = 3 * time.Second
 	}
 	start := time.Now()
-	nc, err := net.DialTimeout("tcp", addr, timeout)
+	nc, err := t.connect(addr, timeout)
 	if err != nil {
 		return nil, &dialError{err}
 	}
@@ -131,6 +137,17 @@ func (t *transport) dial(addr string, timeout time.Duration) (net.Conn, error) {
 		return handshaken{c}, nil
 	}
 	return c, nil
+}
+
+// connect opens a connection to addr within timeout: through the
+// configured dial if any, else over TCP.
+func (t *transport) connect(addr string, timeout time.Duration) (net.Conn, error) {
+	if t.netDial == nil {
+		return net.DialTimeout("tcp", addr, timeout)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return t.netDial(ctx, "tcp", addr)
 }
 
 // handshaken is a TLS connection whose handshake the dial did: fasthttp
@@ -203,7 +220,7 @@ type authHeader struct {
 
 // header is the Authorization value to send, given the transport's own.
 func (a authHeader) header(own string) string {
-	if a.forward && (a.value != "" || !brokenLendToken) {
+	if a.forward && (a.value != "" || !mutant.On(mutant.LendToken)) {
 		return a.value
 	}
 	return own

@@ -5,7 +5,11 @@ package cachers
 // sessions refused as cachers for the rest of this leadership because
 // they let an invalidation go unacknowledged past its deadline.
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/lockservice/lockd/internal/mutant"
+)
 
 // Limits caps the table; 0 is no cap.
 type Limits struct {
@@ -64,7 +68,7 @@ func (t *Table) admitLocked(path string, session uint64, tenant string) Outcome 
 	if known, ok := t.tenantOf[session]; ok {
 		tenant = known
 	}
-	if t.misses[tenant] >= t.lim.MissesPerTenant && t.lim.MissesPerTenant > 0 && !brokenTenantMisses {
+	if t.misses[tenant] >= t.lim.MissesPerTenant && t.lim.MissesPerTenant > 0 && !mutant.On(mutant.TenantMisses) {
 		return Refused
 	}
 	if t.lim.PerTenant > 0 && tenant != "" && t.perTenant[tenant] >= t.lim.PerTenant {

@@ -7,8 +7,11 @@ import (
 	"context"
 	"time"
 
+	"github.com/lockservice/lockd/internal/mutant"
+
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/server/cachers"
+	"github.com/lockservice/lockd/server/fsm"
 	"github.com/lockservice/lockd/server/session"
 )
 
@@ -37,7 +40,7 @@ func (c *Cell) beforeCreate(ctx context.Context, path string, makeParents bool, 
 			break
 		}
 	}
-	if len(paths) == 0 || brokenSkipsParent {
+	if len(paths) == 0 || mutant.On(mutant.SkipsParent) {
 		return func(error) {}, nil
 	}
 	return c.beforeChangeOf(ctx, paths, true)
@@ -46,11 +49,11 @@ func (c *Cell) beforeCreate(ctx context.Context, path string, makeParents bool, 
 // ephemeralHere reports whether this replica's state has an ephemeral
 // node at path.
 func (c *Cell) ephemeralHere(path string) bool {
-	v, err := c.nh.StaleRead(c.cfg.Info.ShardID, getQuery{path: path})
+	q := getQuery{path: path}
+	r, err := readLocal(c, func(s *fsm.State) (api.GetResponse, error) { return c.lookupGet(s, q) })
 	if err != nil {
 		return false
 	}
-	r := v.(api.GetResponse)
 	return r.Exists && r.Node.Ephemeral
 }
 
@@ -66,10 +69,10 @@ func (c *Cell) ephemeralHere(path string) bool {
 // be proposed: nothing was applied. Without fence (an ephemeral node's
 // delete) it does not wait for the fence.
 func (c *Cell) beforeChangeOf(ctx context.Context, paths []string, fence bool) (done func(error), err error) {
-	if brokenSkipsInvalidation {
+	if mutant.On(mutant.SkipsInvalidation) {
 		return func(error) {}, nil
 	}
-	if fence && !brokenSkipsFence {
+	if fence && !mutant.On(mutant.SkipsFence) {
 		if err := c.sessions.WaitFencedFor(ctx, session.Scope{Paths: paths}); err != nil {
 			return nil, err
 		}
@@ -129,7 +132,7 @@ func (c *Cell) invalidate(ctx context.Context, byPaths map[uint64][]string) erro
 	}
 	c.invalSent.Add(uint64(sent))
 	for s, inv := range last {
-		if brokenCacheWindow {
+		if mutant.On(mutant.CacheWindow) {
 			inv.Deadline = time.Time{}
 		}
 		res, err := c.sessions.WaitAcked(ctx, s, inv)
@@ -180,13 +183,7 @@ func (c *Cell) revoke(s uint64) {
 // before the read is answered, so that a later leader knows whom a change
 // of path must wait for.
 func (c *Cell) registerCacher(ctx context.Context, req api.ReadRequest, grant GrantCheck) uint64 {
-	if !req.Cache || req.Session == 0 || req.Watch != "" || !c.sessions.Has(req.Session) || c.sessions.Outstanding(req.Session) {
-		return 0
-	}
-	if !c.sessions.WindowWithin(req.Session, time.Duration(req.CacheWindowMS)*time.Millisecond) && !brokenDeclaredWindow {
-		return 0 // a client that may serve longer than the leader waits
-	}
-	if !c.sessions.MayGrant(req.Session, req.Path) && !brokenFenceCachers {
+	if !c.mayCache(req) {
 		return 0
 	}
 	active, epoch := c.sessions.Active()
@@ -204,6 +201,24 @@ func (c *Cell) registerCacher(ctx context.Context, req api.ReadRequest, grant Gr
 		return 0
 	}
 	return epoch
+}
+
+// mayCache reports whether the session manager lets req's session be
+// granted req's node now: a cacheable read from a session with a lease
+// here and no invalidation outstanding, declaring a cache window within
+// its session's, and past the fence for the session and the node
+// (session.MayGrant). Inside the fence a grant would make the node's next
+// change wait for the fence and then a cache window more for a silent
+// reader, and would replace the reader's committed record of what an
+// earlier leader granted it, which the next leader's fence reads.
+func (c *Cell) mayCache(req api.ReadRequest) bool {
+	if !req.Cache || req.Session == 0 || req.Watch != "" || !c.sessions.Has(req.Session) || c.sessions.Outstanding(req.Session) {
+		return false
+	}
+	if !c.sessions.WindowWithin(req.Session, time.Duration(req.CacheWindowMS)*time.Millisecond) && !mutant.On(mutant.DeclaredWindow) {
+		return false // a client that may serve longer than the leader waits
+	}
+	return c.sessions.MayGrant(req.Session, req.Path) || mutant.On(mutant.FenceCachers)
 }
 
 // CacheCounters are the leader's cache figures.

@@ -4,6 +4,7 @@ package cell
 
 import (
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/internal/mutant"
 	"github.com/lockservice/lockd/server/fsm"
 )
 
@@ -25,22 +26,22 @@ type cacheCheck struct {
 	recorded bool
 }
 
-func (q cacheCheckQuery) run(s *fsm.State) cacheCheck {
+func (q cacheCheckQuery) run(s *fsm.State) (cacheCheck, error) {
 	n, ok := s.Get(q.path)
 	tenant, live := s.SessionTenant(q.session)
 	cacheable := ok && cacheableNode(n)
-	return cacheCheck{cacheable: cacheable, tenant: tenant, live: live, recorded: s.CacheRecorded(q.session, q.path, q.epoch)}
+	return cacheCheck{cacheable: cacheable, tenant: tenant, live: live, recorded: s.CacheRecorded(q.session, q.path, q.epoch)}, nil
 }
 
 // cacheCheckOf runs q on this replica's state (a local read: the answer
 // only decides whether to record a cacher, and a read not recorded is
 // served uncached whatever the node is by then). ok false on any error.
 func (c *Cell) cacheCheckOf(path string, session, epoch uint64) (cacheCheck, bool) {
-	v, err := c.nh.StaleRead(c.cfg.Info.ShardID, cacheCheckQuery{path: path, session: session, epoch: epoch})
+	r, err := readLocal(c, cacheCheckQuery{path: path, session: session, epoch: epoch}.run)
 	if err != nil {
 		return cacheCheck{}, false
 	}
-	return v.(cacheCheck), true
+	return r, true
 }
 
 // cacheableNode: a client may cache n only if it is persistent and never
@@ -50,7 +51,7 @@ func (c *Cell) cacheCheckOf(path string, session, epoch uint64) (cacheCheck, boo
 // (cell.beforeCreate) and from then on the parent is never granted: a
 // lock directory costs its lock creates no invalidation.
 func cacheableNode(n api.Node) bool {
-	if brokenCachesParents {
+	if mutant.On(mutant.CachesParents) {
 		return !n.Ephemeral
 	}
 	return !n.Ephemeral && n.NumChildren == 0 && n.ChildIndex == n.CreateIndex

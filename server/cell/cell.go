@@ -123,7 +123,7 @@ func Start(nh *dragonboat.NodeHost, cfg Config) (*Cell, error) {
 	c.watches = watch.NewTable(c.sessions)
 	c.cachers = cachers.NewWithLimits(cachers.Limits{PerSession: api.MaxCachedPathsPerSession, PerTenant: api.MaxCachedPathsPerTenant,
 		MissesPerTenant: api.MaxCacheMissesPerTenant, Exempt: api.BootstrapAdmin})
-	c.confirms = newConfirmer(c.read, confirmWindow)
+	c.confirms = newConfirmer(c.readSessions, confirmWindow)
 	c.barrier = c.proposeBarrier
 	c.delays = newLockDelays(c.log, func(ctx context.Context, dir string, since uint64) error {
 		_, err := c.propose(ctx, &fsm.Command{Op: fsm.OpEndLockDelay, Path: dir, Since: since})
@@ -191,8 +191,7 @@ func (c *Cell) Status() api.ReplicaStatus {
 			st.Role = "leader"
 		}
 	}
-	if v, err := c.nh.StaleRead(c.cfg.Info.ShardID, statsQuery{}); err == nil {
-		s := v.(stats)
+	if s, err := readLocal(c, statsOf); err == nil {
 		st.AppliedIndex, st.Epoch, st.Sessions, st.Nodes = s.index, s.epoch, s.sessions, s.nodes
 		st.TokenHeadroom = s.tokenHeadroom
 	}
@@ -204,11 +203,11 @@ func (c *Cell) Status() api.ReplicaStatus {
 // before lock creates are refused (token_exhausted), and false if the
 // state cannot be read (replica not started).
 func (c *Cell) TokenHeadroom() (uint64, bool) {
-	v, err := c.nh.StaleRead(c.cfg.Info.ShardID, statsQuery{})
+	s, err := readLocal(c, statsOf)
 	if err != nil {
 		return 0, false
 	}
-	return v.(stats).tokenHeadroom, true
+	return s.tokenHeadroom, true
 }
 
 // Counters are the cell's metrics sources.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/server/fsm"
 )
 
 // A KeepAlive is answered only after a ReadIndex round, started after its
@@ -27,6 +28,29 @@ type sessionCheck struct{ session, epoch uint64 }
 
 // sessionsQuery checks many sessions after one ReadIndex.
 type sessionsQuery []sessionCheck
+
+// run answers each check: nil, or why the session is not live or this
+// replica no longer leads under its epoch.
+func (q sessionsQuery) run(s *fsm.State) (sessionsResult, error) {
+	r := sessionsResult{index: s.Index(), errs: make([]error, len(q))}
+	for i, chk := range q {
+		if s.Epoch() != chk.epoch {
+			r.errs[i] = errNotLeading
+			continue
+		}
+		// Only a real error goes in: SessionExists returns a typed
+		// *api.Error, and a nil one in an error is not a nil error.
+		if err := s.SessionExists(chk.session); err != nil {
+			r.errs[i] = err
+		}
+	}
+	return r, nil
+}
+
+// readSessions is the confirmer's ReadIndex round: q read linearizably.
+func (c *Cell) readSessions(ctx context.Context, q sessionsQuery) (sessionsResult, error) {
+	return read(ctx, c, q.run)
+}
 
 // sessionsResult answers a sessionsQuery: the index read at, and per check
 // nil or why it failed.
@@ -50,7 +74,7 @@ type confirmWait struct {
 
 // confirmer batches KeepAlive confirmations into ReadIndex rounds.
 type confirmer struct {
-	read   func(context.Context, interface{}) (interface{}, error)
+	read   func(context.Context, sessionsQuery) (sessionsResult, error)
 	window time.Duration
 
 	mu      sync.Mutex
@@ -63,7 +87,7 @@ type confirmer struct {
 	wg   sync.WaitGroup
 }
 
-func newConfirmer(read func(context.Context, interface{}) (interface{}, error), window time.Duration) *confirmer {
+func newConfirmer(read func(context.Context, sessionsQuery) (sessionsResult, error), window time.Duration) *confirmer {
 	b := &confirmer{read: read, window: window, kick: make(chan struct{}, 1), done: make(chan struct{})}
 	b.wg.Add(1)
 	go b.run()
@@ -161,13 +185,12 @@ func (b *confirmer) round(batch []confirmWait) {
 		q = append(q, w.checks...)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	v, err := b.read(ctx, q)
+	res, err := b.read(ctx, q)
 	cancel()
 	at := 0
 	for _, w := range batch {
 		r := confirmReply{err: err}
 		if err == nil {
-			res := v.(sessionsResult)
 			r = confirmReply{index: res.index, errs: res.errs[at : at+len(w.checks)]}
 		}
 		at += len(w.checks)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/lockservice/lockd/api"
@@ -21,8 +22,7 @@ type fakeRead struct {
 	err    error
 }
 
-func (f *fakeRead) read(ctx context.Context, q interface{}) (interface{}, error) {
-	sq := q.(sessionsQuery)
+func (f *fakeRead) read(ctx context.Context, sq sessionsQuery) (sessionsResult, error) {
 	f.mu.Lock()
 	f.rounds = append(f.rounds, sq)
 	n := uint64(len(f.rounds))
@@ -32,11 +32,11 @@ func (f *fakeRead) read(ctx context.Context, q interface{}) (interface{}, error)
 		select {
 		case <-gate:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return sessionsResult{}, ctx.Err()
 		}
 	}
 	if err != nil {
-		return nil, err
+		return sessionsResult{}, err
 	}
 	r := sessionsResult{index: 100 + n, errs: make([]error, len(sq))}
 	for i, c := range sq {
@@ -62,107 +62,108 @@ func testCtx(t *testing.T) context.Context {
 // Idle KeepAlives arriving together share one ReadIndex round, and each
 // gets its own session's answer from it.
 func TestIdleKeepAlivesShareOneRound(t *testing.T) {
-	f := &fakeRead{dead: map[uint64]bool{7: true}}
-	b := newConfirmer(f.read, 200*time.Millisecond)
-	defer b.close()
-	ctx := testCtx(t)
-	const n = 50
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			_, errs[i] = b.confirm(ctx, uint64(i), 1, false)
-		}(i)
-	}
-	wg.Wait()
-	if r := len(f.roundsSeen()); r > 2 {
-		t.Fatalf("%d idle KeepAlives took %d ReadIndex rounds, want 1 (2 if the window closed mid-burst)", n, r)
-	}
-	for i, err := range errs {
-		if dead := i == 7; dead != errors.Is(err, api.ErrSessionExpired) || !dead && err != nil {
-			t.Errorf("session %d: err %v", i, err)
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeRead{dead: map[uint64]bool{7: true}}
+		b := newConfirmer(f.read, 200*time.Millisecond)
+		defer b.close()
+		ctx := testCtx(t)
+		const n = 50
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				_, errs[i] = b.confirm(ctx, uint64(i), 1, false)
+			}(i)
 		}
-	}
+		wg.Wait()
+		if r := len(f.roundsSeen()); r > 2 {
+			t.Fatalf("%d idle KeepAlives took %d ReadIndex rounds, want 1 (2 if the window closed mid-burst)", n, r)
+		}
+		for i, err := range errs {
+			if dead := i == 7; dead != errors.Is(err, api.ErrSessionExpired) || !dead && err != nil {
+				t.Errorf("session %d: err %v", i, err)
+			}
+		}
+	})
 }
 
 // A reply with events does not wait for the idle window.
 func TestUrgentKeepAliveDoesNotWaitForTheWindow(t *testing.T) {
-	f := &fakeRead{}
-	b := newConfirmer(f.read, time.Hour)
-	defer b.close()
-	idle := make(chan error, 1)
-	go func() { _, err := b.confirm(testCtx(t), 1, 1, false); idle <- err }()
-	// The urgent one (and the idle one queued before it) are answered in
-	// a round now, not after the hour.
-	if _, err := b.confirm(testCtx(t), 2, 1, true); err != nil {
-		t.Fatalf("urgent confirm: %v", err)
-	}
-	select {
-	case err := <-idle:
-		if err != nil {
-			t.Fatalf("idle confirm: %v", err)
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeRead{}
+		b := newConfirmer(f.read, time.Hour)
+		defer b.close()
+		idle := make(chan error, 1)
+		go func() { _, err := b.confirm(testCtx(t), 1, 1, false); idle <- err }()
+		synctest.Wait() // the idle one is queued
+		// The urgent one (and the idle one queued before it) are answered in
+		// a round now, not after the hour.
+		if _, err := b.confirm(testCtx(t), 2, 1, true); err != nil {
+			t.Fatalf("urgent confirm: %v", err)
 		}
-	case <-time.After(5 * time.Second):
-		// It may have queued after the urgent round started: a second
-		// urgent call must still release it.
-		if _, err := b.confirm(testCtx(t), 3, 1, true); err != nil {
-			t.Fatal(err)
+		synctest.Wait()
+		select {
+		case err := <-idle:
+			if err != nil {
+				t.Fatalf("idle confirm: %v", err)
+			}
+		default:
+			t.Fatal("the idle confirm queued before the urgent round was not answered by it")
 		}
-		if err := <-idle; err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 }
 
 // A round that began before a KeepAlive renewed its lease proves nothing
 // about leadership after the renewal: the KeepAlive waits for the next one.
 func TestRoundStartedBeforeTheCallDoesNotConfirmIt(t *testing.T) {
-	f := &fakeRead{gate: make(chan struct{})}
-	b := newConfirmer(f.read, time.Millisecond)
-	defer b.close()
-	ctx := testCtx(t)
-	first := make(chan error, 1)
-	go func() { _, err := b.confirm(ctx, 1, 1, true); first <- err }()
-	for i := 0; len(f.roundsSeen()) == 0; i++ {
-		if i > 1000 {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeRead{gate: make(chan struct{})}
+		b := newConfirmer(f.read, time.Millisecond)
+		defer b.close()
+		ctx := testCtx(t)
+		first := make(chan error, 1)
+		go func() { _, err := b.confirm(ctx, 1, 1, true); first <- err }()
+		synctest.Wait()
+		if len(f.roundsSeen()) == 0 {
 			t.Fatal("the first round never started")
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	second := make(chan uint64, 1)
-	go func() {
-		idx, err := b.confirm(ctx, 2, 1, true)
-		if err != nil {
-			t.Error(err)
+		second := make(chan uint64, 1)
+		go func() {
+			idx, err := b.confirm(ctx, 2, 1, true)
+			if err != nil {
+				t.Error(err)
+			}
+			second <- idx
+		}()
+		synctest.Wait() // let the second call queue
+		close(f.gate)   // both rounds may now finish
+		if err := <-first; err != nil {
+			t.Fatal(err)
 		}
-		second <- idx
-	}()
-	time.Sleep(20 * time.Millisecond) // let the second call queue
-	close(f.gate)                     // both rounds may now finish
-	if err := <-first; err != nil {
-		t.Fatal(err)
-	}
-	if idx := <-second; idx != 102 {
-		t.Fatalf("second KeepAlive answered by round index %d, want 102 (the round after it arrived)", idx)
-	}
-	rounds := f.roundsSeen()
-	if len(rounds) != 2 || len(rounds[0]) != 1 || rounds[0][0].session != 1 || rounds[1][0].session != 2 {
-		t.Fatalf("rounds %v, want [[1] [2]]", rounds)
-	}
+		if idx := <-second; idx != 102 {
+			t.Fatalf("second KeepAlive answered by round index %d, want 102 (the round after it arrived)", idx)
+		}
+		rounds := f.roundsSeen()
+		if len(rounds) != 2 || len(rounds[0]) != 1 || rounds[0][0].session != 1 || rounds[1][0].session != 2 {
+			t.Fatalf("rounds %v, want [[1] [2]]", rounds)
+		}
+	})
 }
 
 // A round that fails (leadership lost, timeout) fails every KeepAlive in it.
 func TestFailedRoundFailsEveryone(t *testing.T) {
-	f := &fakeRead{err: api.Errorf(api.CodeNotLeader, "deposed")}
-	b := newConfirmer(f.read, time.Millisecond)
-	defer b.close()
-	for i := uint64(1); i <= 3; i++ {
-		if _, err := b.confirm(testCtx(t), i, 1, false); !errors.Is(err, api.ErrNotLeader) {
-			t.Fatalf("session %d: err %v, want not_leader", i, err)
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeRead{err: api.Errorf(api.CodeNotLeader, "deposed")}
+		b := newConfirmer(f.read, time.Millisecond)
+		defer b.close()
+		for i := uint64(1); i <= 3; i++ {
+			if _, err := b.confirm(testCtx(t), i, 1, false); !errors.Is(err, api.ErrNotLeader) {
+				t.Fatalf("session %d: err %v, want not_leader", i, err)
+			}
 		}
-	}
+	})
 }
 
 // The state's answer to a batch: a live session gets a nil error (not a
@@ -177,7 +178,7 @@ func TestSessionsQueryAnswersEachSession(t *testing.T) {
 	closed := r.apply(fsm.Command{Op: fsm.OpOpenSession}).Session
 	r.apply(fsm.Command{Op: fsm.OpCloseSession, WriteHeader: api.WriteHeader{Session: closed}})
 	epoch := r.m.state.Epoch()
-	v, err := r.m.Lookup(sessionsQuery{{live, epoch}, {closed, epoch}, {live, epoch + 1}, {999, epoch}})
+	v, err := r.m.Lookup(erase(sessionsQuery{{live, epoch}, {closed, epoch}, {live, epoch + 1}, {999, epoch}}.run))
 	if err != nil {
 		t.Fatal(err)
 	}

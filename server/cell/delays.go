@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockservice/lockd/internal/mutant"
+
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/server/fsm"
 )
@@ -72,7 +74,7 @@ func (d *lockDelays) start(epoch uint64, delays []fsm.LockDelay, now time.Time) 
 	d.stopped = make(chan struct{})
 	for _, l := range delays {
 		end := inheritedEnd(l, d.applied[l.Dir], now)
-		if brokenLockDelayLostOnFailover {
+		if mutant.On(mutant.LockDelayLostOnFailover) {
 			end = now
 		}
 		d.scheduleLocked(l.Dir, l.Since, end)

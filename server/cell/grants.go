@@ -8,6 +8,8 @@ import (
 	"context"
 	"sync"
 
+	"github.com/lockservice/lockd/internal/mutant"
+
 	"github.com/lockservice/lockd/server/fsm"
 )
 
@@ -80,7 +82,7 @@ func (c *Cell) recordGrant(ctx context.Context, session uint64, path string, epo
 			return false
 		}
 		cmd := &fsm.Command{Op: fsm.OpCacheSession, Target: session, Path: path, Epoch: epoch}
-		if brokenUnrecordedGrant {
+		if mutant.On(mutant.UnrecordedGrant) {
 			cmd = &fsm.Command{Op: fsm.OpCacheSession, Target: session} // the fence before records: the whole cell
 		}
 		_, err := c.propose(ctx, cmd)

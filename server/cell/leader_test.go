@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	sm "github.com/lni/dragonboat/v4/statemachine"
@@ -34,7 +35,7 @@ func newTestReplica(t *testing.T, replica uint64, now func() time.Time) *testRep
 	})
 	c.watches = watch.NewTable(c.sessions)
 	c.cachers = cachers.New()
-	c.confirms = newConfirmer(c.read, confirmWindow)
+	c.confirms = newConfirmer(c.readSessions, confirmWindow)
 	c.delays = newLockDelays(c.log, func(context.Context, string, uint64) error { return nil })
 	t.Cleanup(c.Close)
 	return &testReplica{t: t, c: c, m: &machine{cell: c, state: fsm.New()}}
@@ -58,51 +59,55 @@ func (r *testReplica) apply(cmd fsm.Command) fsm.Result {
 // and term. The second copy must leave the running leadership alone: its
 // leases (a parked KeepAlive stays parked) and its armed watches.
 func TestDuplicateLeaderStartKeepsRunningLeadership(t *testing.T) {
-	r := newTestReplica(t, 1, nil)
-	r.c.leaderID.Store(1)
-	r.c.term.Store(5)
-	start := fsm.Command{Op: fsm.OpLeaderStart, ReplicaID: 1, Term: 5}
-	r.apply(start)
-	r.apply(fsm.Command{Op: fsm.OpEnsurePrefix, Path: "/demo", Epoch: 1})
-	id := r.apply(fsm.Command{Op: fsm.OpOpenSession}).Session
-	r.c.watches.Register(id, "", "/demo/x", api.WatchData)
+	synctest.Test(t, func(t *testing.T) {
+		r := newTestReplica(t, 1, nil)
+		r.c.leaderID.Store(1)
+		r.c.term.Store(5)
+		start := fsm.Command{Op: fsm.OpLeaderStart, ReplicaID: 1, Term: 5}
+		r.apply(start)
+		r.apply(fsm.Command{Op: fsm.OpEnsurePrefix, Path: "/demo", Epoch: 1})
+		id := r.apply(fsm.Command{Op: fsm.OpOpenSession}).Session
+		r.c.watches.Register(id, "", "/demo/x", api.WatchData)
 
-	type reply struct {
-		evs []api.Event
-		err error
-	}
-	replies := make(chan reply, 1)
-	go func() {
-		evs, _, err := r.c.sessions.KeepAlive(context.Background(), id, time.Minute)
-		replies <- reply{evs, err}
-	}()
-	time.Sleep(20 * time.Millisecond) // let it park (if it has not, it returns the event below at once)
-
-	if res := r.apply(start); res.Err != nil {
-		t.Fatalf("duplicate leader_start refused: %v", res.Err)
-	}
-	select {
-	case rep := <-replies:
-		t.Fatalf("duplicate leader_start released the parked keepalive: events %v, err %v", rep.evs, rep.err)
-	case <-time.After(20 * time.Millisecond):
-	}
-	// A leader_start from an older term (a stale announce) is refused and
-	// must not stop the running manager either.
-	if res := r.apply(fsm.Command{Op: fsm.OpLeaderStart, ReplicaID: 1, Term: 4}); res.Err == nil {
-		t.Fatal("leader_start from an older term accepted")
-	}
-	if active, epoch := r.c.sessions.Active(); !active || epoch != r.m.state.Epoch() {
-		t.Fatalf("manager active %v epoch %d after duplicate leader_start; state epoch %d", active, epoch, r.m.state.Epoch())
-	}
-	r.apply(fsm.Command{Op: fsm.OpPut, Path: "/demo/x", Value: []byte("v")})
-	select {
-	case rep := <-replies:
-		if rep.err != nil || len(rep.evs) != 1 || rep.evs[0].Path != "/demo/x" {
-			t.Fatalf("keepalive after duplicate leader_start: events %v, err %v; want the /demo/x event", rep.evs, rep.err)
+		type reply struct {
+			evs []api.Event
+			err error
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("watch armed before the duplicate leader_start did not fire")
-	}
+		replies := make(chan reply, 1)
+		go func() {
+			evs, _, err := r.c.sessions.KeepAlive(context.Background(), id, time.Minute)
+			replies <- reply{evs, err}
+		}()
+		synctest.Wait() // let it park (if it has not, it returns the event below at once)
+
+		if res := r.apply(start); res.Err != nil {
+			t.Fatalf("duplicate leader_start refused: %v", res.Err)
+		}
+		synctest.Wait()
+		select {
+		case rep := <-replies:
+			t.Fatalf("duplicate leader_start released the parked keepalive: events %v, err %v", rep.evs, rep.err)
+		default:
+		}
+		// A leader_start from an older term (a stale announce) is refused and
+		// must not stop the running manager either.
+		if res := r.apply(fsm.Command{Op: fsm.OpLeaderStart, ReplicaID: 1, Term: 4}); res.Err == nil {
+			t.Fatal("leader_start from an older term accepted")
+		}
+		if active, epoch := r.c.sessions.Active(); !active || epoch != r.m.state.Epoch() {
+			t.Fatalf("manager active %v epoch %d after duplicate leader_start; state epoch %d", active, epoch, r.m.state.Epoch())
+		}
+		r.apply(fsm.Command{Op: fsm.OpPut, Path: "/demo/x", Value: []byte("v")})
+		synctest.Wait()
+		select {
+		case rep := <-replies:
+			if rep.err != nil || len(rep.evs) != 1 || rep.evs[0].Path != "/demo/x" {
+				t.Fatalf("keepalive after duplicate leader_start: events %v, err %v; want the /demo/x event", rep.evs, rep.err)
+			}
+		default:
+			t.Fatal("watch armed before the duplicate leader_start did not fire")
+		}
+	})
 }
 
 // A replica that becomes leader reports in its leader_start how long the

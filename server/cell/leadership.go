@@ -93,11 +93,11 @@ func (c *Cell) announce(term uint64) {
 // its epoch floor. A prefix not served here (moved away since) has none.
 func (c *Cell) raiseFloors() error {
 	for p, floor := range c.cfg.EpochFloors {
-		v, err := c.nh.StaleRead(c.cfg.Info.ShardID, prefixQuery{prefix: p})
+		st, err := readLocal(c, prefixQuery{prefix: p}.run)
 		if err != nil {
 			return err
 		}
-		if st := v.(prefixState); st.State != fsm.PrefixServing || st.Epoch >= floor {
+		if st.State != fsm.PrefixServing || st.Epoch >= floor {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)

@@ -66,7 +66,7 @@ func TestGetWatchOnMissingNode(t *testing.T) {
 	r, _ := leadingReplica(t)
 	id := r.apply(fsm.Command{Op: fsm.OpOpenSession}).Session
 
-	_, err := r.c.lookup(r.m.state, getQuery{path: "/demo/missing", session: id, watch: api.WatchChildren})
+	_, err := r.c.lookupGet(r.m.state, getQuery{path: "/demo/missing", session: id, watch: api.WatchChildren})
 	if !errors.Is(err, api.ErrNoNode) {
 		t.Fatalf("get with children watch on a missing node: %v, want no_node", err)
 	}
@@ -74,8 +74,8 @@ func TestGetWatchOnMissingNode(t *testing.T) {
 		t.Fatalf("get answered no_node but left %d watch(es) armed", n)
 	}
 
-	v, err := r.c.lookup(r.m.state, getQuery{path: "/demo/missing", session: id, watch: api.WatchData})
-	if err != nil || v.(api.GetResponse).Exists {
+	v, err := r.c.lookupGet(r.m.state, getQuery{path: "/demo/missing", session: id, watch: api.WatchData})
+	if err != nil || v.Exists {
 		t.Fatalf("get with data watch on a missing node: %+v, %v; want exists=false", v, err)
 	}
 	if n := armed(r.c); n != 1 {
@@ -175,15 +175,15 @@ func TestWatchesPerSessionLimit(t *testing.T) {
 	for i := 0; i < api.MaxWatchesPerSession-1; i++ {
 		r.c.watches.Register(id, "", fmt.Sprintf("/demo/w%d", i), api.WatchData)
 	}
-	if _, err := r.c.lookup(r.m.state, getQuery{path: "/demo/last", session: id, watch: api.WatchData}); err != nil {
+	if _, err := r.c.lookupGet(r.m.state, getQuery{path: "/demo/last", session: id, watch: api.WatchData}); err != nil {
 		t.Fatalf("the last watch within the limit: %v", err)
 	}
-	_, err := r.c.lookup(r.m.state, getQuery{path: "/demo/over", session: id, watch: api.WatchData})
+	_, err := r.c.lookupGet(r.m.state, getQuery{path: "/demo/over", session: id, watch: api.WatchData})
 	if api.CodeOf(err) != api.CodeLimitExceeded {
 		t.Fatalf("a watch past the limit: %v, want limit_exceeded", err)
 	}
 	specs := []api.WatchSpec{{Path: "/demo/a", Kind: api.WatchData}, {Path: "/demo/b", Kind: api.WatchData}}
-	if _, err := r.c.lookup(r.m.state, watchQuery{session: id, specs: specs}); api.CodeOf(err) != api.CodeLimitExceeded {
+	if _, err := r.c.lookupWatch(r.m.state, watchQuery{session: id, specs: specs}); api.CodeOf(err) != api.CodeLimitExceeded {
 		t.Fatalf("a re-arm past the limit: %v, want limit_exceeded", err)
 	}
 	if n := r.c.watches.Armed(id); n != api.MaxWatchesPerSession {
@@ -191,7 +191,7 @@ func TestWatchesPerSessionLimit(t *testing.T) {
 	}
 	r.apply(fsm.Command{Op: fsm.OpCreate, Path: "/demo/lk"})
 	r.apply(fsm.Command{Op: fsm.OpCreate, Path: "/demo/lk/w-", Ephemeral: true, Sequential: true, Lock: api.LockExclusive, WriteHeader: api.WriteHeader{Session: id}})
-	if _, err := r.c.lookup(r.m.state, lockStateQuery{path: "/demo/lk/w-0000000000", session: id, watch: true}); err != nil {
+	if _, err := r.c.lookupLockState(r.m.state, lockStateQuery{path: "/demo/lk/w-0000000000", session: id, watch: true}); err != nil {
 		t.Fatalf("a lock's own wait past the limit: %v", err)
 	}
 }

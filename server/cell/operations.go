@@ -67,11 +67,11 @@ func (c *Cell) Get(ctx context.Context, req api.ReadRequest, grant GrantCheck) (
 		}
 	}
 	epoch := c.registerCacher(ctx, req, grant)
-	v, err := c.read(ctx, getQuery{path: req.Path, session: req.Session, secret: req.Secret, watch: req.Watch})
+	q := getQuery{path: req.Path, session: req.Session, secret: req.Secret, watch: req.Watch}
+	resp, err := read(ctx, c, func(s *fsm.State) (api.GetResponse, error) { return c.lookupGet(s, q) })
 	if err != nil {
 		return api.GetResponse{}, err
 	}
-	resp := v.(api.GetResponse)
 	if epoch != 0 && resp.Exists && cacheableNode(resp.Node) {
 		resp.Cacheable, resp.Epoch = true, epoch
 	}
@@ -80,46 +80,29 @@ func (c *Cell) Get(ctx context.Context, req api.ReadRequest, grant GrantCheck) (
 
 // Children is a linearizable list of a node's children.
 func (c *Cell) Children(ctx context.Context, req api.ReadRequest) (api.ChildrenResponse, error) {
-	v, err := c.read(ctx, childrenQuery{path: req.Path, session: req.Session, secret: req.Secret, watch: req.Watch != ""})
-	if err != nil {
-		return api.ChildrenResponse{}, err
-	}
-	return v.(api.ChildrenResponse), nil
+	q := childrenQuery{path: req.Path, session: req.Session, secret: req.Secret, watch: req.Watch != ""}
+	return read(ctx, c, func(s *fsm.State) (api.ChildrenResponse, error) { return c.lookupChildren(s, q) })
 }
 
 // LockState re-checks a lock node.
 func (c *Cell) LockState(ctx context.Context, req api.LockStateRequest) (api.LockStateResponse, error) {
-	v, err := c.read(ctx, lockStateQuery{path: req.Path, session: req.Session, secret: req.Secret, watch: req.Watch})
-	if err != nil {
-		return api.LockStateResponse{}, err
-	}
-	return v.(api.LockStateResponse), nil
+	q := lockStateQuery{path: req.Path, session: req.Session, secret: req.Secret, watch: req.Watch}
+	return read(ctx, c, func(s *fsm.State) (api.LockStateResponse, error) { return c.lookupLockState(s, q) })
 }
 
 // LockQueue is a lock's holders and waiters, linearizable.
 func (c *Cell) LockQueue(ctx context.Context, path string) (api.LockQueueResponse, error) {
-	v, err := c.read(ctx, lockQueueQuery{path: path})
-	if err != nil {
-		return api.LockQueueResponse{}, err
-	}
-	return v.(api.LockQueueResponse), nil
+	return read(ctx, c, lockQueueQuery{path: path}.run)
 }
 
 // CheckLock answers whether token holds the lock at path now,
 // linearizable: SyncRead is a ReadIndex round on the leader.
 func (c *Cell) CheckLock(ctx context.Context, req api.LockCheckRequest) (api.LockCheckResponse, error) {
-	v, err := c.read(ctx, lockCheckQuery{path: req.Path, token: req.Token})
-	if err != nil {
-		return api.LockCheckResponse{}, err
-	}
-	return v.(api.LockCheckResponse), nil
+	return read(ctx, c, lockCheckQuery{path: req.Path, token: req.Token}.run)
 }
 
 // Watch re-arms watches with the last index the client saw.
 func (c *Cell) Watch(ctx context.Context, req api.WatchRequest) (api.WatchResponse, error) {
-	v, err := c.read(ctx, watchQuery{session: req.Session, secret: req.Secret, specs: req.Watches})
-	if err != nil {
-		return api.WatchResponse{}, err
-	}
-	return v.(api.WatchResponse), nil
+	q := watchQuery{session: req.Session, secret: req.Secret, specs: req.Watches}
+	return read(ctx, c, func(s *fsm.State) (api.WatchResponse, error) { return c.lookupWatch(s, q) })
 }

@@ -80,8 +80,7 @@ func (c *Cell) adoptPrefix(p string, want PrefixPlacement, dirIndex uint64) bool
 			return false
 		}
 		cmd := fsm.Command{Op: fsm.OpEnsurePrefix, Path: p, Epoch: want.Epoch, Staged: want.Arriving, AtMS: time.Now().UnixMilli()}
-		if v, err := c.nh.StaleRead(c.cfg.Info.ShardID, prefixQuery{prefix: p}); err == nil {
-			st := v.(prefixState)
+		if st, err := readLocal(c, prefixQuery{prefix: p}.run); err == nil {
 			switch {
 			case st.State == fsm.PrefixStaging,
 				st.State == fsm.PrefixServing && st.Epoch >= want.Epoch,

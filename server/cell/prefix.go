@@ -31,17 +31,12 @@ func (c *Cell) PrefixOp(ctx context.Context, req api.PrefixOpRequest) (api.Prefi
 		if limit <= 0 || limit > MaxExportPage {
 			limit = MaxExportPage
 		}
-		v, err := c.read(ctx, exportQuery{prefix: req.Prefix, after: req.After, limit: limit})
-		if err != nil {
-			return api.PrefixOpResponse{}, err
-		}
-		return v.(api.PrefixOpResponse), nil
+		return read(ctx, c, exportQuery{prefix: req.Prefix, after: req.After, limit: limit}.run)
 	case api.PrefixState:
-		v, err := c.read(ctx, prefixQuery{prefix: req.Prefix})
+		st, err := read(ctx, c, prefixQuery{prefix: req.Prefix}.run)
 		if err != nil {
 			return api.PrefixOpResponse{}, err
 		}
-		st := v.(prefixState)
 		return api.PrefixOpResponse{Index: st.index, State: st.State, Epoch: st.Epoch}, nil
 	default:
 		return api.PrefixOpResponse{}, api.Errorf(api.CodeBadRequest, "unknown prefix op %q", req.Op)
@@ -60,10 +55,10 @@ func (c *Cell) PrefixOp(ctx context.Context, req api.PrefixOpRequest) (api.Prefi
 	if err != nil {
 		return api.PrefixOpResponse{}, err
 	}
-	v, err := c.nh.StaleRead(c.cfg.Info.ShardID, prefixQuery{prefix: req.Prefix})
+	st, err := readLocal(c, prefixQuery{prefix: req.Prefix}.run)
 	out := api.PrefixOpResponse{Index: res.Index, Epoch: res.Epoch, Count: res.Count, Digest: res.Digest}
 	if err == nil {
-		out.State = v.(prefixState).State
+		out.State = st.State
 	}
 	return out, nil
 }

@@ -52,16 +52,32 @@ func IsRefusal(err error) bool {
 	return errors.As(err, &r)
 }
 
-func (c *Cell) read(ctx context.Context, q interface{}) (interface{}, error) {
-	v, err := c.nh.SyncRead(ctx, c.cfg.Info.ShardID, q)
+// read runs q on this replica's state after a ReadIndex round
+// (linearizable: on the leader, SyncRead). The query's own refusal comes
+// back a Refusal, Raft's errors mapped by raftError.
+func read[R any](ctx context.Context, c *Cell, q func(*fsm.State) (R, error)) (R, error) {
+	v, err := c.nh.SyncRead(ctx, c.cfg.Info.ShardID, erase(q))
 	if err != nil {
+		var zero R
 		var ae *api.Error
 		if errors.As(err, &ae) {
-			return nil, &Refusal{ae} // the lookup's own answer
+			return zero, &Refusal{ae} // the query's own answer
 		}
-		return nil, raftError(err)
+		return zero, raftError(err)
 	}
-	return v, nil
+	return v.(R), nil
+}
+
+// readLocal runs q on this replica's applied state as it is (StaleRead:
+// no ReadIndex, possibly behind the leader). Its error is dragonboat's or
+// the query's, unmapped.
+func readLocal[R any](c *Cell, q func(*fsm.State) (R, error)) (R, error) {
+	v, err := c.nh.StaleRead(c.cfg.Info.ShardID, erase(q))
+	if err != nil {
+		var zero R
+		return zero, err
+	}
+	return v.(R), nil
 }
 
 // raftError maps dragonboat's errors onto api codes. Transient ones are

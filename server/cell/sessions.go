@@ -76,7 +76,7 @@ type RenewCheck func(tenant string) error
 // checkSecrets checks sessions' secrets (parallel slices), and with renew
 // their tenants, on this replica's state: an error per session.
 func (c *Cell) checkSecrets(sessions []uint64, secrets []string, renew RenewCheck) []error {
-	v, err := c.nh.StaleRead(c.cfg.Info.ShardID, secretQuery{sessions: sessions, secrets: secrets, renew: renew})
+	errs, err := readLocal(c, secretQuery{sessions: sessions, secrets: secrets, renew: renew}.run)
 	if err != nil {
 		errs := make([]error, len(sessions))
 		for i := range errs {
@@ -84,7 +84,7 @@ func (c *Cell) checkSecrets(sessions []uint64, secrets []string, renew RenewChec
 		}
 		return errs
 	}
-	return v.([]error)
+	return errs
 }
 
 // KeepAlive renews a session and long-polls for its events. The reply is
@@ -106,7 +106,7 @@ func (c *Cell) KeepAlive(ctx context.Context, req api.KeepAliveRequest, renew Re
 	r, err := c.sessions.Renew(ctx, req.Session, wait, session.Ack{Epoch: req.AckEpoch, Seq: req.AckSeq})
 	if errors.Is(err, session.ErrUnknown) {
 		// The manager has no lease: ask the state whether it ever existed.
-		if _, rerr := c.read(ctx, sessionQuery{session: req.Session, epoch: epoch}); rerr != nil {
+		if _, rerr := read(ctx, c, sessionQuery{session: req.Session, epoch: epoch}.run); rerr != nil {
 			return api.SessionResponse{}, rerr
 		}
 		return api.SessionResponse{}, api.Errorf(api.CodeUnavailable, "session %d not yet known to the leader", req.Session)
@@ -199,11 +199,10 @@ func (c *Cell) checkBatchSecrets(req api.KeepAliveBatchRequest, entries []sessio
 		}
 		secrets = make([]string, len(req.Sessions)) // an older proxy: only sessions without a secret pass
 	}
-	v, err := c.nh.StaleRead(c.cfg.Info.ShardID, secretQuery{sessions: req.Sessions, secrets: secrets, renew: renew})
+	errs, err := readLocal(c, secretQuery{sessions: req.Sessions, secrets: secrets, renew: renew}.run)
 	if err != nil {
 		return nil, nil, raftError(err)
 	}
-	errs := v.([]error)
 	var denied []api.BatchSession
 	kept := entries[:0:0]
 	for i, e := range entries {

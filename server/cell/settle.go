@@ -9,6 +9,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/lockservice/lockd/internal/mutant"
+
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/server/fsm"
 )
@@ -26,7 +28,7 @@ const (
 // otherwise once the change's fate is known (settle).
 func (c *Cell) finish(end func()) func(error) {
 	return func(err error) {
-		if err == nil || IsRefusal(err) || brokenSettle {
+		if err == nil || IsRefusal(err) || mutant.On(mutant.CacheSettle) {
 			end()
 			return
 		}

@@ -158,9 +158,9 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 // appliedIndex is this replica's applied index (0 if unreadable).
 func (c *Cell) appliedIndex() uint64 {
-	v, err := c.nh.StaleRead(c.cfg.Info.ShardID, statsQuery{})
+	s, err := readLocal(c, statsOf)
 	if err != nil {
 		return 0
 	}
-	return v.(stats).index
+	return s.index
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/lni/dragonboat/v4/raftio"
@@ -28,49 +29,55 @@ func TestWaitUsableHoldsUntilALeaderIsKnown(t *testing.T) {
 		{"another leader than the unreachable one: answered at once", 2, "c:1", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newTestReplica(t, 1, nil)
-			r.c.SetPlacement(Placement{APIAddrs: map[uint64]string{1: "a:1", 2: "b:1", 3: "c:1"}})
-			r.c.LeaderUpdated(raftio.LeaderInfo{ShardID: 1, ReplicaID: 1, LeaderID: tc.leaderNow, Term: 4})
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			done := make(chan error, 1)
-			go func() { done <- r.c.WaitUsable(ctx, tc.unreachable) }()
-			if !tc.held {
+			synctest.Test(t, func(t *testing.T) {
+				r := newTestReplica(t, 1, nil)
+				r.c.SetPlacement(Placement{APIAddrs: map[uint64]string{1: "a:1", 2: "b:1", 3: "c:1"}})
+				r.c.LeaderUpdated(raftio.LeaderInfo{ShardID: 1, ReplicaID: 1, LeaderID: tc.leaderNow, Term: 4})
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				done := make(chan error, 1)
+				go func() { done <- r.c.WaitUsable(ctx, tc.unreachable) }()
+				synctest.Wait()
+				if !tc.held {
+					select {
+					case err := <-done:
+						if !errors.Is(err, api.ErrNotLeader) || err.(*api.Error).Leader != "b:1" {
+							t.Fatalf("answered %v, want not_leader naming b:1", err)
+						}
+					default:
+						t.Fatal("held a request it could answer usefully")
+					}
+					return
+				}
 				select {
 				case err := <-done:
-					if !errors.Is(err, api.ErrNotLeader) || err.(*api.Error).Leader != "b:1" {
-						t.Fatalf("answered %v, want not_leader naming b:1", err)
+					t.Fatalf("answered %v at once, want it held", err)
+				default:
+				}
+				// Replica 3 wins the election: the held request learns of it.
+				r.c.LeaderUpdated(raftio.LeaderInfo{ShardID: 1, ReplicaID: 1, LeaderID: 3, Term: 5})
+				synctest.Wait()
+				select {
+				case err := <-done:
+					if !errors.Is(err, api.ErrNotLeader) || err.(*api.Error).Leader != "c:1" {
+						t.Fatalf("answered %v, want not_leader naming the new leader c:1", err)
 					}
-				case <-time.After(5 * time.Second):
-					t.Fatal("held a request it could answer usefully")
+				default:
+					t.Fatal("still held after the leader changed")
 				}
-				return
-			}
-			select {
-			case err := <-done:
-				t.Fatalf("answered %v at once, want it held", err)
-			case <-time.After(100 * time.Millisecond):
-			}
-			// Replica 3 wins the election: the held request learns of it.
-			r.c.LeaderUpdated(raftio.LeaderInfo{ShardID: 1, ReplicaID: 1, LeaderID: 3, Term: 5})
-			select {
-			case err := <-done:
-				if !errors.Is(err, api.ErrNotLeader) || err.(*api.Error).Leader != "c:1" {
-					t.Fatalf("answered %v, want not_leader naming the new leader c:1", err)
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatal("still held after the leader changed")
-			}
+			})
 		})
 	}
 }
 
 // The hold ends with the client's budget: the answer is then what Ready says.
 func TestWaitUsableEndsWithItsContext(t *testing.T) {
-	r := newTestReplica(t, 1, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	if err := r.c.WaitUsable(ctx, ""); !errors.Is(err, api.ErrNotLeader) {
-		t.Fatalf("err %v, want not_leader", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		r := newTestReplica(t, 1, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		if err := r.c.WaitUsable(ctx, ""); !errors.Is(err, api.ErrNotLeader) {
+			t.Fatalf("err %v, want not_leader", err)
+		}
+	})
 }

@@ -1,6 +1,9 @@
 package dirfsm
 
-import "github.com/lockservice/lockd/api"
+import (
+	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/internal/mutant"
+)
 
 // migrate is one step of a prefix move. Every step is idempotent, and
 // commit and abort exclude each other: whichever the directory applies
@@ -75,7 +78,7 @@ func (s *State) migrateBegin(p *api.PrefixInfo, r *api.MigrateRequest) Result {
 		switch {
 		case m.To != r.To || m.Phase == api.MigrationAborting:
 			return refuse(api.CodeConflict, "a migration of %s from %s to %s is in flight (%s): finish it first", r.Prefix, m.From, m.To, m.Phase)
-		case m.Phase == api.MigrationCommitted || m.Driver == r.Driver || brokenMigrationDriver:
+		case m.Phase == api.MigrationCommitted || m.Driver == r.Driver || mutant.On(mutant.MigrationDriver):
 			return Result{Prefix: clonePrefix(p)} // resumed; or committed: it only finishes, which anyone may
 		case !r.TakeOver:
 			return refuse(api.CodeMigrationInProgress, "a migration of %s to %s is being driven by another client since directory index %d: wait for it to finish, or, if it is gone, take it over (lockctl migrate %s --to %s --take-over)", r.Prefix, m.To, m.Gen, r.Prefix, m.To)
@@ -113,7 +116,7 @@ func (s *State) migrateCommit(p *api.PrefixInfo, r *api.MigrateRequest) Result {
 	if m.SealIndex == 0 || m.SealDigest == "" {
 		return refuse(api.CodeConflict, "the migration of %s has no recorded seal: run it again (lockctl migrate %s --to %s --take-over)", r.Prefix, r.Prefix, m.To)
 	}
-	if (r.Nodes != m.SealNodes || r.Digest != m.SealDigest) && !brokenCopyDigest {
+	if (r.Nodes != m.SealNodes || r.Digest != m.SealDigest) && !mutant.On(mutant.CopyDigest) {
 		return refuse(api.CodeCopyMismatch, "the copy of %s on %s has %d nodes (%s), the sealed source on %s %d (%s): not committed; run the migration again (lockctl migrate %s --to %s --take-over) or abort it (--abort)",
 			r.Prefix, m.To, r.Nodes, r.Digest, m.From, m.SealNodes, m.SealDigest, r.Prefix, m.To)
 	}
@@ -126,7 +129,7 @@ func (s *State) migrateCommit(p *api.PrefixInfo, r *api.MigrateRequest) Result {
 // notDriver refuses a step of a migration still sealing from any client
 // but its driver (one that was taken over stops here).
 func notDriver(m *api.Migration, r *api.MigrateRequest) (Result, bool) {
-	if m.Driver == r.Driver || brokenMigrationDriver {
+	if m.Driver == r.Driver || mutant.On(mutant.MigrationDriver) {
 		return Result{}, true
 	}
 	return refuse(api.CodeMigrationInProgress, "the migration of %s to %s is driven by another client since directory index %d (taken over): this driver stops", r.Prefix, m.To, m.Gen), false

@@ -107,7 +107,7 @@ func TestTenantQuota(t *testing.T) {
 
 // TestMakeParentsStaysInGrant: make_parents creates only the ancestors
 // at or below the caller's grant (ParentsFrom); one above it refuses the
-// whole command, and nothing applies. Fails on -tags
+// whole command, and nothing applies. Fails on mutant
 // lockd_broken_parentsfrom.
 func TestMakeParentsStaysInGrant(t *testing.T) {
 	h := newDemo(t)

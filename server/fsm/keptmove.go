@@ -18,6 +18,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/lockservice/lockd/internal/mutant"
+
 	"github.com/lockservice/lockd/api"
 )
 
@@ -133,7 +135,7 @@ func (s *State) dropKeptUnder(prefix string) {
 func (s *State) installKept(index uint64, root *node, atMS int64) []Change {
 	kept := root.move.keptList()
 	s.setKept(root, nil)
-	if brokenMoveDelay {
+	if mutant.On(mutant.MoveDelay) {
 		return nil
 	}
 	var changes []Change

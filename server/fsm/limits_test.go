@@ -232,7 +232,7 @@ func TestNamedCellLimits(t *testing.T) {
 // TestOpenNonceIsPerTenant: a nonce names an open within its tenant.
 // Another tenant replaying it opens a session of its own and never learns
 // the first one's id or secret; the first tenant's retry still gets its
-// session. Fails on -tags lockd_broken_noncekey.
+// session. Fails on mutant lockd_broken_noncekey.
 func TestOpenNonceIsPerTenant(t *testing.T) {
 	h := newDemo(t)
 	open := func(tenant, secret string) Result {

@@ -19,6 +19,8 @@ import (
 	"maps"
 	"sort"
 
+	"github.com/lockservice/lockd/internal/mutant"
+
 	"github.com/lockservice/lockd/api"
 )
 
@@ -101,7 +103,7 @@ func (s *State) checkKeepDelay(n *node) *api.Error {
 		return api.Errorf(api.CodeLimitExceeded, "%s is in lock-delay and the cell keeps the delays of %d deleted lock directories, limit %d (MaxDeletedLockDelays): delete it once its delay ends",
 			n.path, have, s.limits.deletedDelays)
 	}
-	if have := s.keptBy[n.tenant]; n.tenant != "" && have >= s.limits.deletedDelaysPerTenant && !brokenKeptFair {
+	if have := s.keptBy[n.tenant]; n.tenant != "" && have >= s.limits.deletedDelaysPerTenant && !mutant.On(mutant.KeptFair) {
 		return api.Errorf(api.CodeLimitExceeded, "%s is in lock-delay and the cell keeps the delays of %d deleted lock directories of tenant %s, limit %d (MaxDeletedLockDelaysPerTenant): delete it once its delay ends",
 			n.path, have, n.tenant, s.limits.deletedDelaysPerTenant)
 	}
@@ -146,7 +148,7 @@ func (s *State) dropKept(path string) {
 // drop or a restore (these remove no lock directory in delay but one of
 // a whole prefix, whose kept delays they then drop: dropKeptUnder).
 func (s *State) keepDelay(n *node) {
-	if n.delay == nil || brokenDirDelay || n.ephemeral && brokenEphDelay {
+	if n.delay == nil || mutant.On(mutant.DirDelay) || n.ephemeral && mutant.On(mutant.EphDelay) {
 		return
 	}
 	d := *n.delay // a delay is replaced, never changed in place: copy
@@ -160,7 +162,7 @@ func (s *State) keepDelay(n *node) {
 // children) leaves both kept while it is there.
 func (s *State) takeDelay(n *node) {
 	d, ok := s.lockDelays[n.path]
-	if !ok || n.ephemeral && !brokenEphDelay {
+	if !ok || n.ephemeral && !mutant.On(mutant.EphDelay) {
 		return
 	}
 	s.dropKept(n.path)

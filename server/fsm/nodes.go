@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lockservice/lockd/internal/mutant"
+
 	"github.com/lockservice/lockd/api"
 )
 
@@ -100,80 +102,134 @@ func (s *State) create(index uint64, c *Command) (Result, []Change) {
 	return s.applyCreate(index, c, p)
 }
 
-// checkCreate validates a create against the state without changing it.
+// checkCreate validates a create against the state without changing it:
+// the command's own fields, then its session, parent, final path and
+// limits, in that order (the first refusal wins).
 func (s *State) checkCreate(index uint64, c *Command) (createPlan, *api.Error) {
 	var p createPlan
-	if err := s.checkNodePath(c.Path); err != nil {
+	if err := s.checkCreateFields(c); err != nil {
 		return p, err
+	}
+	if err := s.checkCreateLock(index, c); err != nil {
+		return p, err
+	}
+	if err := s.planCreateSession(c, &p); err != nil {
+		return p, err
+	}
+	if err := s.planCreateParent(c, &p); err != nil {
+		return p, err
+	}
+	if err := s.planCreatePath(c, &p); err != nil {
+		return p, err
+	}
+	if err := s.checkCreateLimits(c, p); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+// checkCreateFields checks the path and value of a create.
+func (s *State) checkCreateFields(c *Command) *api.Error {
+	if err := s.checkNodePath(c.Path); err != nil {
+		return err
 	}
 	if err := checkValue(c.Value); err != nil {
-		return p, err
+		return err
 	}
+	return nil
+}
+
+// checkCreateLock checks a create's lock mode and lock-delay, and that a
+// lock node is ephemeral, sequential and has token space left.
+func (s *State) checkCreateLock(index uint64, c *Command) *api.Error {
 	if !c.Lock.Valid() {
-		return p, api.Errorf(api.CodeBadRequest, "unknown lock mode %q", c.Lock)
+		return api.Errorf(api.CodeBadRequest, "unknown lock mode %q", c.Lock)
 	}
 	if c.LockDelayMS != 0 && c.Lock == api.LockNone {
-		return p, api.Errorf(api.CodeBadRequest, "a lock-delay is for lock nodes only")
+		return api.Errorf(api.CodeBadRequest, "a lock-delay is for lock nodes only")
 	}
 	if c.LockDelayMS < 0 || c.LockDelayMS > api.MaxLockDelay.Milliseconds() {
-		return p, api.Errorf(api.CodeBadRequest, "lock-delay %v is outside 0 to %v", time.Duration(c.LockDelayMS)*time.Millisecond, api.MaxLockDelay)
+		return api.Errorf(api.CodeBadRequest, "lock-delay %v is outside 0 to %v", time.Duration(c.LockDelayMS)*time.Millisecond, api.MaxLockDelay)
 	}
 	if c.Lock != api.LockNone {
 		if !c.Ephemeral || !c.Sequential {
-			return p, api.Errorf(api.CodeBadRequest, "a lock node must be ephemeral and sequential")
+			return api.Errorf(api.CodeBadRequest, "a lock node must be ephemeral and sequential")
 		}
 		if err := s.checkTokenSpace(index, c.Path); err != nil {
-			return p, err
+			return err
 		}
 	}
+	return nil
+}
+
+// planCreateSession finds the owning session of an ephemeral create.
+func (s *State) planCreateSession(c *Command, p *createPlan) *api.Error {
 	if c.Ephemeral {
 		if c.Session == 0 {
-			return p, api.Errorf(api.CodeNoSession, "an ephemeral node needs a session")
+			return api.Errorf(api.CodeNoSession, "an ephemeral node needs a session")
 		}
 		var err *api.Error
 		if p.sess, err = s.authSession(c); err != nil {
-			return p, err
+			return err
 		}
 	}
+	return nil
+}
+
+// planCreateParent checks the parent of a create: it exists (or
+// make_parents creates it), is not ephemeral, and has room for a child.
+func (s *State) planCreateParent(c *Command, p *createPlan) *api.Error {
 	p.parentPath = api.Parent(c.Path)
 	parent, ok := s.nodes[p.parentPath]
 	if !ok && !c.MakeParents {
-		return p, api.Errorf(api.CodeNoNode, "parent %s does not exist", p.parentPath)
+		return api.Errorf(api.CodeNoNode, "parent %s does not exist", p.parentPath)
 	}
 	if ok && parent.ephemeral {
-		return p, api.Errorf(api.CodeBadRequest, "ephemeral node %s cannot have children", p.parentPath)
+		return api.Errorf(api.CodeBadRequest, "ephemeral node %s cannot have children", p.parentPath)
 	}
 	if ok {
 		p.parent = parent
-	} else {
-		// make_parents would create the missing ancestors below the nearest
-		// existing one, which must not be ephemeral either. The walk ends at
-		// the latest at the prefix root, which checkNodePath found.
-		q := api.Parent(p.parentPath)
-		for s.nodes[q] == nil {
-			q = api.Parent(q)
-		}
-		if s.nodes[q].ephemeral {
-			return p, api.Errorf(api.CodeBadRequest, "ephemeral node %s cannot have children", q)
-		}
-		// The missing ancestors count against the limits too, and each
-		// must lie within the caller's grant.
-		for a := p.parentPath; a != q; a = api.Parent(a) {
-			if c.ParentsFrom != "" && !api.Covers(c.ParentsFrom, a) && !brokenParentsFrom {
-				return p, api.Errorf(api.CodeForbidden, "make_parents would create %s, outside the caller's grant on %s", a, c.ParentsFrom)
-			}
-			p.parentNodes++
-			p.parentBytes += int64(len(a))
-		}
-		if err := s.checkChildren(s.nodes[q]); err != nil {
-			return p, err
-		}
+	} else if err := s.planMissingParents(c, p); err != nil {
+		return err
 	}
 	if p.parent != nil {
 		if err := s.checkChildren(p.parent); err != nil {
-			return p, err
+			return err
 		}
 	}
+	return nil
+}
+
+// planMissingParents checks the ancestors make_parents would create.
+func (s *State) planMissingParents(c *Command, p *createPlan) *api.Error {
+	// make_parents would create the missing ancestors below the nearest
+	// existing one, which must not be ephemeral either. The walk ends at
+	// the latest at the prefix root, which checkNodePath found.
+	q := api.Parent(p.parentPath)
+	for s.nodes[q] == nil {
+		q = api.Parent(q)
+	}
+	if s.nodes[q].ephemeral {
+		return api.Errorf(api.CodeBadRequest, "ephemeral node %s cannot have children", q)
+	}
+	// The missing ancestors count against the limits too, and each
+	// must lie within the caller's grant.
+	for a := p.parentPath; a != q; a = api.Parent(a) {
+		if c.ParentsFrom != "" && !api.Covers(c.ParentsFrom, a) && !mutant.On(mutant.ParentsFrom) {
+			return api.Errorf(api.CodeForbidden, "make_parents would create %s, outside the caller's grant on %s", a, c.ParentsFrom)
+		}
+		p.parentNodes++
+		p.parentBytes += int64(len(a))
+	}
+	if err := s.checkChildren(s.nodes[q]); err != nil {
+		return err
+	}
+	return nil
+}
+
+// planCreatePath names the node: the path, with the next free sequence
+// suffix for a sequential create; it must not exist.
+func (s *State) planCreatePath(c *Command, p *createPlan) *api.Error {
 	p.path = c.Path
 	if c.Sequential {
 		if p.parent != nil {
@@ -185,7 +241,7 @@ func (s *State) checkCreate(index uint64, c *Command) (createPlan, *api.Error) {
 		// every later sequential create under the parent.
 		for {
 			if p.seq > maxSeq {
-				return p, api.Errorf(api.CodeBadRequest, "sequence counter of %s is exhausted", p.parentPath)
+				return api.Errorf(api.CodeBadRequest, "sequence counter of %s is exhausted", p.parentPath)
 			}
 			p.path = fmt.Sprintf("%s%0*d", c.Path, seqDigits, p.seq)
 			if _, taken := s.nodes[p.path]; !taken {
@@ -194,19 +250,25 @@ func (s *State) checkCreate(index uint64, c *Command) (createPlan, *api.Error) {
 			p.seq++
 		}
 		if len(p.path) > api.MaxPathLen {
-			return p, api.Errorf(api.CodeInvalidPath, "sequential path is %d bytes, limit %d", len(p.path), api.MaxPathLen)
+			return api.Errorf(api.CodeInvalidPath, "sequential path is %d bytes, limit %d", len(p.path), api.MaxPathLen)
 		}
 	}
 	if _, exists := s.nodes[p.path]; exists {
-		return p, api.Errorf(api.CodeNodeExists, "%s exists", p.path)
+		return api.Errorf(api.CodeNodeExists, "%s exists", p.path)
 	}
+	return nil
+}
+
+// checkCreateLimits checks the cell's growth limits and the tenant's
+// quota for the node and the ancestors make_parents adds.
+func (s *State) checkCreateLimits(c *Command, p createPlan) *api.Error {
 	if err := s.checkGrowth(1+p.parentNodes, int64(len(p.path)+len(c.Value))+p.parentBytes); err != nil {
-		return p, err
+		return err
 	}
 	if err := s.checkQuota(c, 0, 1+p.parentNodes, int64(len(p.path)+len(c.Value))+p.parentBytes); err != nil {
-		return p, err
+		return err
 	}
-	return p, nil
+	return nil
 }
 
 // applyCreate applies a checked create in full.
@@ -231,7 +293,7 @@ func (s *State) applyCreate(index uint64, c *Command, p createPlan) (Result, []C
 		// The token's epoch is fixed at grant: a later epoch raise does not
 		// change a holder's token.
 		n.tokenEpoch = s.nodes[api.Prefix(p.path)].dirEpoch
-		if brokenMoveKeepsEpoch {
+		if mutant.On(mutant.MoveKeepsEpoch) {
 			n.tokenEpoch = 1
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/lockservice/lockd/internal/mutant"
+
 	"github.com/lockservice/lockd/api"
 )
 
@@ -135,14 +137,14 @@ func (s *State) sealPrefix(index uint64, c *Command) (Result, []Change) {
 	below := s.below(root)
 	s.sealMoves(root, below, s.movingDelays(root, below))
 	for _, n := range below {
-		if n.ephemeral && !brokenSealKeepsEphemerals {
+		if n.ephemeral && !mutant.On(mutant.SealKeepsEphemerals) {
 			changes = append(changes, s.removeNode(index, n)...)
 		}
 	}
 	s.sealKept(root) // after the removals: a delay one kept moves too
 	s.touch(root)
 	root.prefixState, root.movedTo, root.sealDirIndex = PrefixSealed, c.Cell, c.DirIndex
-	if !brokenSealKeepsEphemerals {
+	if !mutant.On(mutant.SealKeepsEphemerals) {
 		changes = append(changes, Change{Path: root.path, Type: ChangeMoved, Index: index})
 	}
 	count, digest := s.prefixDigest(root)
@@ -170,7 +172,7 @@ func (s *State) unsealPrefix(index uint64, c *Command) (Result, []Change) {
 			return Result{Err: api.Errorf(api.CodeConflict, "prefix %s was sealed by the migration begun at directory index %d; an unseal from index %d is stale", c.Path, root.sealDirIndex, c.DirIndex)}, nil
 		}
 		s.setKept(root, nil) // the kept delays under it stay in this cell's table
-		changes = s.startMoveRecords(index, root, c.AtMS, brokenAbortDelay)
+		changes = s.startMoveRecords(index, root, c.AtMS, mutant.On(mutant.AbortDelay))
 		s.touch(root)
 		root.prefixState, root.movedTo, root.sealDirIndex = "", "", 0
 	}
@@ -384,7 +386,7 @@ func (s *State) ExportPrefix(prefix, after string, limit int) ([]api.ExportedNod
 	var out []api.ExportedNode
 	for ; i < len(all) && len(out) < limit; i++ {
 		if lossyExportSkips(all[i]) {
-			continue // a mutant only (broken_lossyexport.go)
+			continue // a mutant only (mutant.LossyExport)
 		}
 		out = append(out, all[i].exported())
 	}

@@ -224,7 +224,7 @@ func TestPrefixStatesSurviveSnapshots(t *testing.T) {
 
 // TestMoveKeepsOwners: a prefix's export carries each node's owner and
 // the stage keeps it, so the tenant's usage (and so its quota) is the
-// same on the new cell as on the old. Fails on -tags
+// same on the new cell as on the old. Fails on mutant
 // lockd_broken_exportowner.
 func TestMoveKeepsOwners(t *testing.T) {
 	from := newDemo(t)

@@ -11,6 +11,8 @@ import (
 	"encoding/hex"
 	"sort"
 
+	"github.com/lockservice/lockd/internal/mutant"
+
 	"github.com/lockservice/lockd/api"
 )
 
@@ -89,7 +91,7 @@ func (s *State) movingDelays(root *node, below []*node) map[*node]int64 {
 		if d, ok := s.LockDelayOf(n.path); ok && !n.ephemeral {
 			out[n] = max(out[n], d.MS)
 		}
-		if !n.ephemeral || n.lock == api.LockNone || waitOn(n) != nil || brokenMoveDelay {
+		if !n.ephemeral || n.lock == api.LockNone || waitOn(n) != nil || mutant.On(mutant.MoveDelay) {
 			continue
 		}
 		if sess, ok := s.sessions[n.owner]; ok {
@@ -122,7 +124,7 @@ func (s *State) sealMoves(root *node, below []*node, delays map[*node]int64) {
 // kept delays that moved with it (installKept) start here too.
 func (s *State) startMovedDelays(index uint64, root *node, atMS int64) []Change {
 	changes := s.installKept(index, root, atMS)
-	return append(changes, s.startMoveRecords(index, root, atMS, brokenMoveDelay)...)
+	return append(changes, s.startMoveRecords(index, root, atMS, mutant.On(mutant.MoveDelay))...)
 }
 
 // startMoveRecords clears the move records of root's prefix and starts,
@@ -206,12 +208,12 @@ func checkStageGen(root *node, staging bool, c *Command) (start, dup bool, err *
 		gen, next = root.move.genNext()
 	}
 	switch {
-	case !staging || c.DirIndex > gen || brokenStageGen && c.Page == 0:
+	case !staging || c.DirIndex > gen || mutant.On(mutant.StageGen) && c.Page == 0:
 		if c.Page != 0 {
 			return false, false, api.Errorf(api.CodeConflict, "no copy of %s by the driver of generation %d is being staged here: start with page 0", c.Path, c.DirIndex)
 		}
 		return true, false, nil
-	case c.DirIndex < gen && !brokenStageGen:
+	case c.DirIndex < gen && !mutant.On(mutant.StageGen):
 		return false, false, api.Errorf(api.CodeMigrationInProgress, "the copy of %s here is generation %d's; this page is generation %d's, a driver taken over since: it stops", c.Path, gen, c.DirIndex)
 	case c.Epoch != root.dirEpoch:
 		return false, false, api.Errorf(api.CodeConflict, "the copy of %s here is for epoch %d, not %d", c.Path, root.dirEpoch, c.Epoch)

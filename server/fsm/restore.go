@@ -3,6 +3,8 @@ package fsm
 import (
 	"slices"
 	"sort"
+
+	"github.com/lockservice/lockd/internal/mutant"
 )
 
 // RestoreStart is the restore plan a replica imported from a backup puts
@@ -38,7 +40,7 @@ type RestoreStart struct {
 // restoreStart applies a restore plan's prefix set at the first
 // leader_start after the restore (the caller checked the floor).
 func (s *State) restoreStart(index uint64, r *RestoreStart) []Change {
-	if brokenRestoreKeepsPrefixes {
+	if mutant.On(mutant.RestoreKeepsPrefixes) {
 		return nil
 	}
 	names := make([]string, 0, len(s.root.children))
@@ -64,7 +66,7 @@ func (s *State) restoreStart(index uint64, r *RestoreStart) []Change {
 // the next one, or a restore's floor if that is higher.
 func (s *State) leaderEpochAfter(r *RestoreStart) uint64 {
 	next := s.epoch + 1
-	if r != nil && !brokenRestoreKeepsLeaderEpoch {
+	if r != nil && !mutant.On(mutant.RestoreKeepsLeaderEpoch) {
 		next = max(next, r.Floor)
 	}
 	return next

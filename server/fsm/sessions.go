@@ -4,6 +4,8 @@ import (
 	"crypto/subtle"
 	"sort"
 
+	"github.com/lockservice/lockd/internal/mutant"
+
 	"github.com/lockservice/lockd/api"
 )
 
@@ -58,7 +60,7 @@ func (s *State) authSession(c *Command) (*session, *api.Error) {
 	if err != nil {
 		return nil, err
 	}
-	if subtle.ConstantTimeCompare([]byte(sess.secret), []byte(c.Secret)) != 1 && !brokenSecret {
+	if subtle.ConstantTimeCompare([]byte(sess.secret), []byte(c.Secret)) != 1 && !mutant.On(mutant.Secret) {
 		return nil, api.Errorf(api.CodeUnauthorized, "wrong secret for session %d", c.Session)
 	}
 	return sess, nil
@@ -69,7 +71,7 @@ func (s *State) authSession(c *Command) (*session, *api.Error) {
 // caller reports that its own way), unauthorized if not.
 func (s *State) CheckSecret(id uint64, secret string) *api.Error {
 	sess, ok := s.sessions[id]
-	if !ok || subtle.ConstantTimeCompare([]byte(sess.secret), []byte(secret)) == 1 || brokenSecret {
+	if !ok || subtle.ConstantTimeCompare([]byte(sess.secret), []byte(secret)) == 1 || mutant.On(mutant.Secret) {
 		return nil
 	}
 	return api.Errorf(api.CodeUnauthorized, "wrong secret for session %d", id)
@@ -127,7 +129,7 @@ func (s *State) openSession(index uint64, c *Command) Result {
 // within its tenant's opens. Another tenant replaying a nonce it saw
 // opens a session of its own; it never gets the first one's id and secret.
 func openKey(tenant, nonce string) string {
-	if tenant == "" || brokenNonceKey {
+	if tenant == "" || mutant.On(mutant.NonceKey) {
 		return nonce
 	}
 	return tenant + "\x00" + nonce

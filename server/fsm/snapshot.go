@@ -246,111 +246,30 @@ func (f *Frozen) Write(w io.Writer, hold func() (release func())) error {
 	return bw.Flush()
 }
 
-// ReadSnapshot rebuilds a state from a snapshot written by WriteSnapshot.
+// ReadSnapshot rebuilds a state from a snapshot written by WriteSnapshot:
+// the header, the sessions, the nodes, then the end of the stream and the
+// invariants of what was read.
 func ReadSnapshot(r io.Reader) (*State, error) {
 	dec := json.NewDecoder(bufio.NewReaderSize(r, 1<<16))
-	var h snapHeader
-	if err := dec.Decode(&h); err != nil {
-		return nil, fmt.Errorf("snapshot header: %w", err)
-	}
-	if h.Format != snapshotFormat {
-		return nil, fmt.Errorf("snapshot format %d, want %d", h.Format, snapshotFormat)
+	h, err := readSnapHeader(dec)
+	if err != nil {
+		return nil, err
 	}
 	s := New()
-	s.index, s.epoch, s.leaderID, s.leaderTerm = h.Index, h.Epoch, h.LeaderID, h.LeaderTerm
-	s.root.childIndex = h.RootChild
-	s.leaderElapsedMS = h.ElapsedMS
-	for _, id := range h.Ended {
-		s.ended[id] = struct{}{}
-	}
-	s.endedOrder = append([]uint64(nil), h.Ended...)
-	if len(h.Opens) > api.MaxOpenNonces {
-		return nil, fmt.Errorf("snapshot holds %d open nonces, limit %d", len(h.Opens), api.MaxOpenNonces)
-	}
-	for _, o := range h.Opens {
-		s.opens[o.Nonce] = o.Session // a reused nonce: the newer entry wins, as when applied
-		s.openOrder = append(s.openOrder, openNonce{nonce: o.Nonce, session: o.Session})
-	}
-	if err := s.readKeptDelays(h.KeptDelays); err != nil {
+	if err := s.restoreHeader(h); err != nil {
 		return nil, err
 	}
 	for i := 0; i < h.Sessions; i++ {
-		var ss snapSession
-		if err := dec.Decode(&ss); err != nil {
-			return nil, fmt.Errorf("snapshot session %d: %w", i, err)
-		}
-		if _, dup := s.sessions[ss.ID]; dup {
-			return nil, fmt.Errorf("snapshot session %d appears twice", ss.ID)
-		}
-		if len(ss.Secret) > api.MaxSecretLen || len(ss.Tenant) > api.MaxTenantName {
-			return nil, fmt.Errorf("snapshot session %d: secret or tenant too long", ss.ID)
-		}
-		sess := &session{id: ss.ID, leaseMS: ss.LeaseMS, ackedBelow: ss.AckedBelow, silentMS: ss.SilentMS, confirmedEpoch: ss.Confirmed, caches: ss.Caches,
-			secret: ss.Secret, tenant: ss.Tenant, maxWatches: ss.MaxWatches, ephemerals: map[string]struct{}{}}
-		for _, r := range ss.Results {
-			sess.results = append(sess.results, requestResult{id: r.ID, result: r.Result})
-		}
-		if err := s.readCached(sess, ss); err != nil {
+		if err := s.readSnapSession(dec, i); err != nil {
 			return nil, err
 		}
-		s.sessions[sess.id] = sess
-		s.use(sess.tenant, 1, 0, 0)
 	}
 	for i := 0; i < h.Nodes; i++ {
-		var sn snapNode
-		if err := dec.Decode(&sn); err != nil {
-			return nil, fmt.Errorf("snapshot node %d: %w", i, err)
-		}
-		// Validate before the path arithmetic below, which assumes a valid path.
-		if err := api.ValidatePath(sn.Path); err != nil {
-			return nil, fmt.Errorf("snapshot node %d: %w", i, err)
-		}
-		if _, dup := s.nodes[sn.Path]; dup {
-			return nil, fmt.Errorf("snapshot node %s appears twice", sn.Path)
-		}
-		parent := s.root
-		if pp := api.Parent(sn.Path); pp != "/" {
-			var ok bool
-			if parent, ok = s.nodes[pp]; !ok {
-				return nil, fmt.Errorf("snapshot node %s before its parent", sn.Path)
-			}
-		}
-		n := &node{
-			path: sn.Path, parent: parent, value: sn.Value, version: sn.Version, createIndex: sn.CreateIndex,
-			modifyIndex: sn.ModifyIndex, childIndex: sn.ChildIndex, ephemeral: sn.Ephemeral, owner: sn.Owner,
-			lock: sn.Lock, seq: sn.Seq, nextSeq: sn.NextSeq, dirEpoch: sn.DirEpoch, tokenEpoch: sn.TokenEpoch, children: map[string]*node{},
-			prefixState: sn.PrefixState, movedTo: sn.MovedTo, sealDirIndex: sn.SealDir, tenant: sn.Tenant,
-			lockDelayMS: sn.LockDelayMS, delayEnded: sn.DelayEnded, move: sn.Move.state(),
-		}
-		if sn.Move != nil && len(sn.Move.Kept) > 0 && parent != s.root {
-			return nil, fmt.Errorf("snapshot node %s keeps moving lock-delays, but is no prefix root", sn.Path)
-		}
-		if d := sn.Delay; d != nil {
-			if d.MS <= 0 || d.MS > api.MaxMovedLockDelay.Milliseconds() { // a moved delay may be longer (prefixmove.go)
-				return nil, fmt.Errorf("snapshot node %s: lock-delay of %d ms", sn.Path, d.MS)
-			}
-			n.delay = &lockDelay{index: d.Index, ms: d.MS, atMS: d.AtMS, keepSeq: d.KeepSeq}
-		}
-		s.nodes[n.path] = n
-		s.bytes += nodeBytes(n)
-		s.use(n.tenant, 0, 1, nodeBytes(n))
-		parent.children[api.Base(n.path)] = n
-		if n.lock != api.LockNone {
-			parent.lockKids = append(parent.lockKids, n)
-		}
-		if n.ephemeral {
-			sess, ok := s.sessions[n.owner]
-			if !ok {
-				return nil, fmt.Errorf("snapshot ephemeral %s owned by unknown session %d", n.path, n.owner)
-			}
-			sess.ephemerals[n.path] = struct{}{}
+		if err := s.readSnapNode(dec, i); err != nil {
+			return nil, err
 		}
 	}
-	for _, n := range s.nodes {
-		if len(n.lockKids) > 1 {
-			sort.Slice(n.lockKids, func(i, j int) bool { return n.lockKids[i].seq < n.lockKids[j].seq })
-		}
-	}
+	s.sortLockKids()
 	var extra json.RawMessage
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("snapshot has trailing data")
@@ -359,4 +278,151 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		return nil, fmt.Errorf("snapshot is inconsistent: %w", err)
 	}
 	return s, nil
+}
+
+// readSnapHeader decodes the header and checks its format.
+func readSnapHeader(dec *json.Decoder) (snapHeader, error) {
+	var h snapHeader
+	if err := dec.Decode(&h); err != nil {
+		return h, fmt.Errorf("snapshot header: %w", err)
+	}
+	if h.Format != snapshotFormat {
+		return h, fmt.Errorf("snapshot format %d, want %d", h.Format, snapshotFormat)
+	}
+	return h, nil
+}
+
+// restoreHeader sets the state the header carries: indexes, leadership,
+// ended sessions, the open-nonce window and the kept lock-delays.
+func (s *State) restoreHeader(h snapHeader) error {
+	s.index, s.epoch, s.leaderID, s.leaderTerm = h.Index, h.Epoch, h.LeaderID, h.LeaderTerm
+	s.root.childIndex = h.RootChild
+	s.leaderElapsedMS = h.ElapsedMS
+	for _, id := range h.Ended {
+		s.ended[id] = struct{}{}
+	}
+	s.endedOrder = append([]uint64(nil), h.Ended...)
+	if len(h.Opens) > api.MaxOpenNonces {
+		return fmt.Errorf("snapshot holds %d open nonces, limit %d", len(h.Opens), api.MaxOpenNonces)
+	}
+	for _, o := range h.Opens {
+		s.opens[o.Nonce] = o.Session // a reused nonce: the newer entry wins, as when applied
+		s.openOrder = append(s.openOrder, openNonce{nonce: o.Nonce, session: o.Session})
+	}
+	return s.readKeptDelays(h.KeptDelays)
+}
+
+// readSnapSession decodes the i-th session and adds it.
+func (s *State) readSnapSession(dec *json.Decoder, i int) error {
+	var ss snapSession
+	if err := dec.Decode(&ss); err != nil {
+		return fmt.Errorf("snapshot session %d: %w", i, err)
+	}
+	if _, dup := s.sessions[ss.ID]; dup {
+		return fmt.Errorf("snapshot session %d appears twice", ss.ID)
+	}
+	if len(ss.Secret) > api.MaxSecretLen || len(ss.Tenant) > api.MaxTenantName {
+		return fmt.Errorf("snapshot session %d: secret or tenant too long", ss.ID)
+	}
+	sess := &session{id: ss.ID, leaseMS: ss.LeaseMS, ackedBelow: ss.AckedBelow, silentMS: ss.SilentMS, confirmedEpoch: ss.Confirmed, caches: ss.Caches,
+		secret: ss.Secret, tenant: ss.Tenant, maxWatches: ss.MaxWatches, ephemerals: map[string]struct{}{}}
+	for _, r := range ss.Results {
+		sess.results = append(sess.results, requestResult{id: r.ID, result: r.Result})
+	}
+	if err := s.readCached(sess, ss); err != nil {
+		return err
+	}
+	s.sessions[sess.id] = sess
+	s.use(sess.tenant, 1, 0, 0)
+	return nil
+}
+
+// readSnapNode decodes the i-th node, checks it against the nodes read
+// before it, and links it.
+func (s *State) readSnapNode(dec *json.Decoder, i int) error {
+	sn, parent, err := s.decodeSnapNode(dec, i)
+	if err != nil {
+		return err
+	}
+	n, err := nodeFromSnap(sn, parent, parent == s.root)
+	if err != nil {
+		return err
+	}
+	return s.linkSnapNode(n, parent)
+}
+
+// decodeSnapNode decodes the i-th node: a valid path, not seen before,
+// whose parent was read before it. It returns the node and its parent.
+func (s *State) decodeSnapNode(dec *json.Decoder, i int) (snapNode, *node, error) {
+	var sn snapNode
+	if err := dec.Decode(&sn); err != nil {
+		return sn, nil, fmt.Errorf("snapshot node %d: %w", i, err)
+	}
+	// Validate before the path arithmetic below, which assumes a valid path.
+	if err := api.ValidatePath(sn.Path); err != nil {
+		return sn, nil, fmt.Errorf("snapshot node %d: %w", i, err)
+	}
+	if _, dup := s.nodes[sn.Path]; dup {
+		return sn, nil, fmt.Errorf("snapshot node %s appears twice", sn.Path)
+	}
+	parent := s.root
+	if pp := api.Parent(sn.Path); pp != "/" {
+		var ok bool
+		if parent, ok = s.nodes[pp]; !ok {
+			return sn, nil, fmt.Errorf("snapshot node %s before its parent", sn.Path)
+		}
+	}
+	return sn, parent, nil
+}
+
+// nodeFromSnap builds a node from its snapshot image; atRoot says whether
+// it is a prefix root (its parent the root).
+func nodeFromSnap(sn snapNode, parent *node, atRoot bool) (*node, error) {
+	n := &node{
+		path: sn.Path, parent: parent, value: sn.Value, version: sn.Version, createIndex: sn.CreateIndex,
+		modifyIndex: sn.ModifyIndex, childIndex: sn.ChildIndex, ephemeral: sn.Ephemeral, owner: sn.Owner,
+		lock: sn.Lock, seq: sn.Seq, nextSeq: sn.NextSeq, dirEpoch: sn.DirEpoch, tokenEpoch: sn.TokenEpoch, children: map[string]*node{},
+		prefixState: sn.PrefixState, movedTo: sn.MovedTo, sealDirIndex: sn.SealDir, tenant: sn.Tenant,
+		lockDelayMS: sn.LockDelayMS, delayEnded: sn.DelayEnded, move: sn.Move.state(),
+	}
+	if sn.Move != nil && len(sn.Move.Kept) > 0 && !atRoot {
+		return nil, fmt.Errorf("snapshot node %s keeps moving lock-delays, but is no prefix root", sn.Path)
+	}
+	if d := sn.Delay; d != nil {
+		if d.MS <= 0 || d.MS > api.MaxMovedLockDelay.Milliseconds() { // a moved delay may be longer (prefixmove.go)
+			return nil, fmt.Errorf("snapshot node %s: lock-delay of %d ms", sn.Path, d.MS)
+		}
+		n.delay = &lockDelay{index: d.Index, ms: d.MS, atMS: d.AtMS, keepSeq: d.KeepSeq}
+	}
+	return n, nil
+}
+
+// linkSnapNode adds a node read from a snapshot: to the nodes, the byte
+// and quota counts, its parent's children and lock nodes, and its owner's
+// ephemerals.
+func (s *State) linkSnapNode(n, parent *node) error {
+	s.nodes[n.path] = n
+	s.bytes += nodeBytes(n)
+	s.use(n.tenant, 0, 1, nodeBytes(n))
+	parent.children[api.Base(n.path)] = n
+	if n.lock != api.LockNone {
+		parent.lockKids = append(parent.lockKids, n)
+	}
+	if n.ephemeral {
+		sess, ok := s.sessions[n.owner]
+		if !ok {
+			return fmt.Errorf("snapshot ephemeral %s owned by unknown session %d", n.path, n.owner)
+		}
+		sess.ephemerals[n.path] = struct{}{}
+	}
+	return nil
+}
+
+// sortLockKids puts every directory's lock nodes in sequence order.
+func (s *State) sortLockKids() {
+	for _, n := range s.nodes {
+		if len(n.lockKids) > 1 {
+			sort.Slice(n.lockKids, func(i, j int) bool { return n.lockKids[i].seq < n.lockKids[j].seq })
+		}
+	}
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockservice/lockd/internal/mutant"
+
 	"github.com/lockservice/lockd/server/dirfsm"
 
 	"github.com/valyala/fasthttp"
@@ -27,7 +29,7 @@ type principal struct {
 
 // allows reports whether p holds role on path.
 func (p principal) allows(role api.Role, path string) bool {
-	return p.admin || p.tenant.Allows(role, path) || brokenACL
+	return p.admin || p.tenant.Allows(role, path) || mutant.On(mutant.ACL)
 }
 
 // caller is what the cell puts in the entries p's request makes.
@@ -91,7 +93,7 @@ func (s *Server) renewCheck(p principal) cell.RenewCheck {
 		if !p.admin && tenant != p.name {
 			return api.Errorf(api.CodeForbidden, "the session belongs to tenant %s, not to %s", tenant, p.name)
 		}
-		if tenant == "" || tenant == api.BootstrapAdmin || brokenRenewCheck {
+		if tenant == "" || tenant == api.BootstrapAdmin || mutant.On(mutant.RenewCheck) {
 			return nil
 		}
 		if t, ok := s.host.Directory().Tenant(tenant); !ok || len(t.Tokens) == 0 {
@@ -194,7 +196,7 @@ func (s *Server) limitWrites(p principal) error {
 // grantCheck meters a read's cache grant (a committed entry) by p's
 // writes per second: past it the read is served uncached, not refused.
 func (s *Server) grantCheck(p principal) cell.GrantCheck {
-	if p.quota == nil || p.admin || brokenFreeGrants {
+	if p.quota == nil || p.admin || mutant.On(mutant.FreeGrants) {
 		return nil
 	}
 	return func() bool { return s.writes.take(p.name, p.quota.WritesPerSec, time.Now()) }

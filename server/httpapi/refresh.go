@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/lockservice/lockd/internal/mutant"
 )
 
 // refresher reads the directory for requests that name what this lockd's
@@ -47,7 +49,7 @@ func (r *refresher) loop() {
 	defer r.mu.Unlock()
 	for r.next != nil {
 		wait := r.gap - time.Since(r.last)
-		if wait > 0 && !brokenRefreshGap {
+		if wait > 0 && !mutant.On(mutant.RefreshGap) {
 			r.mu.Unlock()
 			time.Sleep(wait)
 			r.mu.Lock()

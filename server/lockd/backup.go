@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/lockservice/lockd/internal/mutant"
+
 	"github.com/lni/dragonboat/v4/config"
 	"github.com/lni/dragonboat/v4/tools"
 
@@ -27,7 +29,7 @@ func nodeHostConfig(cfg Config) config.NodeHostConfig {
 	// before it writes (server/raftnet).
 	expert.TransportFactory = raftnet.Factory{}
 	raft := cfg.RaftTLSFiles()
-	if brokenRaftCA {
+	if mutant.On(mutant.RaftCA) {
 		raft = cfg.TLSFiles()
 	}
 	return config.NodeHostConfig{
@@ -120,32 +122,9 @@ func Restore(ctx context.Context, cfg Config, cellName string, store backup.Stor
 		}
 		plan = &p
 	}
-	if plan.Cell != cellName {
-		return 0, fmt.Errorf("restore: the plan is for cell %q, not %q", plan.Cell, cellName)
-	}
-	if plan.LeaderEpochFloor == 0 {
-		// Without it the restored cell would reuse leader epochs clients
-		// saw before the restore (and keep every prefix of the backup).
-		return 0, fmt.Errorf("restore: the plan of cell %s has no leader epoch floor (it was made by an older lockctl or directory): plan the restore again with lockctl restore %s --index %d", cellName, cellName, plan.BackupIndex)
-	}
-	var mine *api.RestoreReplica
-	members := map[uint64]string{}
-	var on []uint64
-	for i, r := range plan.Replicas {
-		members[r.ReplicaID] = r.RaftAddr
-		on = append(on, r.Lockd)
-		if r.Lockd == cfg.ReplicaID {
-			mine = &plan.Replicas[i]
-		}
-	}
-	if mine == nil {
-		return 0, fmt.Errorf("restore: the restore plan of cell %s places no replica on lockd %d (it places them on lockds %v)", cellName, cfg.ReplicaID, on)
-	}
-	if self := cfg.Self().RaftAddr; mine.RaftAddr != self {
-		return 0, fmt.Errorf("restore: the plan gives lockd %d the Raft address %s, but it serves on %s", cfg.ReplicaID, mine.RaftAddr, self)
-	}
-	if index != 0 && index != plan.BackupIndex {
-		return 0, fmt.Errorf("restore: the plan restores the backup at index %d, not %d (every replica imports the same one)", plan.BackupIndex, index)
+	mine, members, err := checkRestorePlan(cfg, cellName, plan, index)
+	if err != nil {
+		return 0, err
 	}
 	index = plan.BackupIndex
 	have, err := store.List(ctx, cellName)
@@ -163,23 +142,63 @@ func Restore(ctx context.Context, cfg Config, cellName string, store backup.Stor
 	if err := tools.ImportSnapshot(nodeHostConfig(cfg), snapDir, members, mine.ReplicaID); err != nil {
 		return 0, fmt.Errorf("restore: import of %s: %w", snapDir, err)
 	}
-	// lockd serve starts the imported replica from this record, with the
-	// floors, before it reads the directory.
-	reps, err := readReplicas(cfg.DataDir)
-	if err != nil {
-		return 0, fmt.Errorf("restore: %w", err)
-	}
-	kept := reps[:0]
-	for _, r := range reps {
-		if r.Cell != cellName {
-			kept = append(kept, r)
-		}
-	}
-	kept = append(kept, hostedReplica{Cell: cellName, ShardID: plan.ShardID, ReplicaID: mine.ReplicaID, EpochFloors: plan.Epochs, LeaderEpochFloor: plan.LeaderEpochFloor, Timing: plan.Timing})
-	if err := writeReplicas(cfg.DataDir, kept); err != nil {
+	if err := recordRestoredReplica(cfg.DataDir, plan, mine.ReplicaID); err != nil {
 		return 0, fmt.Errorf("restore: %w", err)
 	}
 	return index, nil
+}
+
+// checkRestorePlan checks that plan restores cellName, with a leader epoch
+// floor, places a replica on this lockd at its Raft address, and restores
+// the backup at index (if set). It returns this lockd's replica and the
+// members (replica id to Raft address).
+func checkRestorePlan(cfg Config, cellName string, plan *api.RestorePlan, index uint64) (*api.RestoreReplica, map[uint64]string, error) {
+	if plan.Cell != cellName {
+		return nil, nil, fmt.Errorf("restore: the plan is for cell %q, not %q", plan.Cell, cellName)
+	}
+	if plan.LeaderEpochFloor == 0 {
+		// Without it the restored cell would reuse leader epochs clients
+		// saw before the restore (and keep every prefix of the backup).
+		return nil, nil, fmt.Errorf("restore: the plan of cell %s has no leader epoch floor (it was made by an older lockctl or directory): plan the restore again with lockctl restore %s --index %d", cellName, cellName, plan.BackupIndex)
+	}
+	var mine *api.RestoreReplica
+	members := map[uint64]string{}
+	var on []uint64
+	for i, r := range plan.Replicas {
+		members[r.ReplicaID] = r.RaftAddr
+		on = append(on, r.Lockd)
+		if r.Lockd == cfg.ReplicaID {
+			mine = &plan.Replicas[i]
+		}
+	}
+	if mine == nil {
+		return nil, nil, fmt.Errorf("restore: the restore plan of cell %s places no replica on lockd %d (it places them on lockds %v)", cellName, cfg.ReplicaID, on)
+	}
+	if self := cfg.Self().RaftAddr; mine.RaftAddr != self {
+		return nil, nil, fmt.Errorf("restore: the plan gives lockd %d the Raft address %s, but it serves on %s", cfg.ReplicaID, mine.RaftAddr, self)
+	}
+	if index != 0 && index != plan.BackupIndex {
+		return nil, nil, fmt.Errorf("restore: the plan restores the backup at index %d, not %d (every replica imports the same one)", plan.BackupIndex, index)
+	}
+	return mine, members, nil
+}
+
+// recordRestoredReplica records the imported replica in dataDir, in place
+// of any earlier one of the plan's cell: lockd serve starts it from this
+// record, with the floors, before it reads the directory.
+func recordRestoredReplica(dataDir string, plan *api.RestorePlan, replicaID uint64) error {
+	reps, err := readReplicas(dataDir)
+	if err != nil {
+		return err
+	}
+	kept := reps[:0]
+	for _, r := range reps {
+		if r.Cell != plan.Cell {
+			kept = append(kept, r)
+		}
+	}
+	kept = append(kept, hostedReplica{Cell: plan.Cell, ShardID: plan.ShardID, ReplicaID: replicaID, EpochFloors: plan.Epochs, LeaderEpochFloor: plan.LeaderEpochFloor, Timing: plan.Timing})
+	return writeReplicas(dataDir, kept)
 }
 
 // The directory group may be electing when a restore reads its plan: the

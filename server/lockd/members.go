@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lockservice/lockd/internal/mutant"
+
 	"github.com/lockservice/lockd/server/dirfsm"
 
 	"github.com/lockservice/lockd/api"
@@ -47,12 +49,7 @@ func (p *Process) ChangeMember(ctx context.Context, c *cell.Cell, req api.Member
 	if err != nil {
 		return api.CellInfo{}, err
 	}
-	var rep *api.ReplicaInfo
-	for i := range res.Cell.Replicas {
-		if res.Cell.Replicas[i].Lockd == req.Lockd {
-			rep = &res.Cell.Replicas[i]
-		}
-	}
+	rep := replicaOn(res.Cell, req.Lockd)
 	if rep == nil {
 		return api.CellInfo{}, api.Errorf(api.CodeInternal, "the directory has no replica of %s on lockd %d after %s", req.Cell, req.Lockd, req.Action)
 	}
@@ -60,18 +57,8 @@ func (p *Process) ChangeMember(ctx context.Context, c *cell.Cell, req api.Member
 	if err != nil {
 		return api.CellInfo{}, err
 	}
-	var change error
 	start = time.Now()
-	cctx, cancel := context.WithTimeout(ctx, memberStepTimeout)
-	switch req.Action {
-	case api.MemberAdd:
-		change = c.AddReplica(cctx, rep.ReplicaID, raftAddr, rep.Learner)
-	case api.MemberPromote:
-		change = c.AddReplica(cctx, rep.ReplicaID, raftAddr, false)
-	case api.MemberRemove:
-		change = c.RemoveReplica(cctx, rep.ReplicaID)
-	}
-	cancel()
+	change := changeRaftGroup(ctx, c, req.Action, rep, raftAddr)
 	step("change the Raft group", start, change)
 	verdict, err := memberVerdict(c, req, rep.ReplicaID, change)
 	if err != nil {
@@ -90,6 +77,34 @@ func (p *Process) ChangeMember(ctx context.Context, c *cell.Cell, req api.Member
 	}
 	p.log.Info("membership changed", "cell", req.Cell, "action", req.Action, "lockd", req.Lockd, "replica_id", rep.ReplicaID)
 	return *res.Cell, nil
+}
+
+// replicaOn is cell's replica on lockd, nil if none.
+func replicaOn(cell *api.CellInfo, lockd uint64) *api.ReplicaInfo {
+	var rep *api.ReplicaInfo
+	for i := range cell.Replicas {
+		if cell.Replicas[i].Lockd == lockd {
+			rep = &cell.Replicas[i]
+		}
+	}
+	return rep
+}
+
+// changeRaftGroup makes action's change of rep (on raftAddr) in c's Raft
+// group, bounded by memberStepTimeout.
+func changeRaftGroup(ctx context.Context, c *cell.Cell, action string, rep *api.ReplicaInfo, raftAddr string) error {
+	var change error
+	cctx, cancel := context.WithTimeout(ctx, memberStepTimeout)
+	switch action {
+	case api.MemberAdd:
+		change = c.AddReplica(cctx, rep.ReplicaID, raftAddr, rep.Learner)
+	case api.MemberPromote:
+		change = c.AddReplica(cctx, rep.ReplicaID, raftAddr, false)
+	case api.MemberRemove:
+		change = c.RemoveReplica(cctx, rep.ReplicaID)
+	}
+	cancel()
+	return change
 }
 
 // memberStepTimeout bounds each Raft step of a membership change: a
@@ -121,7 +136,7 @@ func memberVerdict(r memberRaft, req api.MemberRequest, replicaID uint64, change
 	vctx, cancel := context.WithTimeout(context.Background(), api.MemberOutcomeTimeout)
 	defer cancel()
 	var err error
-	if !brokenMemberNoBarrier {
+	if !mutant.On(mutant.MemberNoBarrier) {
 		err = r.Barrier(vctx)
 	}
 	var m cell.Members

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/lockservice/lockd/internal/mutant"
+
 	"github.com/lockservice/lockd/server/dirfsm"
 
 	"github.com/valyala/fasthttp"
@@ -156,16 +158,11 @@ func (p *Process) startCell(info api.CellInfo, replicaID uint64, members map[uin
 	if _, ok := p.cells[info.Name]; ok {
 		return nil
 	}
-	if unloaded, ok := p.unloading[info.ShardID]; ok {
-		// StopReplica returned before dragonboat's engine let go of the
-		// shard's last replica here; starting the next one before it has
-		// panics the engine ("from two incarnations found").
-		select {
-		case <-unloaded:
-		case <-time.After(unloadTimeout):
-			p.log.Warn("the shard's previous replica did not unload in time; starting anyway", "cell", info.Name, "timeout", unloadTimeout)
-		}
-		delete(p.unloading, info.ShardID)
+	// StopReplica returned before dragonboat's engine let go of the
+	// shard's last replica here; starting the next one before it has
+	// panics the engine ("from two incarnations found").
+	if !p.unloads.before(info.ShardID, unloadTimeout) {
+		p.log.Warn("the shard's previous replica did not unload in time; starting anyway", "cell", info.Name, "timeout", unloadTimeout)
 	}
 	cc := cell.Config{
 		Info: api.CellInfo{Name: info.Name, ShardID: info.ShardID, Timing: info.Timing}, ReplicaID: replicaID, Members: members, Join: join, Learner: learner, EpochFloors: floors.Prefixes, LeaderEpochFloor: floors.LeaderEpoch,
@@ -207,11 +204,7 @@ func (p *Process) stopCell(c *cell.Cell) {
 	if err != nil {
 		p.log.Warn("stopping a removed replica", "cell", name, "err", err)
 	}
-	if stopped && !brokenSkipsUnloadWait {
-		p.unloading[shard] = unloaded
-	} else {
-		p.unloads.forget(shard, replica)
-	}
+	p.unloads.stopped(shard, replica, unloaded, stopped)
 	delete(p.cells, name)
 	p.listener.unregister(c.Info().ShardID)
 	for _, col := range p.cellMetrics[name] {
@@ -484,7 +477,7 @@ func newPeerClient(cfg Config, name string) (peerClient, error) {
 // second), and answers its view only if none of them answers.
 func (p *Process) ReadDirectory(ctx context.Context) (api.DirectoryResponse, error) {
 	if p.dir == nil {
-		if resp, ok := p.pollDirectory(ctx); ok && resp.Index > 0 && !brokenDirViewRead {
+		if resp, ok := p.pollDirectory(ctx); ok && resp.Index > 0 && !mutant.On(mutant.DirViewRead) {
 			p.adoptView(resp)
 			if resp.Index >= p.view.Load().Index() {
 				return resp, nil

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lockservice/lockd/internal/mutant"
+
 	"github.com/lni/dragonboat/v4/raftio"
 	pb "github.com/lni/dragonboat/v4/raftpb"
 )
@@ -41,7 +43,7 @@ func (c *msgConn) SendMessageBatch(b pb.MessageBatch) error {
 	if c.closed {
 		return net.ErrClosed
 	}
-	if c.dead.Load() && !brokenStaleConn {
+	if c.dead.Load() && !mutant.On(mutant.StaleConn) {
 		ctx, cancel := context.WithTimeout(c.ctx, dialTimeout)
 		err := c.redialLocked(ctx)
 		cancel()

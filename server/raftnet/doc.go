@@ -11,7 +11,7 @@
 // writes to another follower only in an election, so its first vote after
 // a peer's restart was lost, and with a bare majority left the election
 // took another timeout: fail-overs of 3.1–3.9 s against 1–2 s otherwise
-// (ARCHITECTURE.md, fail-over).
+// (docs/design/soft-state-and-failover.md, Timing).
 //
 // Here every outgoing message connection also reads: the receiver never
 // writes on it, so a read returns only when the peer closed it (its

@@ -146,7 +146,7 @@ func TestMessagesAndChunksArrive(t *testing.T) {
 // the first batch sent on the connection made to the old one reaches the
 // new one. dragonboat's own transport writes it into the closed socket,
 // and loses it: the lost first vote after a peer's restart (issue 23).
-// Mutant: -tags lockd_broken_staleconn.
+// Mutant: lockd_broken_staleconn.
 func TestFirstMessageAfterPeerRestartArrives(t *testing.T) {
 	addrA, addrB := freeAddr(t), freeAddr(t)
 	inA, inB := newInbox(), newInbox()

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/lockservice/lockd/internal/mutant"
+
 	"github.com/lockservice/lockd/api"
 )
 
@@ -76,6 +78,17 @@ type batchItem struct {
 	new  bool
 }
 
+// batchRun is one RenewBatch call in progress: the leadership it renews
+// under, the proxy's subscriber, the answer so far, the sessions renewed
+// and those of them not yet confirmed under this leader.
+type batchRun struct {
+	cur         uint64
+	sub         *subscriber
+	out         BatchRenewal
+	items       []batchItem
+	unconfirmed []uint64
+}
+
 // RenewBatch renews many sessions at once: each lease is extended to
 // now − Age + its length (never shortened), acknowledged events are
 // dropped, and the sessions become proxy's (its name: "" for none). The
@@ -89,12 +102,48 @@ func (m *Manager) RenewBatch(ctx context.Context, proxy string, epoch uint64, en
 	m.batches.Add(1)
 	m.batchSessions.Add(uint64(len(entries)))
 	now := m.cfg.Now()
+	b, err := m.renewEntries(proxy, epoch, entries, now)
+	if err != nil {
+		return BatchRenewal{}, err
+	}
+
+	if len(b.unconfirmed) > 0 {
+		// First renewals under this leader: the state must know of them
+		// before they are acknowledged (as in Renew).
+		if err := m.confirmAll(ctx, b.unconfirmed); err != nil {
+			return BatchRenewal{}, err
+		}
+	}
+
+	wake, stopped, answered := m.reportOrWait(b, wait)
+	if answered {
+		return b.out, nil
+	}
+
+	waitWake(ctx, wake, stopped, min(wait, api.MaxBatchWait))
+
+	return m.reportAfterWait(b)
+}
+
+// renewEntries renews each entry's lease (renewEntryLocked) under one hold
+// of the lock, and makes the sessions the proxy's.
+func (m *Manager) renewEntries(proxy string, epoch uint64, entries []BatchEntry, now time.Time) (*batchRun, error) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	if !m.active {
-		m.mu.Unlock()
-		return BatchRenewal{}, api.Errorf(api.CodeNotLeader, "not the leader")
+		return nil, api.Errorf(api.CodeNotLeader, "not the leader")
 	}
 	cur := m.epoch
+	b := &batchRun{cur: cur, sub: m.subscriberLocked(proxy), out: BatchRenewal{Epoch: cur}, items: make([]batchItem, 0, len(entries))}
+	for _, e := range entries {
+		m.renewEntryLocked(b, e, epoch, now)
+	}
+	return b, nil
+}
+
+// subscriberLocked is the proxy's subscriber, made at its first batch; a
+// batch without a proxy gets one of its own.
+func (m *Manager) subscriberLocked(proxy string) *subscriber {
 	sub := newSubscriber()
 	if proxy != "" {
 		if m.subs[proxy] == nil {
@@ -102,81 +151,79 @@ func (m *Manager) RenewBatch(ctx context.Context, proxy string, epoch uint64, en
 		}
 		sub = m.subs[proxy]
 	}
-	out := BatchRenewal{Epoch: cur}
-	items := make([]batchItem, 0, len(entries))
-	var unconfirmed []uint64
-	for _, e := range entries {
-		l, ok := m.leases[e.Session]
-		if !ok {
-			out.Unknown = append(out.Unknown, e.Session)
-			continue
-		}
-		if l.expiring && !brokenRenewExpiring {
-			out.Reports = append(out.Reports, api.BatchSession{Session: e.Session,
-				Error: api.Errorf(api.CodeUnavailable, "session %d lease ran out; expiry in flight", e.Session)})
-			continue
-		}
-		if exp := now.Add(l.dur - max(e.Age, 0)); exp.After(l.expiry) {
-			l.expiry = exp
-		}
-		// The client's cache window counts from before the proxy's
-		// arrival time (now − Age): now is later, the safe side.
-		l.renewedAt = now
-		if e.Ack.Epoch == cur {
-			l.ackLocked(e.Ack.Seq)
-			m.ackedLocked(l, e.Ack.Seq)
-			m.sawEpochLocked(l)
-		}
-		seen := l.acked
-		if epoch == cur {
-			seen = max(seen, e.Seen)
-		}
-		if !l.confirmed {
-			unconfirmed = append(unconfirmed, e.Session)
-		}
-		// The latest proxy to renew a session is the one told of its
-		// events (its client moved there).
-		l.sub = sub
-		items = append(items, batchItem{id: e.Session, l: l, seen: seen, new: e.New})
-		out.Renewed = append(out.Renewed, e.Session)
-	}
-	m.mu.Unlock()
+	return sub
+}
 
-	if len(unconfirmed) > 0 {
-		// First renewals under this leader: the state must know of them
-		// before they are acknowledged (as in Renew).
-		if err := m.confirmAll(ctx, unconfirmed); err != nil {
-			return BatchRenewal{}, err
-		}
+// renewEntryLocked renews one entry's lease: an unknown session goes to
+// Unknown, one whose expiry is in flight gets a failed report, any other
+// is extended, acknowledged and recorded in b.
+func (m *Manager) renewEntryLocked(b *batchRun, e BatchEntry, epoch uint64, now time.Time) {
+	l, ok := m.leases[e.Session]
+	if !ok {
+		b.out.Unknown = append(b.out.Unknown, e.Session)
+		return
 	}
+	if l.expiring && !mutant.On(mutant.RenewExpiring) {
+		b.out.Reports = append(b.out.Reports, api.BatchSession{Session: e.Session,
+			Error: api.Errorf(api.CodeUnavailable, "session %d lease ran out; expiry in flight", e.Session)})
+		return
+	}
+	if exp := now.Add(l.dur - max(e.Age, 0)); exp.After(l.expiry) {
+		l.expiry = exp
+	}
+	// The client's cache window counts from before the proxy's
+	// arrival time (now − Age): now is later, the safe side.
+	l.renewedAt = now
+	if e.Ack.Epoch == b.cur {
+		l.ackLocked(e.Ack.Seq)
+		m.ackedLocked(l, e.Ack.Seq)
+		m.sawEpochLocked(l)
+	}
+	seen := l.acked
+	if epoch == b.cur {
+		seen = max(seen, e.Seen)
+	}
+	if !l.confirmed {
+		b.unconfirmed = append(b.unconfirmed, e.Session)
+	}
+	// The latest proxy to renew a session is the one told of its
+	// events (its client moved there).
+	l.sub = b.sub
+	b.items = append(b.items, batchItem{id: e.Session, l: l, seen: seen, new: e.New})
+	b.out.Renewed = append(b.out.Renewed, e.Session)
+}
 
+// reportOrWait marks the confirmed sessions so, then answers with the
+// reports if there are any (or no wait): answered. Otherwise it returns
+// what to wait on: the proxy's wake and the leadership's end.
+func (m *Manager) reportOrWait(b *batchRun, wait time.Duration) (wake, stopped chan struct{}, answered bool) {
 	m.mu.Lock()
-	if len(unconfirmed) > 0 {
-		for _, it := range items {
-			if !it.l.confirmed && m.changedLocked(it.id, it.l, cur) == nil {
+	defer m.mu.Unlock()
+	if len(b.unconfirmed) > 0 {
+		for _, it := range b.items {
+			if !it.l.confirmed && m.changedLocked(it.id, it.l, b.cur) == nil {
 				it.l.confirmed = true
 			}
 		}
 	}
-	reports := m.batchReportsLocked(items, sub, cur)
+	reports := m.batchReportsLocked(b.items, b.sub, b.cur)
 	if len(reports) > 0 || wait <= 0 {
-		out.Reports = append(out.Reports, reports...)
-		m.mu.Unlock()
-		return out, nil
+		b.out.Reports = append(b.out.Reports, reports...)
+		return nil, nil, true
 	}
-	wake := sub.waitChan()
-	stopped := m.stopped
-	m.mu.Unlock()
+	return b.sub.waitChan(), m.stopped, false
+}
 
-	waitWake(ctx, wake, stopped, min(wait, api.MaxBatchWait))
-
+// reportAfterWait answers after the wait: not_leader if leadership
+// changed meanwhile, else the reports.
+func (m *Manager) reportAfterWait(b *batchRun) (BatchRenewal, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.active || m.epoch != cur {
+	if !m.active || m.epoch != b.cur {
 		return BatchRenewal{}, api.Errorf(api.CodeNotLeader, "leadership lost during the keepalive batch")
 	}
-	out.Reports = append(out.Reports, m.batchReportsLocked(items, sub, cur)...)
-	return out, nil
+	b.out.Reports = append(b.out.Reports, m.batchReportsLocked(b.items, b.sub, b.cur)...)
+	return b.out, nil
 }
 
 // batchReportsLocked lists the sessions with something to say: those of

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/lockservice/lockd/api"
@@ -47,51 +48,52 @@ func TestBatchRenewsFromTheClientsLastKeepAlive(t *testing.T) {
 // only sessions with events the proxy has not seen (or new ones), waits
 // for one otherwise, and an event for any of its sessions ends the wait.
 func TestBatchAcksAndWakes(t *testing.T) {
-	m, f := newTestManager(t)
-	m.Start(1, f.sessions(1, 2, 3))
-	ctx := context.Background()
-	m.Deliver(1, api.Event{Type: api.EventDeleted, Path: "/demo/a"})
-	m.Deliver(1, api.Event{Type: api.EventDeleted, Path: "/demo/b"})
-	r, err := m.RenewBatch(ctx, "p1", 1, []BatchEntry{{Session: 1}, {Session: 2}, {Session: 3, New: true}}, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(r.Reports) != 2 || r.Reports[0].Session != 1 || len(r.Reports[0].Events) != 2 || r.Reports[1].Session != 3 || r.Reports[1].LeaseMS != 12000 {
-		t.Fatalf("reports %+v", r.Reports)
-	}
-	seq := r.Reports[0].Events[1].Seq
-	// The proxy has seen both, its client acknowledged the first: the
-	// batch waits, and an event for session 2 ends the wait.
-	done := make(chan BatchRenewal, 1)
-	go func() {
-		r, err := m.RenewBatch(ctx, "p1", 1, []BatchEntry{{Session: 1, Ack: Ack{1, seq - 1}, Seen: seq}, {Session: 2}, {Session: 3}}, time.Minute)
+	synctest.Test(t, func(t *testing.T) {
+		m, f := newTestManager(t)
+		m.Start(1, f.sessions(1, 2, 3))
+		ctx := context.Background()
+		m.Deliver(1, api.Event{Type: api.EventDeleted, Path: "/demo/a"})
+		m.Deliver(1, api.Event{Type: api.EventDeleted, Path: "/demo/b"})
+		r, err := m.RenewBatch(ctx, "p1", 1, []BatchEntry{{Session: 1}, {Session: 2}, {Session: 3, New: true}}, time.Minute)
 		if err != nil {
-			t.Error(err)
+			t.Fatal(err)
 		}
-		done <- r
-	}()
-	deadline := time.After(10 * time.Second)
-	for delivered := false; ; {
+		if len(r.Reports) != 2 || r.Reports[0].Session != 1 || len(r.Reports[0].Events) != 2 || r.Reports[1].Session != 3 || r.Reports[1].LeaseMS != 12000 {
+			t.Fatalf("reports %+v", r.Reports)
+		}
+		seq := r.Reports[0].Events[1].Seq
+		// The proxy has seen both, its client acknowledged the first: the
+		// batch waits, and an event for session 2 ends the wait.
+		done := make(chan BatchRenewal, 1)
+		go func() {
+			r, err := m.RenewBatch(ctx, "p1", 1, []BatchEntry{{Session: 1, Ack: Ack{1, seq - 1}, Seen: seq}, {Session: 2}, {Session: 3}}, time.Minute)
+			if err != nil {
+				t.Error(err)
+			}
+			done <- r
+		}()
+		synctest.Wait() // the batch waits
 		select {
 		case r := <-done:
-			if !delivered || len(r.Reports) != 1 || r.Reports[0].Session != 2 {
-				t.Fatalf("reports %+v (delivered %v)", r.Reports, delivered)
+			t.Fatalf("reports %+v (delivered false)", r.Reports)
+		default:
+		}
+		m.Deliver(2, api.Event{Type: api.EventDeleted, Path: "/demo/c"})
+		synctest.Wait()
+		select {
+		case r := <-done:
+			if len(r.Reports) != 1 || r.Reports[0].Session != 2 {
+				t.Fatalf("reports %+v (delivered true)", r.Reports)
 			}
-			// Session 1's first event is gone; the second waits for its ack.
-			r2, err := m.RenewBatch(ctx, "p1", 1, []BatchEntry{{Session: 1, New: true}}, 0)
-			if err != nil || len(r2.Reports[0].Events) != 1 || r2.Reports[0].Events[0].Seq != seq {
-				t.Fatalf("after the ack: %+v %v", r2, err)
-			}
-			return
-		case <-time.After(20 * time.Millisecond):
-			if !delivered {
-				m.Deliver(2, api.Event{Type: api.EventDeleted, Path: "/demo/c"})
-				delivered = true
-			}
-		case <-deadline:
+		default:
 			t.Fatal("the batch did not wake")
 		}
-	}
+		// Session 1's first event is gone; the second waits for its ack.
+		r2, err := m.RenewBatch(ctx, "p1", 1, []BatchEntry{{Session: 1, New: true}}, 0)
+		if err != nil || len(r2.Reports[0].Events) != 1 || r2.Reports[0].Events[0].Seq != seq {
+			t.Fatalf("after the ack: %+v %v", r2, err)
+		}
+	})
 }
 
 // TestBatchUnderANewLeader: first renewals under a new leader are
@@ -120,46 +122,50 @@ func TestBatchUnderANewLeader(t *testing.T) {
 // proxy's poll between full renewals) waits for an event of any session
 // that proxy renewed last, and is not woken by another proxy's.
 func TestBatchPollGetsTheProxysEvents(t *testing.T) {
-	m, f := newTestManager(t)
-	m.Start(1, f.sessions(1, 2))
-	ctx := context.Background()
-	if _, err := m.RenewBatch(ctx, "p1", 1, []BatchEntry{{Session: 1}}, 0); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.RenewBatch(ctx, "p2", 1, []BatchEntry{{Session: 2}}, 0); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan BatchRenewal, 1)
-	go func() {
-		r, err := m.RenewBatch(ctx, "p1", 1, nil, time.Minute)
-		if err != nil {
-			t.Error(err)
+	synctest.Test(t, func(t *testing.T) {
+		m, f := newTestManager(t)
+		m.Start(1, f.sessions(1, 2))
+		ctx := context.Background()
+		if _, err := m.RenewBatch(ctx, "p1", 1, []BatchEntry{{Session: 1}}, 0); err != nil {
+			t.Fatal(err)
 		}
-		done <- r
-	}()
-	time.Sleep(50 * time.Millisecond)
-	m.Deliver(2, api.Event{Type: api.EventDeleted, Path: "/demo/other"})
-	select {
-	case r := <-done:
-		t.Fatalf("p1's poll woke for p2's session: %+v", r)
-	case <-time.After(100 * time.Millisecond):
-	}
-	m.Deliver(1, api.Event{Type: api.EventDeleted, Path: "/demo/mine"})
-	select {
-	case r := <-done:
-		if len(r.Reports) != 1 || r.Reports[0].Session != 1 || len(r.Reports[0].Events) != 1 || len(r.Renewed) != 0 {
-			t.Fatalf("poll %+v", r)
+		if _, err := m.RenewBatch(ctx, "p2", 1, []BatchEntry{{Session: 2}}, 0); err != nil {
+			t.Fatal(err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("p1's poll did not wake for its session's event")
-	}
-	// Session 1 moves to p2 (its client changed proxy): p2 hears of it.
-	if _, err := m.RenewBatch(ctx, "p2", 1, []BatchEntry{{Session: 1, Seen: 1 << 40}}, 0); err != nil {
-		t.Fatal(err)
-	}
-	m.Deliver(1, api.Event{Type: api.EventDeleted, Path: "/demo/again"})
-	r, err := m.RenewBatch(ctx, "p2", 1, nil, time.Minute)
-	if err != nil || len(r.Reports) == 0 {
-		t.Fatalf("p2 poll: %+v %v", r, err)
-	}
+		done := make(chan BatchRenewal, 1)
+		go func() {
+			r, err := m.RenewBatch(ctx, "p1", 1, nil, time.Minute)
+			if err != nil {
+				t.Error(err)
+			}
+			done <- r
+		}()
+		synctest.Wait() // p1's poll waits
+		m.Deliver(2, api.Event{Type: api.EventDeleted, Path: "/demo/other"})
+		synctest.Wait()
+		select {
+		case r := <-done:
+			t.Fatalf("p1's poll woke for p2's session: %+v", r)
+		default:
+		}
+		m.Deliver(1, api.Event{Type: api.EventDeleted, Path: "/demo/mine"})
+		synctest.Wait()
+		select {
+		case r := <-done:
+			if len(r.Reports) != 1 || r.Reports[0].Session != 1 || len(r.Reports[0].Events) != 1 || len(r.Renewed) != 0 {
+				t.Fatalf("poll %+v", r)
+			}
+		default:
+			t.Fatal("p1's poll did not wake for its session's event")
+		}
+		// Session 1 moves to p2 (its client changed proxy): p2 hears of it.
+		if _, err := m.RenewBatch(ctx, "p2", 1, []BatchEntry{{Session: 1, Seen: 1 << 40}}, 0); err != nil {
+			t.Fatal(err)
+		}
+		m.Deliver(1, api.Event{Type: api.EventDeleted, Path: "/demo/again"})
+		r, err := m.RenewBatch(ctx, "p2", 1, nil, time.Minute)
+		if err != nil || len(r.Reports) == 0 {
+			t.Fatalf("p2 poll: %+v %v", r, err)
+		}
+	})
 }

@@ -15,6 +15,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/lockservice/lockd/internal/mutant"
+
 	"github.com/lockservice/lockd/api"
 )
 
@@ -180,7 +182,7 @@ func (m *Manager) WaitAcked(ctx context.Context, id uint64, inv Invalidation) (W
 		until, res := l.expiry, LeaseOut
 		if due, fair := l.dueLocked(inv); !due.IsZero() && due.Before(until) {
 			until, res = due, Missed
-			if !fair && !brokenFairDeadline {
+			if !fair && !mutant.On(mutant.FairDeadline) {
 				res = Lapsed
 			}
 		}

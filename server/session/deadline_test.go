@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/lockservice/lockd/api"
@@ -10,7 +11,8 @@ import (
 )
 
 // waitNow runs WaitAcked for inv and reports whether it returned within
-// 50 ms (the fake clock does not move meanwhile), and how. A wait still
+// 50 ms of the synctest bubble's clock (the fake clock does not move
+// meanwhile), and how. A wait still
 // running is ended by ending the session.
 func waitNow(t *testing.T, m *Manager, id uint64, inv Invalidation) (WaitResult, bool) {
 	t.Helper()
@@ -124,32 +126,34 @@ func TestInvalidationDeadline(t *testing.T) {
 		}, LeaseOut, true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m, f := newTestManager(t)
-			start := f.Now()
-			m.Start(1, caching(id))
-			renew := func(ack uint64) {
-				t.Helper()
-				if _, err := m.Renew(context.Background(), id, 0, Ack{Epoch: 1, Seq: ack}); err != nil {
-					t.Fatal(err)
+			synctest.Test(t, func(t *testing.T) {
+				m, f := newTestManager(t)
+				start := f.Now()
+				m.Start(1, caching(id))
+				renew := func(ack uint64) {
+					t.Helper()
+					if _, err := m.Renew(context.Background(), id, 0, Ack{Epoch: 1, Seq: ack}); err != nil {
+						t.Fatal(err)
+					}
 				}
-			}
-			f.advance(sec(1))
-			renew(0)
-			f.advance(sec(1))
-			inv := tc.run(m, f, renew)
-			if tc.deadline != 0 && inv.Deadline.Sub(start.Add(tc.deadline)).Abs() > time.Microsecond {
-				t.Fatalf("deadline at +%v, want +%v", inv.Deadline.Sub(start), tc.deadline)
-			}
-			res, returned := waitNow(t, m, id, inv)
-			if returned != tc.returns || (returned && res != tc.want) {
-				t.Fatalf("returned=%v res=%v, want returned=%v res=%v", returned, res, tc.returns, tc.want)
-			}
-			if tc.want == Lapsed && m.Missed() != 0 {
-				t.Fatalf("a lapsed deadline counted as missed (%d)", m.Missed())
-			}
-			if tc.want == Missed && m.Missed() != 1 {
-				t.Fatalf("missed deadlines counted %d, want 1", m.Missed())
-			}
+				f.advance(sec(1))
+				renew(0)
+				f.advance(sec(1))
+				inv := tc.run(m, f, renew)
+				if tc.deadline != 0 && inv.Deadline.Sub(start.Add(tc.deadline)).Abs() > time.Microsecond {
+					t.Fatalf("deadline at +%v, want +%v", inv.Deadline.Sub(start), tc.deadline)
+				}
+				res, returned := waitNow(t, m, id, inv)
+				if returned != tc.returns || (returned && res != tc.want) {
+					t.Fatalf("returned=%v res=%v, want returned=%v res=%v", returned, res, tc.returns, tc.want)
+				}
+				if tc.want == Lapsed && m.Missed() != 0 {
+					t.Fatalf("a lapsed deadline counted as missed (%d)", m.Missed())
+				}
+				if tc.want == Missed && m.Missed() != 1 {
+					t.Fatalf("missed deadlines counted %d, want 1", m.Missed())
+				}
+			})
 		})
 	}
 }

@@ -4,15 +4,20 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/lockservice/lockd/api"
 )
 
-// waitPolling blocks until session id has a KeepAlive waiting.
+// waitPolling blocks until session id has a KeepAlive waiting. It runs in
+// a synctest bubble and sleeps on the bubble's clock only: a first renewal
+// under a leader waits for the confirm batch (ConfirmDelay) before it
+// parks.
 func waitPolling(t *testing.T, m *Manager, id uint64) {
 	t.Helper()
-	for i := 0; i < 1000; i++ {
+	for range 100 {
+		synctest.Wait()
 		m.mu.Lock()
 		l := m.leases[id]
 		waiting := l != nil && l.wake != nil
@@ -20,7 +25,7 @@ func waitPolling(t *testing.T, m *Manager, id uint64) {
 		if waiting {
 			return
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(m.cfg.ConfirmDelay)
 	}
 	t.Fatal("no keepalive waiting")
 }
@@ -46,64 +51,72 @@ func TestEventSurvivesLostReply(t *testing.T) {
 }
 
 func TestNewerKeepAliveReleasesOlder(t *testing.T) {
-	m, f := newTestManager(t)
-	m.Start(1, f.sessions(7))
-	older := make(chan error, 1)
-	go func() {
-		_, _, err := m.KeepAlive(context.Background(), 7, 30*time.Second)
-		older <- err
-	}()
-	waitPolling(t, m, 7)
-	if _, _, err := m.KeepAlive(context.Background(), 7, 0); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-older:
-		if err != nil {
-			t.Fatalf("older keepalive: %v", err)
+	synctest.Test(t, func(t *testing.T) {
+		m, f := newTestManager(t)
+		m.Start(1, f.sessions(7))
+		older := make(chan error, 1)
+		go func() {
+			_, _, err := m.KeepAlive(context.Background(), 7, 30*time.Second)
+			older <- err
+		}()
+		waitPolling(t, m, 7)
+		if _, _, err := m.KeepAlive(context.Background(), 7, 0); err != nil {
+			t.Fatal(err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a newer keepalive did not release the older one")
-	}
-	m.Deliver(7, api.Event{Type: api.EventDeleted, Path: "/demo/x", Index: 9})
-	evs, _, err := m.KeepAlive(context.Background(), 7, 0)
-	if err != nil || len(evs) != 1 {
-		t.Fatalf("event after release: %v %v", evs, err)
-	}
+		synctest.Wait()
+		select {
+		case err := <-older:
+			if err != nil {
+				t.Fatalf("older keepalive: %v", err)
+			}
+		default:
+			t.Fatal("a newer keepalive did not release the older one")
+		}
+		m.Deliver(7, api.Event{Type: api.EventDeleted, Path: "/demo/x", Index: 9})
+		evs, _, err := m.KeepAlive(context.Background(), 7, 0)
+		if err != nil || len(evs) != 1 {
+			t.Fatalf("event after release: %v %v", evs, err)
+		}
+	})
 }
 
 func TestKeepAliveWaitCappedAtHalfLease(t *testing.T) {
-	m, f := newTestManager(t)
-	m.Start(1, f.sessions())
-	m.Opened(9, 1000)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, _, err := m.KeepAlive(ctx, 9, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if ctx.Err() != nil {
-		t.Fatal("a 1 s lease's keepalive was held past 10 s; want at most lease/2")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		m, f := newTestManager(t)
+		m.Start(1, f.sessions())
+		m.Opened(9, 1000)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, _, err := m.KeepAlive(ctx, 9, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if ctx.Err() != nil {
+			t.Fatal("a 1 s lease's keepalive was held past 10 s; want at most lease/2")
+		}
+	})
 }
 
 func TestManagerChangedUnderKeepAlive(t *testing.T) {
-	m, f := newTestManager(t)
-	m.Start(1, f.sessions(7))
-	errc := make(chan error, 1)
-	go func() {
-		_, _, err := m.KeepAlive(context.Background(), 7, 30*time.Second)
-		errc <- err
-	}()
-	waitPolling(t, m, 7)
-	m.Start(2, f.sessions(7)) // leadership changed and came back while it waited
-	select {
-	case err := <-errc:
-		if !errors.Is(err, api.ErrUnavailable) && !errors.Is(err, api.ErrNotLeader) {
-			t.Fatalf("got %v, want unavailable or not_leader", err)
+	synctest.Test(t, func(t *testing.T) {
+		m, f := newTestManager(t)
+		m.Start(1, f.sessions(7))
+		errc := make(chan error, 1)
+		go func() {
+			_, _, err := m.KeepAlive(context.Background(), 7, 30*time.Second)
+			errc <- err
+		}()
+		waitPolling(t, m, 7)
+		m.Start(2, f.sessions(7)) // leadership changed and came back while it waited
+		synctest.Wait()
+		select {
+		case err := <-errc:
+			if !errors.Is(err, api.ErrUnavailable) && !errors.Is(err, api.ErrNotLeader) {
+				t.Fatalf("got %v, want unavailable or not_leader", err)
+			}
+		default:
+			t.Fatal("keepalive not released")
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("keepalive not released")
-	}
+	})
 }
 
 func TestAckDropsEvents(t *testing.T) {
@@ -168,21 +181,24 @@ func TestOverflowResyncWithSeqs(t *testing.T) {
 }
 
 func TestEndedUnderKeepAliveIsExpired(t *testing.T) {
-	m, f := newTestManager(t)
-	m.Start(1, f.sessions(7))
-	errc := make(chan error, 1)
-	go func() {
-		_, _, err := m.KeepAlive(context.Background(), 7, 30*time.Second)
-		errc <- err
-	}()
-	waitPolling(t, m, 7)
-	m.Ended(7) // the state machine ended it
-	select {
-	case err := <-errc:
-		if !errors.Is(err, api.ErrSessionExpired) {
-			t.Fatalf("got %v, want session_expired", err)
+	synctest.Test(t, func(t *testing.T) {
+		m, f := newTestManager(t)
+		m.Start(1, f.sessions(7))
+		errc := make(chan error, 1)
+		go func() {
+			_, _, err := m.KeepAlive(context.Background(), 7, 30*time.Second)
+			errc <- err
+		}()
+		waitPolling(t, m, 7)
+		m.Ended(7) // the state machine ended it
+		synctest.Wait()
+		select {
+		case err := <-errc:
+			if !errors.Is(err, api.ErrSessionExpired) {
+				t.Fatalf("got %v, want session_expired", err)
+			}
+		default:
+			t.Fatal("keepalive not released")
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("keepalive not released")
-	}
+	})
 }

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockservice/lockd/internal/mutant"
+
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/server/fsm"
 )
@@ -209,7 +211,7 @@ func (m *Manager) Stopped(epoch uint64) <-chan struct{} {
 // sessions its clients opened after the backup was taken, which may
 // still serve from their caches.
 func (m *Manager) HoldAll() {
-	if brokenRestoreNoHold {
+	if mutant.On(mutant.RestoreNoHold) {
 		return
 	}
 	m.mu.Lock()

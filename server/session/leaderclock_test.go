@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/lockservice/lockd/api"
@@ -14,60 +15,52 @@ import (
 // leader_start that committed twice) keeps every lease: the lease clock is
 // not reset and a waiting KeepAlive is not released as expired.
 func TestStartTwiceKeepsLeases(t *testing.T) {
-	m, f := newTestManager(t)
-	m.Start(1, f.sessions(1, 2))
-	type reply struct {
-		evs []api.Event
-		err error
-	}
-	replies := make(chan reply, 1)
-	go func() {
-		evs, _, err := m.KeepAlive(context.Background(), 2, time.Minute)
-		replies <- reply{evs, err}
-	}()
-	// Wait (bounded) until the KeepAlive of session 2 is parked.
-	for i := 0; ; i++ {
-		m.mu.Lock()
-		parked := m.leases[2].wake != nil
-		m.mu.Unlock()
-		if parked {
-			break
+	synctest.Test(t, func(t *testing.T) {
+		m, f := newTestManager(t)
+		m.Start(1, f.sessions(1, 2))
+		type reply struct {
+			evs []api.Event
+			err error
 		}
-		if i == 1000 {
-			t.Fatal("keepalive did not park")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		replies := make(chan reply, 1)
+		go func() {
+			evs, _, err := m.KeepAlive(context.Background(), 2, time.Minute)
+			replies <- reply{evs, err}
+		}()
+		waitPolling(t, m, 2) // the KeepAlive of session 2 is parked
 
-	f.advance(11 * time.Second)
-	m.Start(1, f.sessions(1, 2)) // same epoch: the running leadership
-	select {
-	case r := <-replies:
-		t.Fatalf("second Start released the waiting keepalive: %v, %v", r.evs, r.err)
-	case <-time.After(20 * time.Millisecond):
-	}
-	m.Deliver(2, api.Event{Type: api.EventDeleted, Path: "/demo/x", Index: 9})
-	select {
-	case r := <-replies:
-		if r.err != nil || len(r.evs) != 1 {
-			t.Fatalf("keepalive after second Start: %v, %v", r.evs, r.err)
+		f.advance(11 * time.Second)
+		m.Start(1, f.sessions(1, 2)) // same epoch: the running leadership
+		synctest.Wait()
+		select {
+		case r := <-replies:
+			t.Fatalf("second Start released the waiting keepalive: %v, %v", r.evs, r.err)
+		default:
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("keepalive not woken by its event")
-	}
-	if _, _, err := m.KeepAlive(context.Background(), 2, 0); err != nil {
-		t.Fatal(err)
-	}
+		m.Deliver(2, api.Event{Type: api.EventDeleted, Path: "/demo/x", Index: 9})
+		synctest.Wait()
+		select {
+		case r := <-replies:
+			if r.err != nil || len(r.evs) != 1 {
+				t.Fatalf("keepalive after second Start: %v, %v", r.evs, r.err)
+			}
+		default:
+			t.Fatal("keepalive not woken by its event")
+		}
+		if _, _, err := m.KeepAlive(context.Background(), 2, 0); err != nil {
+			t.Fatal(err)
+		}
 
-	// Session 1 was silent 13 s since the first Start: the second Start must
-	// not have given it a fresh lease.
-	f.advance(2 * time.Second)
-	if got := expireDue(m); len(got) != 1 || got[0] != 1 {
-		t.Fatalf("expired %v, want [1]: the second Start renewed a silent lease", got)
-	}
-	if _, _, err := m.KeepAlive(context.Background(), 2, 0); err != nil {
-		t.Fatalf("session 2 renewed 2 s ago: %v", err)
-	}
+		// Session 1 was silent 13 s since the first Start: the second Start must
+		// not have given it a fresh lease.
+		f.advance(2 * time.Second)
+		if got := expireDue(m); len(got) != 1 || got[0] != 1 {
+			t.Fatalf("expired %v, want [1]: the second Start renewed a silent lease", got)
+		}
+		if _, _, err := m.KeepAlive(context.Background(), 2, 0); err != nil {
+			t.Fatalf("session 2 renewed 2 s ago: %v", err)
+		}
+	})
 }
 
 // lcSim drives the real state machine, and one real Manager and LeaderClock

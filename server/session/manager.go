@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lockservice/lockd/internal/mutant"
+
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/server/fsm"
 )
@@ -328,35 +330,10 @@ func (m *Manager) KeepAlive(ctx context.Context, id uint64, wait time.Duration) 
 func (m *Manager) Renew(ctx context.Context, id uint64, wait time.Duration, ack Ack) (Renewal, error) {
 	m.keepAlives.Add(1)
 	m.mu.Lock()
-	if !m.active {
+	l, epoch, err := m.renewLeaseLocked(id, ack)
+	if err != nil {
 		m.mu.Unlock()
-		return Renewal{}, api.Errorf(api.CodeNotLeader, "not the leader")
-	}
-	l, ok := m.leases[id]
-	if !ok {
-		m.mu.Unlock()
-		return Renewal{}, ErrUnknown
-	}
-	if l.expiring && !brokenRenewExpiring {
-		// Its expiry is proposed, not yet applied (a deposed leader's
-		// proposal is refused): the client retries, and learns the
-		// session's fate from the state once the entry applies.
-		m.mu.Unlock()
-		return Renewal{}, api.Errorf(api.CodeUnavailable, "session %d lease ran out; expiry in flight", id)
-	}
-	epoch := m.epoch
-	l.renewedAt = m.cfg.Now()
-	l.expiry = l.renewedAt.Add(l.dur)
-	if ack.Epoch == epoch {
-		l.ackLocked(ack.Seq)
-		m.ackedLocked(l, ack.Seq)
-		m.sawEpochLocked(l)
-	}
-	// One waiter per session: an older one (its client has moved on)
-	// returns now, consuming nothing.
-	if l.wake != nil {
-		close(l.wake)
-		l.wake = nil
+		return Renewal{}, err
 	}
 	if !l.confirmed {
 		// First renewal under this leader: the state must know of it before
@@ -388,6 +365,48 @@ func (m *Manager) Renew(ctx context.Context, id uint64, wait time.Duration, ack 
 
 	waitWake(ctx, wake, stopped, wait)
 
+	return m.renewalAfterWait(id, l, epoch, wake)
+}
+
+// renewLeaseLocked extends session id's lease from now and applies ack;
+// it refuses when this manager is not the leader, the session has no
+// lease, or its expiry is in flight. It releases an older call still
+// waiting for the session, and returns the lease and the leadership
+// renewing it.
+func (m *Manager) renewLeaseLocked(id uint64, ack Ack) (*lease, uint64, error) {
+	if !m.active {
+		return nil, 0, api.Errorf(api.CodeNotLeader, "not the leader")
+	}
+	l, ok := m.leases[id]
+	if !ok {
+		return nil, 0, ErrUnknown
+	}
+	if l.expiring && !mutant.On(mutant.RenewExpiring) {
+		// Its expiry is proposed, not yet applied (a deposed leader's
+		// proposal is refused): the client retries, and learns the
+		// session's fate from the state once the entry applies.
+		return nil, 0, api.Errorf(api.CodeUnavailable, "session %d lease ran out; expiry in flight", id)
+	}
+	epoch := m.epoch
+	l.renewedAt = m.cfg.Now()
+	l.expiry = l.renewedAt.Add(l.dur)
+	if ack.Epoch == epoch {
+		l.ackLocked(ack.Seq)
+		m.ackedLocked(l, ack.Seq)
+		m.sawEpochLocked(l)
+	}
+	// One waiter per session: an older one (its client has moved on)
+	// returns now, consuming nothing.
+	if l.wake != nil {
+		close(l.wake)
+		l.wake = nil
+	}
+	return l, epoch, nil
+}
+
+// renewalAfterWait answers a Renew after its wait: why the lease is no
+// longer current, if it is not, else the events not yet acknowledged.
+func (m *Manager) renewalAfterWait(id uint64, l *lease, epoch uint64, wake chan struct{}) (Renewal, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.changedLocked(id, l, epoch); err != nil {
@@ -569,7 +588,7 @@ func (m *Manager) dueForExpiry(limit int) []due {
 			break
 		}
 		expiry := l.expiry
-		if brokenEarlyExpiry {
+		if mutant.On(mutant.EarlyExpiry) {
 			expiry = expiry.Add(-l.dur / 2)
 		}
 		if !l.expiring && now.After(expiry) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -157,30 +158,29 @@ func TestFailoverGivesFullLease(t *testing.T) {
 }
 
 func TestLongPollWakesOnEvent(t *testing.T) {
-	m, f := newTestManager(t)
-	m.Start(1, f.sessions(7))
-	done := make(chan []api.Event, 1)
-	go func() {
-		evs, _, err := m.KeepAlive(context.Background(), 7, 30*time.Second)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- evs
-	}()
-	deadline := time.After(10 * time.Second)
-	for {
+	synctest.Test(t, func(t *testing.T) {
+		m, f := newTestManager(t)
+		m.Start(1, f.sessions(7))
+		done := make(chan []api.Event, 1)
+		go func() {
+			evs, _, err := m.KeepAlive(context.Background(), 7, 30*time.Second)
+			if err != nil {
+				t.Error(err)
+			}
+			done <- evs
+		}()
+		waitPolling(t, m, 7)
 		m.Deliver(7, api.Event{Type: api.EventDeleted, Path: "/demo/x", Index: 9})
+		synctest.Wait()
 		select {
 		case evs := <-done:
 			if len(evs) == 0 || evs[0].Path != "/demo/x" {
 				t.Fatalf("events %v", evs)
 			}
-			return
-		case <-time.After(10 * time.Millisecond):
-		case <-deadline:
+		default:
 			t.Fatal("long-poll did not wake")
 		}
-	}
+	})
 }
 
 func TestEventOverflowBecomesResync(t *testing.T) {
@@ -199,28 +199,26 @@ func TestEventOverflowBecomesResync(t *testing.T) {
 }
 
 func TestStopReleasesWaitingKeepAlive(t *testing.T) {
-	m, f := newTestManager(t)
-	m.Start(1, f.sessions(7))
-	errc := make(chan error, 1)
-	go func() {
-		_, _, err := m.KeepAlive(context.Background(), 7, 30*time.Second)
-		errc <- err
-	}()
-	deadline := time.After(10 * time.Second)
-	for {
+	synctest.Test(t, func(t *testing.T) {
+		m, f := newTestManager(t)
+		m.Start(1, f.sessions(7))
+		errc := make(chan error, 1)
+		go func() {
+			_, _, err := m.KeepAlive(context.Background(), 7, 30*time.Second)
+			errc <- err
+		}()
+		waitPolling(t, m, 7)
 		m.Stop()
+		synctest.Wait()
 		select {
 		case err := <-errc:
 			if !errors.Is(err, api.ErrNotLeader) {
 				t.Fatalf("got %v, want not_leader", err)
 			}
-			return
-		case <-time.After(10 * time.Millisecond):
-			m.Start(1, f.sessions(7)) // the poll may not have started yet; re-arm and retry
-		case <-deadline:
+		default:
 			t.Fatal("stop did not release the keepalive")
 		}
-	}
+	})
 }
 
 func TestFirstKeepAlivePerLeaderIsConfirmedOnce(t *testing.T) {

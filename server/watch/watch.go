@@ -5,6 +5,8 @@
 package watch
 
 import (
+	"cmp"
+	"slices"
 	"strings"
 	"sync"
 
@@ -72,6 +74,21 @@ func (t *Table) Armed(session uint64) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.bySession[session])
+}
+
+// Watching lists the watches session has armed (Since unset), sorted by
+// path, then kind: what the fake cell (tests/fake) shows its tests.
+func (t *Table) Watching(session uint64) []api.WatchSpec {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]api.WatchSpec, 0, len(t.bySession[session]))
+	for k := range t.bySession[session] {
+		out = append(out, api.WatchSpec{Path: k.path, Kind: k.kind})
+	}
+	slices.SortFunc(out, func(a, b api.WatchSpec) int {
+		return cmp.Or(cmp.Compare(a.Path, b.Path), cmp.Compare(a.Kind, b.Kind))
+	})
+	return out
 }
 
 // ArmedByTenant is how many watches tenant's sessions have armed.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockservice/lockd/internal/mutant"
 	"github.com/lockservice/lockd/tests/cluster"
 )
 
@@ -25,11 +26,8 @@ func TestChaosShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster")
 	}
-	if brokenGrantBuild {
-		t.Skip("the broken build (-tags lockd_broken_grant_early) runs TestChaosBrokenGrant instead")
-	}
-	if brokenLendTokenBuild || brokenCacheWindowBuild || brokenCacheBuild || brokenEarlyExpiryBuild {
-		t.Skip("a broken build (-tags lockproxy_broken_lendtoken, lockd_broken_cachewindow, lockd_broken_cache or lockd_broken_earlyexpiry) runs its TestChaosBroken… instead")
+	if mutant.Any() {
+		t.Skip("a mutant is on (LOCKD_MUTANT): its checkers must fire, in TestChaosBroken… (mutants_test.go)")
 	}
 	cfg := Config{Seed: 1, Short: true, Rounds: 1, Duration: 3 * time.Minute, Logf: t.Logf}
 	if raceEnabled {

@@ -61,6 +61,16 @@
 // of it past its lease. Every step starts from a healthy cell and heals
 // before the next. The seed fixes the steps, their order, holds and
 // target choices; who the leader is when a step runs is the cell's doing.
+// Two seeds' schedules are pinned in testdata (TestSchedulePinned).
+//
+// Each nemesis is a type (nemeses.go, as etcd's robustness failpoints
+// are): its kind, its preconditions (needs: network namespaces, proxies,
+// the holder process, a lockd_faults build, a backup store, a budget of
+// new cells, a ready leader) and its injection, which holds the fault and
+// heals it. The executor (nemesis.go) brings the cell back to health,
+// checks the step's needs (a step whose needs are unmet is logged and not
+// counted) and injects. Run is phases in that order: set up, workloads,
+// schedule, heal, read back, validate (run_*.go).
 //
 // The move, restore and disk nemeses (issue 23) work on /side, which
 // holds a bulk of nodes (so that a copy takes several pages), config keys
@@ -103,8 +113,10 @@
 //	  expire_session entry is committing: its KeepAlive meets an expiry in
 //	  flight (answered unavailable), which must not renew it.
 //
-// -only (CHAOS_ONLY) runs a list of nemeses alone; -lockd-tags
-// (CHAOS_LOCKD_TAGS) adds a mutant's tags to the lockd build.
+// -only (CHAOS_ONLY) runs a list of nemeses alone. A chaos command or
+// test binary built with -tags lockd_mutants runs with the mutants LOCKD_MUTANT
+// selects (internal/mutant; lockd and lockproxy are then built with -tags
+// mutants too, and inherit the selection): `make chaos MUTANT=…`.
 //
 // # Workloads
 //
@@ -158,15 +170,15 @@
 //	    the probes saw the cell commit nothing meanwhile (an outage); a
 //	    write of a cached node (config-*) is also excused the longest span
 //	    it shares with one fence, a leader fault to one cache window after
-//	    the new leader's first commit (nemesis.fenceAfter: the new
+//	    the new leader's first commit (executor.fenceAfter: the new
 //	    leader's fence holds it by design; one fence at most, so a cacher
 //	    that never lets go is still caught: lockd_broken_cachewindow); no
 //	    workload session lost is checker d.
 //
-// Its mutant: `go test -tags lockproxy_broken_lendtoken -run
-// TestChaosBrokenLendToken ./tests/chaos/` runs lockproxies that lend
-// their admin token to requests with no Authorization header (hole 1);
-// h1 (and h2, c, d) must fire.
+// Its mutant: `LOCKD_MUTANT=lockproxy_broken_lendtoken go test -tags
+// mutants -run TestChaosBrokenLendToken ./tests/chaos/` runs lockproxies
+// that lend their admin token to requests with no Authorization header
+// (hole 1); h1 (and h2, c, d) must fire.
 //
 // # Checkers (package check; each has a test that feeds it a broken history)
 //
@@ -221,27 +233,28 @@
 //	    restore of their cell (SplitRestoreEras: a restored key starts in
 //	    an unknown state its first definite answer fixes).
 //
-// Their mutants (lockd built with lockd_faults plus the mutant's tag):
-// `chaos -short -rounds=1 -seed=2 -only=restore-old,move-held -lockd-tags
-// lockd_broken_restoreprefixes,lockd_broken_movedelay` fires m1 (the
-// restored cell serves /side at its old epoch; the stale client holds
-// what the fresh one holds) and m4 (granted 4.2 s into the paused
-// holder's lease). TestChaosBrokenMoves (broken_moves_on_test.go) runs
-// the expire-in-flight nemesis on lockd_broken_earlyexpiry (sessions
-// expired half a lease early): m3 fires on the holder paused for half its
-// lease ("given a lease until 26.964s …, but it expired by 25.003s"); and
-// move-prefix with kill-leader on lockd_broken_cache (changes commit
-// without invalidating their cachers): c' fires. m2 fires on
-// lockd_broken_lossyexport with lockd_broken_copydigest (the export drops
-// nodes and the copy's digest is not checked); it is also proven on broken
-// histories (check/moves_test.go).
+// Their mutants (lockd built with lockd_faults and mutants):
+// `LOCKD_MUTANT=lockd_broken_restoreprefixes,lockd_broken_movedelay chaos
+// -short -rounds=1 -seed=2 -only=restore-old,move-held` (chaos built with
+// -tags lockd_mutants) fires m1 (the restored cell serves /side at its old
+// epoch; the stale client holds what the fresh one holds) and m4 (granted
+// 4.2 s into the paused holder's lease). TestChaosBrokenMoves
+// (mutants_test.go) runs the expire-in-flight nemesis on
+// lockd_broken_earlyexpiry (sessions expired half a lease early): m3 fires
+// on the holder paused for half its lease ("given a lease until 26.964s …,
+// but it expired by 25.003s"); and move-prefix with kill-leader on
+// lockd_broken_cache (changes commit without invalidating their cachers):
+// c' fires. m2 fires on lockd_broken_lossyexport with
+// lockd_broken_copydigest (the export drops nodes and the copy's digest is
+// not checked); it is also proven on broken histories
+// (check/moves_test.go).
 //
-// The broken build: `go test -tags lockd_broken_grant_early ./tests/chaos/
-// -run TestChaosBrokenGrant`, or `make chaos-short
-// TAGS=lockd_broken_grant_early`, builds an SDK whose Lock reports a grant
-// as soon as its node is created (sdk/broken_grant.go); the interval,
+// The broken build: `LOCKD_MUTANT=lockd_broken_grant_early go test -tags
+// mutants -run TestChaosBrokenGrant ./tests/chaos/`, or `make chaos-short
+// MUTANT=lockd_broken_grant_early`, runs an SDK whose Lock reports a grant
+// as soon as its node is created (mutant.GrantEarly); the interval,
 // grant-confirmation and fencing checkers must fire. The holder process
-// is built without the tag.
+// is built without -tags lockd_mutants.
 //
 // While the run goes on: every grant is confirmed by a lock/state read,
 // the service's election leader is the campaigner, churned sessions own

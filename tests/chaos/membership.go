@@ -18,12 +18,13 @@ const (
 // one (a new replica id) on the same lockd: as a learner, caught up, then
 // promoted. The workload runs on; every checker must still pass, and a
 // change on a healthy cell must go through.
-func (n *nemesis) replaceReplica(ctx context.Context, st Step) error {
-	leader, err := n.leader()
-	if err != nil {
-		return err
-	}
-	victim := n.pick(st, 1, without(n.c.IDs(), leader))[0]
+type replaceReplica struct{}
+
+func (replaceReplica) Kind() FaultKind { return ReplaceReplica }
+func (replaceReplica) Needs() []need   { return []need{needLeader} }
+
+func (replaceReplica) Inject(ctx context.Context, n *executor, st Step, on target) error {
+	victim := oneFollower.victims(st, n.c.IDs(), on.leader)[0]
 	n.count(st.Label())
 	n.e.h.Checked("membership")
 	for _, step := range []api.MemberRequest{
@@ -51,7 +52,7 @@ func (n *nemesis) replaceReplica(ctx context.Context, st Step) error {
 
 // waitCaughtUp waits until lockd id's replica of the cell has applied what
 // the leader had when it started.
-func (n *nemesis) waitCaughtUp(ctx context.Context, id int) error {
+func (n *executor) waitCaughtUp(ctx context.Context, id int) error {
 	var target uint64
 	for i := 0; i < 3000; i++ {
 		sctx, cancel := n.e.callCtx()
@@ -82,9 +83,15 @@ func (n *nemesis) waitCaughtUp(ctx context.Context, id int) error {
 	return fmt.Errorf("not caught up to index %d within the bound", target)
 }
 
-// movePrefix moves /side to the cell that does not serve it, with a value
-// written before the move that must read back after it.
-func (n *nemesis) movePrefix(ctx context.Context) error {
+// movePrefix moves /side to the cell that does not serve it (demo ↔
+// side), with a value written before the move that must read back after
+// it. The cells are the run's own: no precondition.
+type movePrefix struct{}
+
+func (movePrefix) Kind() FaultKind { return MovePrefix }
+func (movePrefix) Needs() []need   { return nil }
+
+func (movePrefix) Inject(ctx context.Context, n *executor, _ Step, _ target) error {
 	n.count(string(MovePrefix))
 	n.e.h.Checked("migration")
 	mctx, cancel := context.WithTimeout(ctx, time.Minute)

@@ -25,11 +25,12 @@ type Sample struct {
 	Dur  time.Duration
 }
 
-// nemesis runs a schedule against the cluster, one step at a time: it
+// executor runs a schedule against the cluster, one step at a time: it
 // starts every step from a healthy cell (five replicas running, none
-// paused, no cuts, a ready leader), injects the fault, holds it, heals, and
-// measures what the step is for.
-type nemesis struct {
+// paused, no cuts, a ready leader), checks the preconditions of the
+// step's nemesis (nemeses.go), and has the nemesis inject the fault, hold
+// it, heal and measure what the step is for.
+type executor struct {
 	e      *env
 	c      *cluster.Cluster
 	nn     *cluster.Netns // nil without namespaces
@@ -65,20 +66,20 @@ type nemesis struct {
 	steps     int
 }
 
-func (n *nemesis) count(label string) {
+func (n *executor) count(label string) {
 	n.mu.Lock()
 	n.counts[label]++
 	n.mu.Unlock()
 }
 
-func (n *nemesis) violation(checker, format string, args ...any) {
+func (n *executor) violation(checker, format string, args ...any) {
 	d := fmt.Sprintf(format, args...)
 	n.logf("chaos: VIOLATION %s: %s", checker, d)
 	n.e.h.AddViolation(checker, d)
 }
 
 // run executes steps until the deadline or ctx ends.
-func (n *nemesis) run(ctx context.Context, steps []Step, deadline time.Time) {
+func (n *executor) run(ctx context.Context, steps []Step, deadline time.Time) {
 	for i, st := range steps {
 		if ctx.Err() != nil || time.Now().After(deadline) {
 			return
@@ -108,7 +109,7 @@ func (n *nemesis) run(ctx context.Context, steps []Step, deadline time.Time) {
 // ensureHealthy heals every fault: cuts removed, paused replicas resumed,
 // dead ones restarted, the holder process and its waiter in place; then it
 // waits for a ready leader.
-func (n *nemesis) ensureHealthy(ctx context.Context) error {
+func (n *executor) ensureHealthy(ctx context.Context) error {
 	var errs []error
 	if n.nn != nil {
 		errs = append(errs, n.nn.Heal())
@@ -137,7 +138,7 @@ var errCellDown = errors.New("cell down")
 
 // newHolder starts a holder process, waits for its grant, and queues the
 // takeover waiter behind it.
-func (n *nemesis) newHolder(ctx context.Context) error {
+func (n *executor) newHolder(ctx context.Context) error {
 	n.holders++
 	name := fmt.Sprintf("holder-%d", n.holders)
 	p, err := n.e.startHolder(n.holderBin, n.resourceURL, n.logDir, name)
@@ -168,7 +169,7 @@ func (n *nemesis) newHolder(ctx context.Context) error {
 // checkCrashes reports every replica that is down although this nemesis
 // did not kill it: lockd exited by itself (a panic, a failed recovery).
 // The violation carries the log lines that say why.
-func (n *nemesis) checkCrashes() {
+func (n *executor) checkCrashes() {
 	for _, id := range n.c.IDs() {
 		if n.c.Running(id) || n.down[id] {
 			continue
@@ -211,12 +212,15 @@ func crashExcerpt(tail string) string {
 	return strings.Join(keep, "\n")
 }
 
-func (n *nemesis) leader() (int, error) {
+func (n *executor) leader() (int, error) {
 	return n.c.WaitLeader(cellName, n.e.cfg.RecoveryBound)
 }
 
-// pick chooses k distinct replica ids by the step's Pick.
-func (n *nemesis) pick(st Step, k int, from []int) []int {
+// pick chooses k distinct replica ids by the step's Pick (pickIDs).
+func (n *executor) pick(st Step, k int, from []int) []int { return pickIDs(st, k, from) }
+
+// pickIDs chooses k distinct ids of from by the step's Pick, in order. Pure.
+func pickIDs(st Step, k int, from []int) []int {
 	ids := slices.Clone(from)
 	sort.Ints(ids)
 	r := rand.New(rand.NewPCG(st.Pick, 1))
@@ -238,7 +242,7 @@ func without(ids []int, x int) []int {
 
 // measureFailover waits (in the background) for the first commit among
 // probes started after at, and records it. Wait on the returned channel.
-func (n *nemesis) measureFailover(kind string, at time.Duration) <-chan struct{} {
+func (n *executor) measureFailover(kind string, at time.Duration) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -268,11 +272,11 @@ func (n *nemesis) measureFailover(kind string, at time.Duration) <-chan struct{}
 // committed at end, lets writes of cached nodes wait: the election, then
 // the new leader's cache fence, at most one cache window (its cachers
 // may still be on the old leader).
-func (n *nemesis) fenceAfter(kind string, at, end time.Duration) check.Window {
+func (n *executor) fenceAfter(kind string, at, end time.Duration) check.Window {
 	return check.Window{Start: at, End: end + api.CacheWindowFor(n.e.cfg.Lease), What: "fence after " + kind}
 }
 
-func (n *nemesis) restart(ids ...int) error {
+func (n *executor) restart(ids ...int) error {
 	var errs []error
 	for _, id := range ids {
 		errs = append(errs, n.c.Restart(id))
@@ -281,7 +285,7 @@ func (n *nemesis) restart(ids ...int) error {
 	return errors.Join(errs...)
 }
 
-func (n *nemesis) kill(ids ...int) error {
+func (n *executor) kill(ids ...int) error {
 	var (
 		wg   sync.WaitGroup
 		errs = make([]error, len(ids))
@@ -294,273 +298,9 @@ func (n *nemesis) kill(ids ...int) error {
 	return errors.Join(errs...)
 }
 
-// exec runs one step; the fault is counted once it is in effect.
-func (n *nemesis) exec(ctx context.Context, st Step) error {
-	switch st.Kind {
-	case KillLeader, KillFollower, KillTwo:
-		leader, err := n.leader()
-		if err != nil {
-			return err
-		}
-		var victims []int
-		switch st.Kind {
-		case KillLeader:
-			victims = []int{leader}
-		case KillFollower:
-			victims = n.pick(st, 1, without(n.c.IDs(), leader))
-		default:
-			victims = n.pick(st, 2, n.c.IDs())
-		}
-		err = n.kill(victims...)
-		at := n.e.h.Now()
-		n.count(st.Label())
-		var measured <-chan struct{}
-		if slices.Contains(victims, leader) {
-			measured = n.measureFailover(string(st.Kind), at)
-		}
-		n.logf("chaos: killed %v (leader %d)", victims, leader)
-		sleepCtx(ctx, st.Hold)
-		err = errors.Join(err, n.restart(victims...))
-		if measured != nil {
-			<-measured
-		}
-		return err
-
-	case KillThree:
-		return n.noMajority(ctx, st)
-
-	case PauseLeader:
-		leader, err := n.leader()
-		if err != nil {
-			return err
-		}
-		if err := n.c.Pause(leader); err != nil {
-			return err
-		}
-		n.count(st.Label())
-		measured := n.measureFailover(st.Label(), n.e.h.Now())
-		sleepCtx(ctx, st.Hold)
-		err = n.c.Resume(leader)
-		<-measured
-		return err
-
-	case IsolateLeader, SplitCell:
-		if n.nn == nil {
-			return errors.New("no network namespaces: partition skipped")
-		}
-		leader, err := n.leader()
-		if err != nil {
-			return err
-		}
-		var minority []int
-		if st.Kind == IsolateLeader {
-			minority = []int{leader}
-			err = n.nn.Isolate(leader)
-		} else {
-			minority = n.pick(st, 2, n.c.IDs())
-			err = n.nn.Partition(minority, without(without(n.c.IDs(), minority[0]), minority[1]))
-		}
-		at := n.e.h.Now()
-		if err != nil {
-			return errors.Join(err, n.nn.Heal())
-		}
-		n.count(st.Label())
-		var measured <-chan struct{}
-		if slices.Contains(minority, leader) {
-			measured = n.measureFailover(string(st.Kind), at)
-		}
-		n.logf("chaos: cut %v off (leader %d), %d directed cuts", minority, leader, len(n.nn.Cuts()))
-		sleepCtx(ctx, st.Hold)
-		err = n.nn.Heal()
-		if measured != nil {
-			<-measured
-		}
-		return err
-
-	case KillHolder, PauseHolder:
-		return n.holderFault(ctx, st)
-
-	case ReplaceReplica:
-		return n.replaceReplica(ctx, st)
-
-	case MovePrefix:
-		return n.movePrefix(ctx)
-
-	case RaceMove:
-		return n.raceMove(ctx, st)
-	case KillDriver:
-		return n.killDriver(ctx, st)
-	case MoveNewCell:
-		return n.moveNewCell(ctx, st)
-	case RestoreOld:
-		return n.restoreOld(ctx, st)
-	case SlowFsync:
-		return n.slowFsync(ctx, st)
-	case FailFsync:
-		return n.failFsync(ctx, st)
-	case MoveHeld:
-		return n.moveHeld(ctx, st)
-	case ExpireInFlight:
-		return n.expireInFlight(ctx, st)
-
-	case KillProxy:
-		if len(n.proxies) == 0 {
-			return errors.New("no proxies: kill-proxy skipped")
-		}
-		p := n.proxies[st.Pick%uint64(len(n.proxies))]
-		if err := p.Kill(); err != nil {
-			return err
-		}
-		n.count(st.Label())
-		n.logf("chaos: killed %s", p.Name)
-		sleepCtx(ctx, st.Hold)
-		return p.Restart()
-	}
-	return fmt.Errorf("unknown fault %q", st.Kind)
-}
-
-// noMajority kills three replicas: for the hold, two run and nothing may
-// commit or be read (a probe TryLock must not be granted; the checker also
-// goes through every call started in the window). Then one comes back, a
-// majority again: commits must resume; then the other two.
-func (n *nemesis) noMajority(ctx context.Context, st Step) error {
-	// The probe's session must exist before the window: opening one needs a commit.
-	sctx, scancel := n.e.callCtx()
-	_, err := n.admin.Session(sctx, cellName)
-	scancel()
-	if err != nil {
-		return fmt.Errorf("quorum probe session: %w", err)
-	}
-	victims := n.pick(st, 3, n.c.IDs())
-	if err := n.kill(victims...); err != nil {
-		return errors.Join(err, n.restart(victims...))
-	}
-	start := n.e.h.Now()
-	n.count(st.Label())
-	n.logf("chaos: killed %v: no majority for %v", victims, st.Hold)
-	type result struct {
-		err error
-		end time.Duration
-	}
-	probe := make(chan result, 1)
-	m := n.admin.NewMutex(quorumLock)
-	go func() {
-		pctx, pcancel := context.WithTimeout(ctx, st.Hold*2/3)
-		defer pcancel()
-		err := m.TryLock(pctx, st.Hold*2/3)
-		probe <- result{err, n.e.h.Now()}
-	}()
-	sleepCtx(ctx, st.Hold)
-	end := n.e.h.Now()
-	n.e.h.AddNoQuorum(check.Window{Start: start, End: end, What: fmt.Sprintf("no majority (%v killed)", victims)})
-	err = n.restart(victims[0])
-	back := n.e.h.Now()
-	// Commits resume once a majority runs.
-	n.e.h.Checked("liveness")
-	t0 := time.Now()
-	for i := 0; ; i++ {
-		if e, ok := n.prober.firstAfter(back); ok {
-			n.mu.Lock()
-			n.regains = append(n.regains, Sample{"majority back", e - back})
-			n.fences = append(n.fences, n.fenceAfter("majority back", back, e))
-			n.mu.Unlock()
-			n.logf("chaos: majority back: first commit %v after replica %d restarted", (e - back).Round(time.Millisecond), victims[0])
-			break
-		}
-		if !n.c.Running(victims[0]) {
-			n.violation("liveness", "replica %d, restarted to give the cell its majority back, exited", victims[0])
-			break
-		}
-		if time.Since(t0) > n.e.cfg.RecoveryBound || i > 1_000_000 || ctx.Err() != nil {
-			n.violation("liveness", "no commit within %v after a majority returned (replica %d restarted at %v)", n.e.cfg.RecoveryBound, victims[0], back.Round(time.Millisecond))
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	err = errors.Join(err, n.restart(victims[1:]...))
-	n.e.h.Checked("no-majority")
-	select {
-	case r := <-probe:
-		if r.err == nil {
-			if r.end < end {
-				n.violation("no-majority", "TryLock of %s granted at %v with only two replicas running (window %v–%v)", quorumLock, r.end.Round(time.Millisecond), start.Round(time.Millisecond), end.Round(time.Millisecond))
-			}
-			uctx, ucancel := n.e.callCtx()
-			_ = m.Unlock(uctx)
-			ucancel()
-		}
-	case <-time.After(n.e.cfg.CallTimeout + 30*time.Second):
-		n.logf("chaos: quorum probe did not return")
-	}
-	return err
-}
-
-// holderFault kills or pauses the holder process and measures the takeover:
-// the fault → the waiter's grant. A paused holder is resumed only after the
-// waiter has written with its token, so the write the holder prepared before
-// the pause reaches the resource late and must be refused.
-func (n *nemesis) holderFault(ctx context.Context, st Step) error {
-	h := n.holder
-	if h == nil || !h.running() {
-		return errors.New("no holder process")
-	}
-	// Drop a grant left over from a previous step.
-	select {
-	case <-n.tw.grants:
-	default:
-	}
-	var err error
-	t0 := time.Now()
-	if st.Kind == KillHolder {
-		err = h.kill()
-	} else {
-		err = h.signal(syscall.SIGSTOP)
-	}
-	at := n.e.h.Now()
-	if err != nil {
-		return err
-	}
-	n.count(st.Label())
-	n.logf("chaos: %s %s (pid %d)", st.Kind, h.name, h.pid())
-	var grantErr error
-	n.e.h.Checked("liveness")
-	select {
-	case g := <-n.tw.grants:
-		n.mu.Lock()
-		n.takeovers = append(n.takeovers, Sample{string(st.Kind), g - at})
-		n.mu.Unlock()
-		n.logf("chaos: takeover %v after %s", (g - at).Round(time.Millisecond), st.Kind)
-	case <-time.After(n.e.cfg.TakeoverBound):
-		n.violation("liveness", "%s at %v: the waiter was not granted within %v", st.Kind, at.Round(time.Millisecond), n.e.cfg.TakeoverBound)
-		grantErr = errors.New("no takeover")
-	case <-ctx.Done():
-		grantErr = ctx.Err()
-	}
-	if st.Kind == PauseHolder {
-		if rest := st.Hold - time.Since(t0); rest > 0 {
-			sleepCtx(ctx, rest)
-		}
-		_ = h.signal(syscall.SIGCONT)
-		select {
-		case <-h.done: // it found its lock lost and exited
-		case <-time.After(n.e.cfg.TakeoverBound):
-			n.logf("chaos: resumed %s did not exit; killing it", h.name)
-			_ = h.kill()
-		}
-	}
-	select {
-	case n.tw.release <- struct{}{}:
-	default:
-	}
-	if grantErr != nil {
-		return grantErr
-	}
-	return n.newHolder(ctx)
-}
-
 // stopHolder ends the holder process gracefully (it unlocks), for the
 // liveness phase.
-func (n *nemesis) stopHolder() {
+func (n *executor) stopHolder() {
 	h := n.holder
 	if h == nil || !h.running() {
 		return
@@ -575,14 +315,14 @@ func (n *nemesis) stopHolder() {
 }
 
 // killHolder kills the holder process, whatever its state.
-func (n *nemesis) killHolder() {
+func (n *executor) killHolder() {
 	if h := n.holder; h != nil {
 		_ = h.kill()
 	}
 }
 
 // fenceWindows are the fences recorded so far (fenceAfter).
-func (n *nemesis) fenceWindows() []check.Window {
+func (n *executor) fenceWindows() []check.Window {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return append([]check.Window(nil), n.fences...)

@@ -15,12 +15,12 @@ import (
 const FsyncControlEnv = "LOCKD_FAULT_FSYNC"
 
 // fsyncFile is lockd id's control file.
-func (n *nemesis) fsyncFile(id int) string {
+func (n *executor) fsyncFile(id int) string {
 	return filepath.Join(n.fsyncDir, fmt.Sprintf("fsync-%d", id))
 }
 
 // setFsync writes (or with mode "", removes) the control file of each id.
-func (n *nemesis) setFsync(mode string, ids ...int) error {
+func (n *executor) setFsync(mode string, ids ...int) error {
 	for _, id := range ids {
 		var err error
 		if mode == "" {
@@ -43,14 +43,13 @@ func (n *nemesis) setFsync(mode string, ids ...int) error {
 // the hold: proposals time out while their entries may still commit
 // (finding 5: a write whose proposal timed out must not leave a stale
 // cache; the config workers' cached reads are checked by c). Then heals.
-func (n *nemesis) slowFsync(ctx context.Context, st Step) error {
-	if n.fsyncDir == "" {
-		return fmt.Errorf("slow-fsync: lockd is not a lockd_faults build")
-	}
-	leader, err := n.leader()
-	if err != nil {
-		return err
-	}
+type slowFsync struct{}
+
+func (slowFsync) Kind() FaultKind { return SlowFsync }
+func (slowFsync) Needs() []need   { return []need{needFaultsBuild, needLeader} }
+
+func (slowFsync) Inject(ctx context.Context, n *executor, st Step, on target) error {
+	leader := on.leader
 	victims := append(n.pick(st, 2, without(n.c.IDs(), leader)), leader)
 	slow := time.Duration(200+st.Pick%1300) * time.Millisecond
 	if err := n.setFsync(fmt.Sprintf("slow %v", slow), victims...); err != nil {
@@ -67,14 +66,13 @@ func (n *nemesis) slowFsync(ctx context.Context, st Step) error {
 // (dragonboat panics on a LogDB error). The nemesis expects the exit, and
 // records it if the replica went on; the replica is restarted after the
 // hold with its disk healthy again.
-func (n *nemesis) failFsync(ctx context.Context, st Step) error {
-	if n.fsyncDir == "" {
-		return fmt.Errorf("fail-fsync: lockd is not a lockd_faults build")
-	}
-	leader, err := n.leader()
-	if err != nil {
-		return err
-	}
+type failFsync struct{}
+
+func (failFsync) Kind() FaultKind { return FailFsync }
+func (failFsync) Needs() []need   { return []need{needFaultsBuild, needLeader} }
+
+func (failFsync) Inject(ctx context.Context, n *executor, st Step, on target) error {
+	leader := on.leader
 	victim := leader
 	if st.Pick%2 == 1 {
 		victim = n.pick(st, 1, without(n.c.IDs(), leader))[0]
@@ -100,7 +98,7 @@ func (n *nemesis) failFsync(ctx context.Context, st Step) error {
 	n.e.h.AddOutcome(fmt.Sprintf("fail-fsync: replica exited within 10 s: %v", exited))
 	n.logf("chaos: fail-fsync on lockd %d (leader %d): exited %v", victim, leader, exited)
 	sleepCtx(ctx, st.Hold)
-	err = n.setFsync("", victim)
+	err := n.setFsync("", victim)
 	if n.c.Running(victim) {
 		_ = n.c.Kill(victim)
 	}
@@ -130,10 +128,12 @@ const expiringLock = basePath + "/expiring"
 // its KeepAlive reaches the leader while the expiry is pending (answered
 // unavailable, which must not renew it). The holder reports its lease
 // claims and the expiry (checker m3).
-func (n *nemesis) expireInFlight(ctx context.Context, st Step) error {
-	if n.fsyncDir == "" {
-		return fmt.Errorf("expire-in-flight: lockd is not a lockd_faults build")
-	}
+type expireInFlight struct{}
+
+func (expireInFlight) Kind() FaultKind { return ExpireInFlight }
+func (expireInFlight) Needs() []need   { return []need{needFaultsBuild} }
+
+func (expireInFlight) Inject(ctx context.Context, n *executor, st Step, _ target) error {
 	h, name, err := n.grantedHolder("expiring-holder", expiringLock)
 	if err != nil {
 		return err

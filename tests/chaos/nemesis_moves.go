@@ -25,7 +25,7 @@ const maxFreshCells = 3
 // sideTarget reads the directory: the cell serving /side, the cell a move
 // should go to (demo ↔ side; from a fresh cell back to side), and the
 // prefix's record.
-func (n *nemesis) sideTarget(ctx context.Context) (from, to string, pi api.PrefixInfo, err error) {
+func (n *executor) sideTarget(ctx context.Context) (from, to string, pi api.PrefixInfo, err error) {
 	if err := n.admin.RefreshDirectory(ctx); err != nil {
 		return "", "", pi, err
 	}
@@ -43,7 +43,7 @@ func (n *nemesis) sideTarget(ctx context.Context) (from, to string, pi api.Prefi
 // settleMove finishes a migration of /side a nemesis left in flight, as an
 // operator would (lockctl migrate again), and reports whether the prefix
 // is served and not moving afterwards.
-func (n *nemesis) settleMove(ctx context.Context, what string) error {
+func (n *executor) settleMove(ctx context.Context, what string) error {
 	for i := 0; i < 10; i++ {
 		mctx, cancel := context.WithTimeout(ctx, time.Minute)
 		err := n.admin.RefreshDirectory(mctx)
@@ -74,7 +74,7 @@ func (n *nemesis) settleMove(ctx context.Context, what string) error {
 // checkBulk counts the bulk nodes right after a move: each one is an
 // acknowledged write (checker m2 reads them all back at the end; this is
 // the same check at the moment, with the nemesis that lost them).
-func (n *nemesis) checkBulk(ctx context.Context, what string) {
+func (n *executor) checkBulk(ctx context.Context, what string) {
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	names, _, err := n.admin.Children(cctx, sideBulkBase)
@@ -91,7 +91,12 @@ func (n *nemesis) checkBulk(ctx context.Context, what string) {
 // on /side to the same cell, on two clients, started 30–90 ms apart. Both
 // done, or the second refused (after the fix a second driver must take
 // over explicitly) are accepted and recorded; every node must be there.
-func (n *nemesis) raceMove(ctx context.Context, st Step) error {
+type raceMove struct{}
+
+func (raceMove) Kind() FaultKind { return RaceMove }
+func (raceMove) Needs() []need   { return nil }
+
+func (raceMove) Inject(ctx context.Context, n *executor, st Step, _ target) error {
 	mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	_, to, _, err := n.sideTarget(mctx)
@@ -136,7 +141,12 @@ func outcome(err error) string {
 // killDriver is the killed-driver nemesis: a lockctl migrate process is
 // killed with kill -9 as soon as it reports its first copied page, and two
 // drivers then resume the migration at once. Every node must be there.
-func (n *nemesis) killDriver(ctx context.Context, st Step) error {
+type killDriver struct{}
+
+func (killDriver) Kind() FaultKind { return KillDriver }
+func (killDriver) Needs() []need   { return nil }
+
+func (killDriver) Inject(ctx context.Context, n *executor, st Step, _ target) error {
 	mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	_, to, _, err := n.sideTarget(mctx)
@@ -175,7 +185,7 @@ func (n *nemesis) killDriver(ctx context.Context, st Step) error {
 // killedDriver runs lockctl migrate of /side to to and kill -9s it by PID
 // at its first "copying" progress line (plus up to 20 ms); killed is false
 // if it finished first.
-func (n *nemesis) killedDriver(ctx context.Context, st Step, to string) (killed bool, pid int, err error) {
+func (n *executor) killedDriver(ctx context.Context, st Step, to string) (killed bool, pid int, err error) {
 	bin, err := cluster.BuildBinary("./ctl/cmd/lockctl")
 	if err != nil {
 		return false, 0, err
@@ -223,11 +233,14 @@ func freshCellName(i int) string { return fmt.Sprintf("fresh%d", i) }
 // moveNewCell is the fresh-cell nemesis (finding 2): a cell is created
 // and /side moved to it at once. A move that fails half-way on a healthy
 // cluster is a violation (the prefix stays sealed until an operator acts);
-// the nemesis then resumes it as the operator would.
-func (n *nemesis) moveNewCell(ctx context.Context, st Step) error {
-	if n.fresh >= maxFreshCells {
-		return fmt.Errorf("move-new-cell: %d cells created already", n.fresh)
-	}
+// the nemesis then resumes it as the operator would. At most
+// maxFreshCells in a run.
+type moveNewCell struct{}
+
+func (moveNewCell) Kind() FaultKind { return MoveNewCell }
+func (moveNewCell) Needs() []need   { return []need{needCellBudget} }
+
+func (moveNewCell) Inject(ctx context.Context, n *executor, st Step, _ target) error {
 	mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	n.fresh++
@@ -265,7 +278,12 @@ func (n *nemesis) moveNewCell(ctx context.Context, st Step) error {
 // the loss) just before the move. The waiter's grant on the new cell must
 // not come before the holder's lease (and lock-delay) has run out, unless
 // the holder reported the loss first (checker m4).
-func (n *nemesis) moveHeld(ctx context.Context, st Step) error {
+type moveHeld struct{}
+
+func (moveHeld) Kind() FaultKind { return MoveHeld }
+func (moveHeld) Needs() []need   { return nil }
+
+func (moveHeld) Inject(ctx context.Context, n *executor, st Step, _ target) error {
 	mctx, cancel := context.WithTimeout(ctx, 2*time.Minute+2*n.e.cfg.Lease)
 	defer cancel()
 	_, to, _, err := n.sideTarget(mctx)
@@ -324,7 +342,7 @@ func (n *nemesis) moveHeld(ctx context.Context, st Step) error {
 // queueWaiter locks m in the background: the channel receives the time of
 // the grant (its hold interval recorded until ctx ends), or is closed if
 // the Lock failed.
-func (n *nemesis) queueWaiter(ctx context.Context, m *sdk.Mutex) <-chan time.Duration {
+func (n *executor) queueWaiter(ctx context.Context, m *sdk.Mutex) <-chan time.Duration {
 	granted := make(chan time.Duration, 1)
 	go func() {
 		if err := m.Lock(ctx); err != nil {
@@ -343,13 +361,13 @@ func (n *nemesis) queueWaiter(ctx context.Context, m *sdk.Mutex) <-chan time.Dur
 
 // staleClient opens a client whose directory is read now, for use after
 // the directory changed (it learns the change only from a refusal).
-func (n *nemesis) staleClient() (*sdk.Client, error) {
+func (n *executor) staleClient() (*sdk.Client, error) {
 	return n.e.newClient("admin", false, n.e.cfg.RequestTimeout)
 }
 
 // grantedHolder starts a holder process (named kind-N) on lock and waits
 // for its grant (at most the takeover bound); on an error it is killed.
-func (n *nemesis) grantedHolder(kind, lock string) (*holderProc, string, error) {
+func (n *executor) grantedHolder(kind, lock string) (*holderProc, string, error) {
 	n.holders++
 	name := fmt.Sprintf("%s-%d", kind, n.holders)
 	h, err := n.e.startHolderOn(n.holderBin, n.resourceURL, n.logDir, name, lock)

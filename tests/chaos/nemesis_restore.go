@@ -24,11 +24,14 @@ import (
 // Checked: at most one cell serves /side (m1, sampled), the writes after
 // the backup are lost exactly when the directory still gives /side to the
 // restored cell (m2), cached reads across it (c, in eras), and the stale
-// client cannot lock what a fresh one holds.
-func (n *nemesis) restoreOld(ctx context.Context, st Step) error {
-	if n.backupDir == "" || n.restoreErr {
-		return fmt.Errorf("restore-old: no backup store, or an earlier restore failed")
-	}
+// client cannot lock what a fresh one holds. After a restore that could
+// not be completed, no more.
+type restoreOld struct{}
+
+func (restoreOld) Kind() FaultKind { return RestoreOld }
+func (restoreOld) Needs() []need   { return []need{needBackups} }
+
+func (restoreOld) Inject(ctx context.Context, n *executor, st Step, _ target) error {
 	mctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	from, _, _, err := n.sideTarget(mctx)
@@ -94,7 +97,7 @@ func (n *nemesis) restoreOld(ctx context.Context, st Step) error {
 
 // writesAfterBackup puts a few keys after the backup: lost by a restore
 // that still gives the cell /side, kept by one that does not (m2).
-func (n *nemesis) writesAfterBackup(ctx context.Context) {
+func (n *executor) writesAfterBackup(ctx context.Context) {
 	for i := 0; i < 5; i++ {
 		key := fmt.Sprintf("%s/restore%d-%d", sideAckedBase, n.restores, i)
 		call := n.e.h.Now()
@@ -106,7 +109,7 @@ func (n *nemesis) writesAfterBackup(ctx context.Context) {
 
 // restoreOn stops each planned lockd in turn, imports the backup with
 // lockd restore, and starts it again.
-func (n *nemesis) restoreOn(ctx context.Context, on []int) error {
+func (n *executor) restoreOn(ctx context.Context, on []int) error {
 	bin, err := cluster.Binary()
 	if err != nil {
 		return err
@@ -138,7 +141,7 @@ func (n *nemesis) restoreOn(ctx context.Context, on []int) error {
 }
 
 // waitSideServed waits (bounded) until /side answers a read again.
-func (n *nemesis) waitSideServed(ctx context.Context) {
+func (n *executor) waitSideServed(ctx context.Context) {
 	for i := 0; i < 120 && ctx.Err() == nil; i++ {
 		gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		_, err := n.admin.Get(gctx, sidePrefix+"/v")
@@ -155,7 +158,7 @@ func (n *nemesis) waitSideServed(ctx context.Context) {
 // directory names now); the client whose directory predates the move
 // tries the same lock. If both hold it at once, two cells serve /side
 // (finding 3).
-func (n *nemesis) staleLock(ctx context.Context, staleC *sdk.Client) {
+func (n *executor) staleLock(ctx context.Context, staleC *sdk.Client) {
 	fresh, err := n.e.newClient("admin", false, n.e.cfg.RequestTimeout)
 	if err != nil {
 		return

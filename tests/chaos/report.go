@@ -185,20 +185,34 @@ func (r *Report) JSON() string {
 // Summary is the readable report printed above the JSON line.
 func (r *Report) Summary() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "chaos: seed %d, fault phase %.1f s, %d steps\n", r.Seed, r.DurationS, r.Steps)
-	fmt.Fprintf(&b, "network: %s\n", r.Network)
+	r.runSummary(&b)
+	r.opsSummary(&b)
+	r.checksSummary(&b)
+	r.timingSummary(&b)
+	r.hostileSummary(&b)
+	fmt.Fprintf(&b, "violations: %d\n", r.Violations)
+	if r.Dir != "" {
+		fmt.Fprintf(&b, "data and logs: %s\n", r.Dir)
+	}
+	return b.String()
+}
+
+// runSummary writes the run's set-up and the faults injected.
+func (r *Report) runSummary(b *strings.Builder) {
+	fmt.Fprintf(b, "chaos: seed %d, fault phase %.1f s, %d steps\n", r.Seed, r.DurationS, r.Steps)
+	fmt.Fprintf(b, "network: %s\n", r.Network)
 	if r.Proxies > 0 {
-		fmt.Fprintf(&b, "proxies: %d lockproxies; half the workers (and the holder process) send through them\n", r.Proxies)
+		fmt.Fprintf(b, "proxies: %d lockproxies; half the workers (and the holder process) send through them\n", r.Proxies)
 	}
-	fmt.Fprintf(&b, "faults injected:\n")
+	fmt.Fprintf(b, "faults injected:\n")
 	for _, k := range slices.Sorted(maps.Keys(r.Faults)) {
-		fmt.Fprintf(&b, "  %-32s %4d\n", k, r.Faults[k])
+		fmt.Fprintf(b, "  %-32s %4d\n", k, r.Faults[k])
 	}
-	fmt.Fprintf(&b, "fsync faults: %s\n", r.FsyncFaults)
+	fmt.Fprintf(b, "fsync faults: %s\n", r.FsyncFaults)
 	if len(r.MoveOutcomes) > 0 {
-		fmt.Fprintf(&b, "move, restore and disk outcomes:\n")
+		fmt.Fprintf(b, "move, restore and disk outcomes:\n")
 		for _, k := range slices.Sorted(maps.Keys(r.MoveOutcomes)) {
-			fmt.Fprintf(&b, "  %-70s %4d\n", k, r.MoveOutcomes[k])
+			fmt.Fprintf(b, "  %-70s %4d\n", k, r.MoveOutcomes[k])
 		}
 	}
 	if len(r.Side) > 0 {
@@ -206,16 +220,25 @@ func (r *Report) Summary() string {
 		for _, k := range slices.Sorted(maps.Keys(r.Side)) {
 			parts = append(parts, fmt.Sprintf("%s %d", k, r.Side[k]))
 		}
-		fmt.Fprintf(&b, "moving prefix %s: %s\n", sidePrefix, strings.Join(parts, ", "))
+		fmt.Fprintf(b, "moving prefix %s: %s\n", sidePrefix, strings.Join(parts, ", "))
 	}
-	fmt.Fprintf(&b, "operations checked: %d client calls; %d grants, %d hold intervals, %d fenced writes accepted, %d stale writes refused, %d lock-state observations, %d deletion indices, %d config ops, %d acknowledged unique puts\n",
+}
+
+// opsSummary writes the operations the checkers had, by kind.
+func (r *Report) opsSummary(b *strings.Builder) {
+	fmt.Fprintf(b, "operations checked: %d client calls; %d grants, %d hold intervals, %d fenced writes accepted, %d stale writes refused, %d lock-state observations, %d deletion indices, %d config ops, %d acknowledged unique puts\n",
 		r.Ops, r.Grants, r.Intervals, r.AcceptedWrites, r.StaleRefused, r.LockObservations, r.Deletions, r.ConfigOps, r.AckedWrites)
 	var kinds []string
 	for _, k := range slices.Sorted(maps.Keys(r.OpsByKind)) {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, r.OpsByKind[k]))
 	}
-	fmt.Fprintf(&b, "  by kind: %s\n", strings.Join(kinds, ", "))
-	fmt.Fprintf(&b, "checkers:\n")
+	fmt.Fprintf(b, "  by kind: %s\n", strings.Join(kinds, ", "))
+}
+
+// checksSummary writes every checker's count and violations (the first
+// check.MaxDetails of them spelled out).
+func (r *Report) checksSummary(b *strings.Builder) {
+	fmt.Fprintf(b, "checkers:\n")
 	for _, c := range r.Checks {
 		status := "ok"
 		if len(c.Violations) > 0 {
@@ -225,34 +248,33 @@ func (r *Report) Summary() string {
 		if strings.HasPrefix(c.Name, "c.") {
 			extra = " (porcupine: " + r.Linearizable + ")"
 		}
-		fmt.Fprintf(&b, "  %-42s %8d checked  %s%s\n", c.Name, c.Checked, status, extra)
+		fmt.Fprintf(b, "  %-42s %8d checked  %s%s\n", c.Name, c.Checked, status, extra)
 		for i, v := range c.Violations {
 			if i == check.MaxDetails {
-				fmt.Fprintf(&b, "      ... %d more\n", len(c.Violations)-check.MaxDetails)
+				fmt.Fprintf(b, "      ... %d more\n", len(c.Violations)-check.MaxDetails)
 				break
 			}
-			fmt.Fprintf(&b, "      - %s\n", v.Detail)
+			fmt.Fprintf(b, "      - %s\n", v.Detail)
 		}
 	}
-	fmt.Fprintf(&b, "cell failover (leader killed/paused/cut off → first commit under the new leader): %s\n", r.FailoverMS)
+}
+
+// timingSummary writes the fail-over, takeover and heal times, the
+// sessions lost, the cache's share and the outages.
+func (r *Report) timingSummary(b *strings.Builder) {
+	fmt.Fprintf(b, "cell failover (leader killed/paused/cut off → first commit under the new leader): %s\n", r.FailoverMS)
 	for _, k := range slices.Sorted(maps.Keys(r.FailoverByKind)) {
-		fmt.Fprintf(&b, "  %-32s %s\n", k, r.FailoverByKind[k])
+		fmt.Fprintf(b, "  %-32s %s\n", k, r.FailoverByKind[k])
 	}
-	fmt.Fprintf(&b, "takeover (holder process killed/paused → next waiter granted): %s\n", r.TakeoverMS)
+	fmt.Fprintf(b, "takeover (holder process killed/paused → next waiter granted): %s\n", r.TakeoverMS)
 	for _, k := range slices.Sorted(maps.Keys(r.TakeoverByKind)) {
-		fmt.Fprintf(&b, "  %-32s %s\n", k, r.TakeoverByKind[k])
+		fmt.Fprintf(b, "  %-32s %s\n", k, r.TakeoverByKind[k])
 	}
-	fmt.Fprintf(&b, "majority back after kill-three → first commit: %s\n", r.RegainMS)
-	fmt.Fprintf(&b, "liveness phase after the heal: %.1f s until every waiter was granted (or the bound)\n", r.HealedS)
-	fmt.Fprintf(&b, "sessions lost to fail-overs: %d; jeopardy episodes: %d\n", r.SessionsLost, r.Jeopardies)
-	fmt.Fprintf(&b, "config gets answered from the client cache: %d of %d\n", r.ConfigCacheHits, r.ConfigCacheHits+r.ConfigCacheMisses)
+	fmt.Fprintf(b, "majority back after kill-three → first commit: %s\n", r.RegainMS)
+	fmt.Fprintf(b, "liveness phase after the heal: %.1f s until every waiter was granted (or the bound)\n", r.HealedS)
+	fmt.Fprintf(b, "sessions lost to fail-overs: %d; jeopardy episodes: %d\n", r.SessionsLost, r.Jeopardies)
+	fmt.Fprintf(b, "config gets answered from the client cache: %d of %d\n", r.ConfigCacheHits, r.ConfigCacheHits+r.ConfigCacheMisses)
 	if len(r.Outages) > 0 {
-		fmt.Fprintf(&b, "OUTAGES (no commit for a lease or more): %s; sessions ended during them: %d\n", strings.Join(r.Outages, ", "), r.SessionsLostToOutages)
+		fmt.Fprintf(b, "OUTAGES (no commit for a lease or more): %s; sessions ended during them: %d\n", strings.Join(r.Outages, ", "), r.SessionsLostToOutages)
 	}
-	r.hostileSummary(&b)
-	fmt.Fprintf(&b, "violations: %d\n", r.Violations)
-	if r.Dir != "" {
-		fmt.Fprintf(&b, "data and logs: %s\n", r.Dir)
-	}
-	return b.String()
 }

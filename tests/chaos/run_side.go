@@ -7,17 +7,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockservice/lockd/internal/mutant"
 	"github.com/lockservice/lockd/sdk"
 	"github.com/lockservice/lockd/tests/chaos/check"
 	"github.com/lockservice/lockd/tests/cluster"
 )
 
-// faultsLockd builds lockd with -tags lockd_faults (and cfg.LockdTags)
-// for the cluster unless TESTCLUSTER_LOCKD_BIN already names a binary,
+// faultsLockd builds lockd with -tags lockd_faults (and lockd_mutants, when
+// LOCKD_MUTANT selects one: cluster.MutantFlags) for the cluster unless TESTCLUSTER_LOCKD_BIN already names a binary,
 // and points every lockd's fsync fault control at dir/fsync (the
 // environment the lockds inherit). It returns the control directory and a
 // function putting the environment back.
-func faultsLockd(cfg Config, dir string) (string, func(), error) {
+func faultsLockd(dir string) (string, func(), error) {
 	fsyncDir := filepath.Join(dir, "fsync")
 	if err := os.MkdirAll(fsyncDir, 0o755); err != nil {
 		return "", nil, err
@@ -43,8 +44,8 @@ func faultsLockd(cfg Config, dir string) (string, func(), error) {
 	set(FsyncControlEnv, filepath.Join(fsyncDir, "fsync-{id}"))
 	if os.Getenv("TESTCLUSTER_LOCKD_BIN") == "" {
 		tags := "lockd_faults"
-		if cfg.LockdTags != "" {
-			tags += "," + cfg.LockdTags
+		if mutant.Any() {
+			tags += ",lockd_mutants"
 		}
 		flags := []string{"-tags", tags}
 		if os.Getenv("TESTCLUSTER_RACE") == "1" {

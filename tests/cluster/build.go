@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lockservice/lockd/internal/mutant"
 )
 
 // buildTimeout bounds one go build.
@@ -94,16 +96,41 @@ func goBuild(pkg string, flags []string, n int) (string, error) {
 
 // Binary returns the path of the lockd binary the clusters run:
 // $TESTCLUSTER_LOCKD_BIN if set, else ./server/cmd/lockd built once per
-// test binary (with -race if TESTCLUSTER_RACE=1).
+// test binary (with -race if TESTCLUSTER_RACE=1, with -tags lockd_mutants if
+// this test binary runs a mutant: MutantFlags).
 func Binary() (string, error) {
+	if err := checkMutantBuild(); err != nil {
+		return "", err
+	}
 	if p := os.Getenv("TESTCLUSTER_LOCKD_BIN"); p != "" {
 		return filepath.Abs(p)
 	}
-	var flags []string
+	flags := MutantFlags()
 	if os.Getenv("TESTCLUSTER_RACE") == "1" {
 		flags = append(flags, "-race")
 	}
 	return BuildBinary(LockdPkg, flags...)
+}
+
+// checkMutantBuild refuses a mutant selected in a test binary built
+// without -tags lockd_mutants: the mutant would be silently off, and the
+// tests pass as if it were caught by nothing.
+func checkMutantBuild() error {
+	if os.Getenv(mutant.Env) != "" && !mutant.Built {
+		return fmt.Errorf("%s=%q but this test binary was built without -tags lockd_mutants: the mutant would be off (run make mutants, or go test -tags lockd_mutants)", mutant.Env, os.Getenv(mutant.Env))
+	}
+	return nil
+}
+
+// MutantFlags are the go build flags of the lockd and lockproxy binaries
+// the harness builds: -tags lockd_mutants when this test binary (built with
+// -tags lockd_mutants) has a mutant selected in LOCKD_MUTANT, which the
+// processes it starts inherit (internal/mutant); none otherwise.
+func MutantFlags() []string {
+	if mutant.Any() {
+		return []string{"-tags", "lockd_mutants"}
+	}
+	return nil
 }
 
 // ModuleRoot is the directory holding the go.mod of the current module, as

@@ -177,28 +177,12 @@ func (c *Client) Raw(ctx context.Context, method, route string, body []byte) (in
 		e := DecodeError(status, b)
 		lastErr = fmt.Errorf("%s via %s: %w", route, ep, e)
 		failures++
-		switch api.CodeOf(e) {
-		case api.CodeNotLeader:
-			unavail = 0
-			var ae *api.Error
-			errors.As(e, &ae)
-			if ae.Leader != "" && ae.Leader != ep {
-				c.prefer(key, ae.Leader)
-				redirects++
-				if redirects <= 2 {
-					continue // follow the hint at once
-				}
-			} else {
-				c.rotate(key, ep)
-			}
-		case api.CodeUnavailable:
-			unavail++
-			if unavail >= 3 {
-				unavail = 0
-				c.rotate(key, ep)
-			}
-		default:
+		now, known := c.steer(key, ep, e, &redirects, &unavail)
+		if !known {
 			return status, b, nil // a 503 we do not know: the caller decides
+		}
+		if now {
+			continue // follow the hint at once
 		}
 		redirects = 0
 		if !c.sleep(ctx, failures) {
@@ -209,6 +193,38 @@ func (c *Client) Raw(ctx context.Context, method, route string, body []byte) (in
 		return 0, nil, fmt.Errorf("%w (%w)", lastErr, ctx.Err())
 	}
 	return 0, nil, fmt.Errorf("gave up after %d attempts: %w", c.MaxAttempts, lastErr)
+}
+
+// steer acts on Raw's 503 e from ep: not_leader moves key to the hinted
+// leader (now: retry at once, for two hints in a row) or away from ep;
+// unavailable moves key away from ep after three in a row. redirects and
+// unavail are Raw's counts of those in a row. known is false for a 503
+// Raw does not know, which goes back to the caller.
+func (c *Client) steer(key, ep string, e error, redirects, unavail *int) (now, known bool) {
+	switch api.CodeOf(e) {
+	case api.CodeNotLeader:
+		*unavail = 0
+		var ae *api.Error
+		errors.As(e, &ae)
+		if ae.Leader != "" && ae.Leader != ep {
+			c.prefer(key, ae.Leader)
+			*redirects++
+			if *redirects <= 2 {
+				return true, true
+			}
+		} else {
+			c.rotate(key, ep)
+		}
+	case api.CodeUnavailable:
+		*unavail++
+		if *unavail >= 3 {
+			*unavail = 0
+			c.rotate(key, ep)
+		}
+	default:
+		return false, false
+	}
+	return false, true
 }
 
 // setAuth sets req's Authorization header: Authorization as it is, else

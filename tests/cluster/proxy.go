@@ -20,13 +20,13 @@ import (
 const ProxyPkg = "./proxy/cmd/lockproxy"
 
 // ProxyBinary is the lockproxy binary the harness runs:
-// $TESTCLUSTER_PROXY_BIN if set (a deliberately broken build), else
-// ./proxy/cmd/lockproxy built once per test binary.
+// $TESTCLUSTER_PROXY_BIN if set, else ./proxy/cmd/lockproxy built once
+// per test binary (with MutantFlags).
 func ProxyBinary() (string, error) {
 	if p := os.Getenv("TESTCLUSTER_PROXY_BIN"); p != "" {
 		return filepath.Abs(p)
 	}
-	return BuildBinary(ProxyPkg)
+	return BuildBinary(ProxyPkg, MutantFlags()...)
 }
 
 // Proxy is a lockproxy process the harness runs beside a cluster.

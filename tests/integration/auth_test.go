@@ -28,6 +28,7 @@ func authClient(c *cluster.Cluster, tok string) *cluster.Client {
 // sessions and writes/s (429, nothing applied, others unaffected); a
 // revoked token; and the SDK end to end, directly and through a proxy.
 func TestTenantsACLsAndQuotas(t *testing.T) {
+	t.Parallel()
 	c := cluster.Start(t, cluster.Options{Replicas: 3, AdminToken: testAdminToken})
 	ctx, cancel := ctxFor(3 * time.Minute)
 	defer cancel()

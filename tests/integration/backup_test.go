@@ -28,6 +28,7 @@ import (
 // fencing tokens still rise. The other cell is untouched. A periodic backup
 // runs too, and bad restores fail clearly and change nothing.
 func TestBackupAndRestore(t *testing.T) {
+	t.Parallel()
 	store := t.TempDir()
 	c := cluster.Start(t, cluster.Options{Lease: 5 * time.Second, ExtraArgs: []string{"--backup-dir", store, "--backup-every", "1s"}})
 	cl := c.NewClient()

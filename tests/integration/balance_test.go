@@ -16,6 +16,7 @@ import (
 // directory's leader hands them out again until no lockd leads more than
 // one of the four cells (six lockds).
 func TestLeadersSpread(t *testing.T) {
+	t.Parallel()
 	c := cluster.Start(t, cluster.Options{Lockds: 6, Zones: 3, Lease: 5 * time.Second, BalanceLeaders: true})
 	admin := newSDKClient(t, c)
 	ctx, cancel := ctxFor(2 * time.Minute)

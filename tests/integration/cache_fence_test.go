@@ -18,12 +18,13 @@ import (
 // one value and goes silent; the leader is killed. The new leader holds a
 // write to that value until the silent client's cache window has passed,
 // but a write to any other node commits at once: the fence is per node
-// (the grants are committed), not for the whole cell. -tags
+// (the grants are committed), not for the whole cell. mutant
 // lockd_broken_cachegrant (grants not committed) lets the held write
 // through at once, and the test fails on the stale old value check; on
 // the code before the fix (one fence for the cell) the other write waited
 // as long as the held one.
 func TestFenceHoldsOnlyWhatASilentCacherHolds(t *testing.T) {
+	t.Parallel()
 	c := cluster.Start(t, cluster.Options{Lease: 12 * time.Second})
 	op := noCacheClient(t, c)
 	ctx, cancel := ctxFor(2 * time.Minute)
@@ -85,10 +86,11 @@ func putUntilAcked(ctx context.Context, op *sdk.Client, path, value string) erro
 // TestCachedParentSeesItsChildren (finding 9): a cached node's child
 // count must not go stale when a child is created or deleted. A node
 // with children is not granted to caches, and a create invalidates its
-// parent first. -tags lockd_broken_cacheparent (a create leaves its
-// parent's cachers alone) fails on the create; -tags
+// parent first. mutant lockd_broken_cacheparent (a create leaves its
+// parent's cachers alone) fails on the create; mutant
 // lockd_broken_cacheparents (parents granted) on the delete.
 func TestCachedParentSeesItsChildren(t *testing.T) {
+	t.Parallel()
 	c := cluster.Start(t, cluster.Options{})
 	op := noCacheClient(t, c)
 	reader := cachingClient(t, c)
@@ -119,9 +121,10 @@ func TestCachedParentSeesItsChildren(t *testing.T) {
 // times out (three of the leader's four followers paused) may still
 // commit once they are back. Until its fate is known its node must not
 // be granted to a cache: a reader that caches the old value meanwhile
-// would never be invalidated. -tags lockd_broken_cachesettle (the node
+// would never be invalidated. mutant lockd_broken_cachesettle (the node
 // cacheable again as soon as the proposal failed) fails it.
 func TestTimedOutWriteLeavesNoStaleCache(t *testing.T) {
+	t.Parallel()
 	c := cluster.Start(t, cluster.Options{})
 	op := noCacheClient(t, c)
 	reader := cachingClient(t, c)

@@ -42,6 +42,7 @@ func noCacheClient(t *testing.T, c *cluster.Cluster) *sdk.Client {
 // old value, so each reader's next Get sees the new one; a watcher gets
 // one event, re-reads the new value and re-arms in the same call.
 func TestCachedReadsInvalidatedBeforeAWrite(t *testing.T) {
+	t.Parallel()
 	c := cluster.Start(t, cluster.Options{})
 	op := noCacheClient(t, c)
 	ctx, cancel := ctxFor(2 * time.Minute)
@@ -109,6 +110,7 @@ func TestCachedReadsInvalidatedBeforeAWrite(t *testing.T) {
 // one clock, and porcupine checks the history is linearizable, one
 // register per key (the fault suite's checker).
 func TestCachedReadsLinearizable(t *testing.T) {
+	t.Parallel()
 	cachedReadsLinearizable(t, cluster.Start(t, cluster.Options{}))
 }
 
@@ -189,6 +191,7 @@ func cachedReadsLinearizable(t *testing.T, c *cluster.Cluster) {
 // its lease runs out; the write then completes, and until then the old
 // value stays readable.
 func TestDeadCacherDelaysAWriteByItsLease(t *testing.T) {
+	t.Parallel()
 	c := cluster.Start(t, cluster.Options{Lease: 3 * time.Second})
 	op := noCacheClient(t, c)
 	ctx, cancel := ctxFor(2 * time.Minute)
@@ -254,6 +257,7 @@ func writeHeldByASilentCacher(ctx context.Context, t *testing.T, op *sdk.Client,
 // (the readers flushed on the fail-over, and the new leader waited for
 // them to learn of it before the write committed).
 func TestCacheFlushedOnFailover(t *testing.T) {
+	t.Parallel()
 	cacheFlushedOnFailover(t, cluster.Start(t, cluster.Options{}))
 }
 

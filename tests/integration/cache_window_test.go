@@ -19,9 +19,10 @@ import (
 // TestUndeclaredCacheWindowServedUncached reads one node with cache:true
 // and each declared window: none (an old client), the session's own,
 // longer than the session's, and a negative one. Only the session's own is
-// granted; a negative one is refused bad_request. -tags
+// granted; a negative one is refused bad_request. mutant
 // lockd_broken_declaredwindow (any declared window granted) fails it.
 func TestUndeclaredCacheWindowServedUncached(t *testing.T) {
+	t.Parallel()
 	c := cluster.Start(t, cluster.Options{Replicas: 3})
 	op := noCacheClient(t, c)
 	ctx, cancel := ctxFor(time.Minute)

@@ -21,6 +21,7 @@ import (
 // the proxy before the lockds, so the proxy does not log giving up on
 // them (issue 24, item 10).
 func TestDevSaysReadyAndStopsProxiesFirst(t *testing.T) {
+	t.Parallel()
 	bin := cluster.Build(t, cluster.LockdPkg, versionFlags...)
 	cmd := exec.Command(bin, devArgs(t, 3, freePortRun(t, 6), freePortRun(t, 6))...)
 	out, err := cmd.StdoutPipe()

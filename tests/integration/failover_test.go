@@ -16,6 +16,7 @@ import (
 // across a stop and restart of all five replicas; data written before both
 // is still there.
 func TestFencingTokensAcrossLeaderChangeAndRestart(t *testing.T) {
+	t.Parallel()
 	c := cluster.Start(t, cluster.Options{})
 	cl := c.NewClient()
 	defer cl.Close()
@@ -92,6 +93,7 @@ func TestFencingTokensAcrossLeaderChangeAndRestart(t *testing.T) {
 // leader every session renews under the new leader, none is told
 // session_expired, and every node survives, also a full lease later.
 func TestLeaderKillKeepsSessions(t *testing.T) {
+	t.Parallel()
 	const (
 		n     = 50
 		lease = 4 * time.Second
@@ -176,6 +178,7 @@ func allOf(ss []*session, ok func(*session) bool) bool {
 // stream, and every write that was acknowledged, before or after the kill,
 // reads back with its value.
 func TestAckedWritesSurviveLeaderKill(t *testing.T) {
+	t.Parallel()
 	const writers = 8
 	c := cluster.Start(t, cluster.Options{})
 	cl := c.NewClient()

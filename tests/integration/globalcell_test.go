@@ -22,6 +22,7 @@ const globalTiming = "heartbeat=500ms,election=5s,lease=30s,keepalive=10s,grace=
 // grace, and when its leader is killed it fails over with the session
 // and the lock intact (no jeopardy, no expiry: no false expiry).
 func TestGlobalCellOverDelay(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a slow cell")
 	}

@@ -12,6 +12,7 @@ import (
 // voters up, and after a follower is killed with kill -9 it counts two —
 // a bare majority, what the LockdCellAtMinimumQuorum alert fires on.
 func TestHealthMetrics(t *testing.T) {
+	t.Parallel()
 	c := cluster.Start(t, cluster.Options{Replicas: 3})
 	leader, err := c.WaitLeader("demo", 30*time.Second)
 	must(t, err)

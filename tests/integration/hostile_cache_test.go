@@ -197,9 +197,10 @@ func latencyLine(name string, d []time.Duration) string {
 // value once a write returned. Put and Unlock latencies are logged alone
 // and during the attack, with everyone talking to the lockds directly,
 // and with everyone (attacker, writer, honest reader) going through a
-// lockproxy. -tags lockd_broken_cachewindow (deadlines ignored) makes
+// lockproxy. mutant lockd_broken_cachewindow (deadlines ignored) makes
 // every Put fail.
 func TestHostileCacherCannotBlockWrites(t *testing.T) {
+	t.Parallel()
 	for _, viaProxy := range []bool{false, true} {
 		name := map[bool]string{false: "direct", true: "through a proxy"}[viaProxy]
 		t.Run(name, func(t *testing.T) { cacheAttack(t, viaProxy) })

@@ -18,9 +18,10 @@ import (
 // certificate, no token needed) until the lockd has no file descriptor
 // left must not end its API: once they close, it serves again, the same
 // process. The descriptor limit is lowered with prlimit so that a few
-// hundred connections reach it. Fails on -tags lockd_broken_fdexhaust
+// hundred connections reach it. Fails on mutant lockd_broken_fdexhaust
 // (fasthttp ends Serve on EMFILE, and the lockd exits).
 func TestIdleConnectionsCannotStopALockd(t *testing.T) {
+	t.Parallel()
 	prlimit, err := exec.LookPath("prlimit")
 	if err != nil {
 		t.Skip("no prlimit (util-linux) to lower the lockd's descriptor limit")

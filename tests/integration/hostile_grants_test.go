@@ -23,9 +23,10 @@ const grantFloodAdminToken = "admin-token-of-grantflood"
 // tenant's writes per second (past it the read is served uncached), so a
 // tenant held to 2 writes/s cannot make the cell commit hundreds of
 // entries with bursts of reads. The attack review's repro: 901 entries
-// from 3 writes and 3 bursts of 300 reads. -tags lockd_broken_freegrants
+// from 3 writes and 3 bursts of 300 reads. mutant lockd_broken_freegrants
 // (grants not metered) fails it.
 func TestCacheGrantsAreMeteredWrites(t *testing.T) {
+	t.Parallel()
 	c := cluster.Start(t, cluster.Options{AdminToken: grantFloodAdminToken})
 	ctx, cancel := ctxFor(3 * time.Minute)
 	defer cancel()

@@ -3,7 +3,7 @@ package integration_test
 // A hostile tenant against a lockproxy (issue 22, holes 3, 4, 6 and the
 // proxy's side of 10): on real processes, a cluster that requires tokens
 // and one proxy. Each test fails on the mutant named in its comment
-// (TESTCLUSTER_PROXY_BIN=<lockproxy built with -tags ...>).
+// (LOCKD_MUTANT=<mutant> go test -tags lockd_mutants: make mutants).
 
 import (
 	"bytes"
@@ -197,6 +197,7 @@ func figuresOf(t *testing.T, p *cluster.Proxy) proxyFigures {
 // keeps its lock through the attack and after it, and a new session is
 // renewed through the proxy afterwards. Mutant: lockproxy_broken_batchsplit.
 func TestHostileProxyBatchWedge(t *testing.T) {
+	t.Parallel()
 	c, p, _, tokens := hostileSetup(t, grant("writer", "/demo/a", api.RoleWrite), grant("attacker", "/demo/b", api.RoleRead))
 	ctx, cancel := ctxFor(3 * time.Minute)
 	defer cancel()
@@ -270,6 +271,7 @@ func TestHostileProxyBatchWedge(t *testing.T) {
 // holds one watch for it (one per client, path and kind). Mutant:
 // lockproxy_broken_watchkey.
 func TestHostileProxyWatchFlood(t *testing.T) {
+	t.Parallel()
 	_, p, _, tokens := hostileSetup(t, grant("reader", "/demo/a", api.RoleRead))
 	s := openViaProxy(t, p.Addr, tokens["reader"])
 	before := figuresOf(t, p)
@@ -303,6 +305,7 @@ func TestHostileProxyWatchFlood(t *testing.T) {
 // a directory read) the proxy refuses it 401, and its session, renewed
 // through the proxy, ends within a lease. Mutant: lockproxy_broken_revoke.
 func TestHostileProxyRevoke(t *testing.T) {
+	t.Parallel()
 	c, p, adm, tokens := hostileSetup(t, grant("victim", "/demo/a", api.RoleWrite))
 	ctx, cancel := ctxFor(2 * time.Minute)
 	defer cancel()
@@ -357,6 +360,7 @@ func TestHostileProxyRevoke(t *testing.T) {
 // tenant's, the tenant's own, an admin's. /healthz and /metrics need
 // none; an unknown route is labelled "other" in the metrics.
 func TestHostileProxyCredentials(t *testing.T) {
+	t.Parallel()
 	_, p, adm, tokens := hostileSetup(t, grant("reader", "/demo/a", api.RoleRead), grant("other", "/demo/b", api.RoleRead), grant("gone", "/demo/a", api.RoleRead))
 	ctx, cancel := ctxFor(time.Minute)
 	defer cancel()

@@ -252,12 +252,13 @@ func answers(want []api.Code, got api.Code) bool {
 // nonce replayed by another tenant, make_parents outside a grant, a
 // tenant's watch quota across its sessions and through a proxy, owners
 // through a move. Fails
-// on -tags lockproxy_broken_lendtoken (lockproxy), lockd_broken_routelabel,
+// on mutant lockproxy_broken_lendtoken (lockproxy), lockd_broken_routelabel,
 // lockd_broken_bodylimit, lockd_broken_noncekey, lockd_broken_parentsfrom,
 // lockd_broken_watchquota, lockd_broken_exportowner,
 // lockd_broken_renewcheck, lockproxy_broken_proxywatchquota,
 // lockproxy_broken_proxybody.
 func TestHostileCredentials(t *testing.T) {
+	t.Parallel()
 	e := startHostile(t)
 	before := e.snapshot(t)
 	t.Run("matrix", func(t *testing.T) { e.matrix(t) })
@@ -280,7 +281,7 @@ func TestHostileCredentials(t *testing.T) {
 
 // renewals: a tenant renews only its own sessions, and once its tokens
 // are revoked nobody renews its sessions, not even a lockproxy's batch
-// (hole 4). Fails on -tags lockd_broken_renewcheck.
+// (hole 4). Fails on mutant lockd_broken_renewcheck.
 func (e *hostileEnv) renewals(t *testing.T) {
 	bob := e.c.NewClient()
 	bob.Token = e.tokens["bob"]
@@ -326,7 +327,7 @@ func (e *hostileEnv) renewals(t *testing.T) {
 // watchQuota: a tenant's watch quota holds across its sessions on a cell
 // (hole 7): two sessions of a tenant allowed 3 watches arm 3 in all; and
 // through a proxy, where the leader sees only the proxy's one watch per
-// path, the proxy holds the tenant to it. Fails on -tags
+// path, the proxy holds the tenant to it. Fails on mutant
 // lockd_broken_watchquota and lockproxy_broken_proxywatchquota.
 func (e *hostileEnv) watchQuota(t *testing.T) {
 	cl := e.c.NewClient()
@@ -400,7 +401,7 @@ func (e *hostileEnv) clientTLS(t *testing.T) *tls.Config {
 }
 
 // moveKeepsOwners: a tenant's nodes keep their owner through a move, so
-// its node quota holds on the new cell (hole 9). Fails on -tags
+// its node quota holds on the new cell (hole 9). Fails on mutant
 // lockd_broken_exportowner.
 func (e *hostileEnv) moveKeepsOwners(t *testing.T) {
 	ctx, cancel := ctxFor(2 * time.Minute)

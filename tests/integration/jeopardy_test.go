@@ -23,6 +23,9 @@ const (
 // node and token and Context is live again; if not, SessionExpired, the
 // lock is lost (ErrLockLost) and a new holder gets a higher token.
 func TestJeopardy(t *testing.T) {
+	// Not parallel: it asserts the SDK enters jeopardy before the cell can
+	// expire its session, a bound on the client's timers, which other
+	// clusters' load on the machine would blur.
 	c := cluster.Start(t, cluster.Options{})
 	t.Run("SafeWithinGrace", func(t *testing.T) { testJeopardySafe(t, c) })
 	t.Run("ExpiredAfterGrace", func(t *testing.T) { testJeopardyExpired(t, c) })

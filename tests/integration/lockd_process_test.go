@@ -33,6 +33,7 @@ const testVersion = "v0.0.0-proctest"
 var versionFlags = []string{"-ldflags", "-X github.com/lockservice/lockd/server/lockd.Version=" + testVersion}
 
 func TestLockdVersion(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		flags []string
@@ -58,6 +59,7 @@ func TestLockdVersion(t *testing.T) {
 // run` is, the process that started it) and checks that every replica and
 // proxy it started exits, by PID, within a bounded wait.
 func TestDevReplicasDieWithSupervisor(t *testing.T) {
+	t.Parallel()
 	bin := cluster.Build(t, cluster.LockdPkg, versionFlags...)
 	for _, tc := range []struct {
 		name string
@@ -141,6 +143,7 @@ func TestDevReplicasDieWithSupervisor(t *testing.T) {
 // TestPortInUse: lockd dev and lockd serve refuse a taken port with one
 // line naming it, before starting anything.
 func TestPortInUse(t *testing.T) {
+	t.Parallel()
 	bin := cluster.Build(t, cluster.LockdPkg)
 	const replicas = 3
 	for _, tc := range []struct {
@@ -351,6 +354,7 @@ func waitStatus(t *testing.T, addr string, d time.Duration) api.StatusResponse {
 // TestPprofOnlyWhenAsked: /debug/pprof/ is served with --pprof and is
 // not found without it.
 func TestPprofOnlyWhenAsked(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		args []string

@@ -16,9 +16,10 @@ import (
 // get a lock node whose sequence did not restart and a fencing token
 // above the first holder's, and be granted after the delay's end.
 //
-// A build with -tags lockd_broken_dirdelay (deleting the directory drops
+// A build with mutant lockd_broken_dirdelay (deleting the directory drops
 // its delay) fails it.
 func TestLockDelaySurvivesDirectoryDelete(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("waits out a lock-delay")
 	}
@@ -89,8 +90,9 @@ func TestLockDelaySurvivesDirectoryDelete(t *testing.T) {
 // lock-delay kept for a deleted lock directory, and its sequence counter,
 // survive an ephemeral node made at the directory's path whose session
 // then ends: a Lock in the directory made again waits, and its node's
-// sequence goes on. A build with -tags lockd_broken_ephdelay fails it.
+// sequence goes on. A build with mutant lockd_broken_ephdelay fails it.
 func TestKeptDelayOutlivesEphemeralNode(t *testing.T) {
+	t.Parallel()
 	const (
 		delay = 30 * time.Second
 		dir   = "/demo/kd/job"

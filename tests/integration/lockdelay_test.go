@@ -26,9 +26,10 @@ import (
 //   - a clean Unlock hands over at once (no delay is ever shown);
 //   - a delay out of range is refused with a clear error.
 //
-// A build with -tags lockd_broken_lockdelay (a new leader ends inherited
+// A build with mutant lockd_broken_lockdelay (a new leader ends inherited
 // delays at once) fails it.
 func TestLockDelayAndTokenCheck(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("kills a holder and a leader")
 	}

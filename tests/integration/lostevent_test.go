@@ -215,6 +215,7 @@ func readResponse(br *bufio.Reader) (head, body []byte, err error) {
 // and no re-list, the event left with the lost reply and the waiter waited
 // forever.
 func TestLostKeepAliveReply(t *testing.T) {
+	t.Parallel()
 	const lease = 3 * time.Second
 	c := cluster.Start(t, cluster.Options{Lease: lease})
 	relay := startDropRelay(t, c.Endpoints())

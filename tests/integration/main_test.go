@@ -4,6 +4,12 @@
 // expiry, fencing tokens across fail-overs and restarts, sessions and
 // acknowledged writes surviving a leader kill, bad input refused without
 // effect, and leader hints.
+//
+// Every test starts its own cluster and most run in parallel (t.Parallel;
+// make test runs up to -parallel 3 at once: clusters mostly wait on
+// timers and disks, so three share two cores). The few that assert
+// timeliness (a wake-up by event, jeopardy before expiry, KeepAlive
+// counts) are not parallel and say why: Go runs them first, one at a time.
 package integration_test
 
 import (

@@ -23,6 +23,7 @@ import (
 // lockd drops its replica when it comes back, and bad changes are refused
 // without changing anything.
 func TestReplaceKilledReplica(t *testing.T) {
+	t.Parallel()
 	// Snapshots every 500 entries: the new replica catches up from one.
 	c, admin := manyCells(t, "--snapshot-entries", "500")
 	lockctl := cluster.Build(t, "./ctl/cmd/lockctl")
@@ -232,6 +233,7 @@ func waitCaughtUp(t *testing.T, c *cluster.Cluster, cell string, id int, fromSna
 // so the lockd waits for the unload. Every round the lockd must still run
 // and the cell must serve.
 func TestReAddReplicaOnSameLockd(t *testing.T) {
+	t.Parallel()
 	c, admin := manyCells(t)
 	ctx, cancel := ctxFor(4 * time.Minute)
 	defer cancel()

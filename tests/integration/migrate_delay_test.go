@@ -16,6 +16,7 @@ import (
 // lock in delay, a TryLock is refused, and the waiter is granted only
 // once the delay has ended; a lock-delay in force at the seal moves too.
 func TestMoveKeepsLocksDelayed(t *testing.T) {
+	t.Parallel()
 	c, admin := manyCells(t)
 	ctx, cancel := ctxFor(3 * time.Minute)
 	defer cancel()
@@ -79,9 +80,10 @@ func TestMoveKeepsLocksDelayed(t *testing.T) {
 // takes a held lock from its holder, which may not know for up to its
 // lease; when the move is then aborted, the old cell unseals and grants
 // that lock to nobody before the holder's lease plus its lock-delay may
-// have run, timed from the unseal. A build with -tags
+// have run, timed from the unseal. A build with mutant
 // lockd_broken_abortdelay (the unseal starts no delay) fails it.
 func TestAbortedMoveKeepsLocksDelayed(t *testing.T) {
+	t.Parallel()
 	c, admin := manyCells(t)
 	ctx, cancel := ctxFor(2 * time.Minute)
 	defer cancel()

@@ -24,11 +24,12 @@ import (
 // at once: a call naming a cell the view lacks reads the directory
 // again before it is refused.
 //
-// Mutants: -tags lockd_broken_dirviewread (a lockd without a directory
+// Mutants: lockd_broken_dirviewread (a lockd without a directory
 // replica answers GET /v1/directory from its lagging view) fails the
-// move; -tags sdk_broken_nocellrefresh on the test binary (the SDK
+// move; mutant sdk_broken_nocellrefresh on the test binary (the SDK
 // refuses an unknown cell at once) fails the early clients' sessions.
 func TestMigrateToANewCellAtOnce(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("six lockds and two cells created")
 	}

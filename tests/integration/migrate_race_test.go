@@ -76,6 +76,7 @@ func countKeys(t *testing.T, cl *sdk.Client, prefix string, n int) int {
 // driver moves it each round (the other is refused,
 // migration_in_progress), and every key survives every round.
 func TestMigrationRaceLosesNothing(t *testing.T) {
+	t.Parallel()
 	c, admin := manyCells(t)
 	ctx, cancel := ctxFor(10 * time.Minute)
 	defer cancel()

@@ -81,6 +81,7 @@ func (s stepper) beginAndSeal(driver string) (api.Migration, api.PrefixOpRespons
 // late page of its copy cannot touch the newer driver's, nor can its
 // commit land; the newer driver's copy moves every key.
 func TestMigrationLatePageRefused(t *testing.T) {
+	t.Parallel()
 	c, admin := manyCells(t)
 	ctx, cancel := ctxFor(5 * time.Minute)
 	defer cancel()
@@ -142,6 +143,7 @@ func TestMigrationLatePageRefused(t *testing.T) {
 // not the sealed source (a page missing) is refused, copy_mismatch, and
 // changes nothing; the same migration then moves every key.
 func TestMigrationCopyVerified(t *testing.T) {
+	t.Parallel()
 	c, admin := manyCells(t)
 	ctx, cancel := ctxFor(5 * time.Minute)
 	defer cancel()

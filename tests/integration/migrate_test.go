@@ -196,6 +196,7 @@ func (w *lockWorkload) counter(ctx context.Context, cl *sdk.Client) {
 // acknowledged increment, and a request routed to a cell the prefix left
 // is answered moved, naming the cell it went to.
 func TestMigrationUnderLoad(t *testing.T) {
+	t.Parallel()
 	c, admin := manyCells(t)
 	ctx, cancel := ctxFor(3 * time.Minute)
 	defer cancel()
@@ -448,6 +449,7 @@ func leaderByStatus(t *testing.T, c *cluster.Cluster, cell string) int {
 // with exactly one cell serving the prefix: lockctl migrate resumes from
 // the directory's record, or --abort rolls back.
 func TestMigrationSurvivesCrashes(t *testing.T) {
+	t.Parallel()
 	c, admin := manyCells(t)
 	lockctl := cluster.Build(t, "./ctl/cmd/lockctl")
 	ctx, cancel := ctxFor(4 * time.Minute)
@@ -542,6 +544,7 @@ func TestMigrationSurvivesCrashes(t *testing.T) {
 // TestMigrationBadInput: every refusal names its reason and changes
 // nothing.
 func TestMigrationBadInput(t *testing.T) {
+	t.Parallel()
 	c, admin := manyCells(t)
 	ctx, cancel := ctxFor(time.Minute)
 	defer cancel()

@@ -22,9 +22,10 @@ import (
 
 // TestNotHostedCellNamesAReplica asks the one lockd of six that hosts no
 // replica of demo for a demo node: the answer must be not_leader with a
-// hint among demo's replicas. -tags lockd_broken_nohosthint (wrong_cell,
+// hint among demo's replicas. mutant lockd_broken_nohosthint (wrong_cell,
 // no hint) fails it.
 func TestNotHostedCellNamesAReplica(t *testing.T) {
+	t.Parallel()
 	c := cluster.Start(t, cluster.Options{Lockds: 6, Zones: 3})
 	op := noCacheClient(t, c)
 	ctx, cancel := ctxFor(time.Minute)

@@ -84,6 +84,8 @@ func proxyStatus(t testing.TB, p *cluster.Proxy) api.ProxyStatus {
 // receives batches only — no client KeepAlive — while a lock is handed
 // from client to client through them (the hand-off event rides a batch).
 func TestProxyBatchesKeepAlives(t *testing.T) {
+	// Not parallel: it counts KeepAlives over a fixed idle time, which other
+	// clusters' load on the machine would blur.
 	const lease = 3 * time.Second
 	c := cluster.Start(t, cluster.Options{Lease: lease, LogLevel: "debug"}) // the proxies log every refusal
 	proxies := startProxies(t, c, 2)
@@ -173,6 +175,8 @@ func TestProxyBatchesKeepAlives(t *testing.T) {
 // session, inside its lease: it keeps the lock and its token, never
 // enters jeopardy, and a contender cannot take the lock meanwhile.
 func TestProxyKillKeepsLocks(t *testing.T) {
+	// Not parallel: it asserts no jeopardy across a proxy kill with a 3 s
+	// lease, which other clusters' load on the machine would blur.
 	const lease = 3 * time.Second
 	c := cluster.Start(t, cluster.Options{Lease: lease, LogLevel: "debug"})
 	proxies := startProxies(t, c, 2)
@@ -252,9 +256,10 @@ func TestProxyKillKeepsLocks(t *testing.T) {
 // proxy is killed with kill -9. The proxy stops renewing its session once
 // its KeepAlives stop, so the next waiter holds the lock about a lease
 // later, as without a proxy. A proxy that renewed every session it knew
-// (-tags lockproxy_broken_keep_dead) keeps the dead holder's lock forever
+// (mutant lockproxy_broken_keep_dead) keeps the dead holder's lock forever
 // and fails this test.
 func TestProxyTakeoverAfterHolderKilled(t *testing.T) {
+	t.Parallel()
 	const lease = 3 * time.Second
 	c := cluster.Start(t, cluster.Options{Lease: lease})
 	proxies := startProxies(t, c, 2)
@@ -301,6 +306,7 @@ func TestProxyTakeoverAfterHolderKilled(t *testing.T) {
 // clients' caches stay linearizable with the writes when invalidations
 // and their acknowledgements travel through the proxies.
 func TestCachedReadsLinearizableViaProxies(t *testing.T) {
+	t.Parallel()
 	c := cluster.Start(t, cluster.Options{})
 	startProxies(t, c, 2)
 	cachedReadsLinearizable(t, c)
@@ -310,6 +316,7 @@ func TestCachedReadsLinearizableViaProxies(t *testing.T) {
 // through two proxies: after the leader is killed, no client reads a
 // stale value.
 func TestCacheFlushedOnFailoverViaProxies(t *testing.T) {
+	t.Parallel()
 	c := cluster.Start(t, cluster.Options{})
 	startProxies(t, c, 2)
 	cacheFlushedOnFailover(t, c)

@@ -62,6 +62,7 @@ func warmCache(ctx context.Context, t *testing.T, cl *sdk.Client, path, want str
 // dropped the old value; each watcher gets one event, re-reads the new
 // value and re-arms in the same call.
 func TestProxySharedCacheAndWatches(t *testing.T) {
+	t.Parallel()
 	c := cluster.Start(t, cluster.Options{})
 	proxies := startProxies(t, c, 1)
 	op := noCacheClient(t, c)
@@ -154,6 +155,7 @@ func TestProxySharedCacheAndWatches(t *testing.T) {
 // gave it has run out — within its lease; until then the old value stays
 // readable, and then the write completes.
 func TestProxySilentClientDelaysAWrite(t *testing.T) {
+	t.Parallel()
 	c := cluster.Start(t, cluster.Options{})
 	proxies := startProxies(t, c, 1)
 	op := noCacheClient(t, c)
@@ -195,6 +197,7 @@ func TestProxySilentClientDelaysAWrite(t *testing.T) {
 // watches there, every one gets its event for the write, and no reader
 // serves the old value.
 func TestProxyKillMovesWatches(t *testing.T) {
+	t.Parallel()
 	c := cluster.Start(t, cluster.Options{})
 	proxies := startProxies(t, c, 2)
 	op := noCacheClient(t, c)
@@ -247,6 +250,7 @@ func TestProxyKillMovesWatches(t *testing.T) {
 // TestProxyClientWritesWhatItCaches: a client behind a proxy that caches
 // a value and then writes it reads its own write back, every round.
 func TestProxyClientWritesWhatItCaches(t *testing.T) {
+	t.Parallel()
 	c := cluster.Start(t, cluster.Options{})
 	startProxies(t, c, 1)
 	ctx, cancel := ctxFor(2 * time.Minute)

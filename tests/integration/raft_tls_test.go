@@ -29,9 +29,10 @@ const raftTLSAdminToken = "admin-token-of-the-raft-tls-test"
 // (it must be refused), with no certificate (refused), with the API
 // certificate lockds and lockproxies present to the API (refused), and
 // with a lockd's Raft certificate (taken). The cluster works over TLS
-// meanwhile. The mutant -tags lockd_broken_raftca (Raft on the API's CA,
+// meanwhile. The mutant lockd_broken_raftca (Raft on the API's CA,
 // as before) fails on the application certificate.
 func TestRaftPortTakesOnlyRaftCerts(t *testing.T) {
+	t.Parallel()
 	c := cluster.Start(t, cluster.Options{Replicas: 3, TLS: true, AdminToken: raftTLSAdminToken})
 	ctx, cancel := ctxFor(2 * time.Minute)
 	defer cancel()

@@ -83,6 +83,7 @@ func stopByPID(t *testing.T, p *lineProc) error {
 // a subprocess against a real cluster: lock with LOCK_TOKEN, exit status
 // and --timeout; elect and leader; members; watch (one line per event).
 func TestLockctl(t *testing.T) {
+	t.Parallel()
 	bin := cluster.Build(t, "./ctl/cmd/lockctl")
 	c := cluster.Start(t, cluster.Options{})
 	e := &lockctlEnv{t: t, bin: bin, eps: strings.Join(c.Endpoints(), ",")}

@@ -114,6 +114,7 @@ func (h *rwHolder) waiting(t *testing.T, d time.Duration, why string) {
 // (no writer ever beside anyone, all eight readers at once) and by tokens
 // (each later node's token is higher).
 func TestSharedLockRules(t *testing.T) {
+	t.Parallel()
 	const (
 		path    = "/demo/shared/lock"
 		readers = 8

@@ -24,6 +24,7 @@ func newSDK(t testing.TB, c *cluster.Cluster, lease time.Duration) *sdk.Client {
 // TestRecipesSmoke: mutexes hand off in order with increasing tokens,
 // TryLock times out cleanly, an election has one leader, members are listed.
 func TestRecipesSmoke(t *testing.T) {
+	t.Parallel()
 	c := cluster.Start(t, cluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -20,6 +20,7 @@ import (
 // the lease plus a margin. Spec: < 15 s with the 12 s lease; this measures
 // it with that lease and production Raft timing.
 func TestTakeoverAfterHolderKilled(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("takes a full 12 s lease")
 	}

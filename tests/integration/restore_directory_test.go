@@ -31,6 +31,7 @@ import (
 // before it (a client's epochs only rise), and a client's cached value
 // written after the backup is not served after the restore.
 func TestRestoreTakesDirectoryState(t *testing.T) {
+	t.Parallel()
 	store := t.TempDir()
 	c, admin := manyCells(t, "--backup-dir", store)
 	lockd, err := cluster.Binary()

@@ -27,6 +27,7 @@ import (
 // gone, and a token it grants compares above every token the lost cell
 // issued, including the one granted after the backup.
 func TestRestoreOntoOtherLockds(t *testing.T) {
+	t.Parallel()
 	store := t.TempDir()
 	c, admin := manyCells(t, "--backup-dir", store)
 	lockd, err := cluster.Binary()

@@ -21,6 +21,7 @@ import (
 // exits 0 only if the story happened; this test checks its exit status and
 // the lines that tell the story.
 func TestPausedLeaderExample(t *testing.T) {
+	t.Parallel()
 	bin := cluster.Build(t, "./sdk/examples/pausedleader")
 	c := cluster.Start(t, cluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -105,6 +105,7 @@ type grantNote struct {
 // two cores); under -race (make test) 200, because the race detector
 // aborts beyond 8128 live goroutines.
 func TestScenario3(t *testing.T) {
+	t.Parallel()
 	n := scenarioContenders
 	const (
 		lock        = "/demo/scenario3/lock"

@@ -17,6 +17,9 @@ import (
 // cluster (rtt 20 ms, default lease 3 s), one after another. Each subtest
 // leaves no session and no ephemeral node behind.
 func TestSharedCluster(t *testing.T) {
+	// Not parallel: it asserts that waiters wake by their watch event well
+	// within 5 s and sessions end within their lease, which other clusters'
+	// load on the machine would blur.
 	c := cluster.Start(t, cluster.Options{})
 	cl := c.NewClient()
 	defer cl.Close()

@@ -19,6 +19,7 @@ import (
 // whole cluster restarts from snapshots plus log, and every write, session
 // and ephemeral node is still there, with tokens still increasing.
 func TestSnapshotCatchUpAndRestart(t *testing.T) {
+	t.Parallel()
 	c := cluster.Start(t, cluster.Options{Lease: 5 * time.Second, ExtraArgs: []string{"--snapshot-entries", "20"}})
 	cl := c.NewClient()
 	leader, err := c.LeaderOf("demo")

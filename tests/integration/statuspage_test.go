@@ -41,6 +41,7 @@ func chromiumPath(t *testing.T) string {
 // cell. No script error may occur. The screenshot is kept in
 // tests/integration/out/status-page.png.
 func TestStatusPageInChromium(t *testing.T) {
+	t.Parallel()
 	bin := chromiumPath(t)
 	c := cluster.Start(t, cluster.Options{Replicas: 3})
 	cl := c.NewClient()

@@ -24,6 +24,7 @@ import (
 // signed, and one speaking plain HTTP are refused; /healthz answers
 // without a certificate (probes, scrapers).
 func TestMutualTLS(t *testing.T) {
+	t.Parallel()
 	c := cluster.Start(t, cluster.Options{Replicas: 3, TLS: true})
 	ctx, cancel := ctxFor(2 * time.Minute)
 	defer cancel()

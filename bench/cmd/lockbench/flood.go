@@ -32,8 +32,45 @@ func flood(ctx context.Context, e *env, writers, quota int) ([]report.Result, er
 	}
 	defer adm.Close()
 	base := "/demo/lockbench/" + e.run
-	quietT := api.Tenant{Name: "quiet-" + e.run, Grants: []api.Grant{{Prefix: base + "/quiet", Roles: []api.Role{api.RoleLock, api.RoleWrite}}}}
-	noisyT := api.Tenant{Name: "noisy-" + e.run, Grants: []api.Grant{{Prefix: base + "/noisy", Roles: []api.Role{api.RoleWrite}}},
+	quietName, noisyName := "quiet-"+e.run, "noisy-"+e.run
+	tokens, err := floodTenants(ctx, adm, base, quietName, noisyName, quota)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for name := range tokens {
+			_, _ = adm.DeleteTenant(context.WithoutCancel(ctx), name)
+		}
+	}()
+	fb, err := newFloodBench(ctx, e, base, tokens[quietName], tokens[noisyName])
+	if err != nil {
+		return nil, err
+	}
+	defer fb.close()
+	if _, err := fb.quiet.Session(ctx, "demo"); err != nil {
+		return nil, err
+	}
+	params := map[string]string{"op": "Lock+Unlock", "workers": "1", "noisy_writers": strconv.Itoa(writers), "noisy_quota_per_s": strconv.Itoa(api.Quota{WritesPerSec: quota}.Effective().WritesPerSec)}
+	alone := fb.quietLoop(ctx, "flood: quiet alone")
+	out := []report.Result{{Scenario: "flood", Case: "quiet tenant, alone", Params: params, Summary: alone}}
+
+	during, noisy := fb.duringFlood(ctx, writers)
+	out = append(out, report.Result{Scenario: "flood", Case: "quiet tenant, during the noisy one's flood", Params: params, Summary: during,
+		Extra: map[string]float64{
+			"noisy_accepted_per_s":    noisy.acceptedPerSec,
+			"noisy_refused_429_per_s": noisy.refusedPerSec,
+			"noisy_failed":            noisy.failed,
+			"p99_ratio":               during.P99 / max(alone.P99, 0.001),
+		}})
+	return out, nil
+}
+
+// floodTenants makes the two tenants as the admin: the quiet one may lock
+// and write under base/quiet, the noisy one write under base/noisy within
+// quota. It returns their tokens by name.
+func floodTenants(ctx context.Context, adm *sdk.Client, base, quietName, noisyName string, quota int) (map[string]string, error) {
+	quietT := api.Tenant{Name: quietName, Grants: []api.Grant{{Prefix: base + "/quiet", Roles: []api.Role{api.RoleLock, api.RoleWrite}}}}
+	noisyT := api.Tenant{Name: noisyName, Grants: []api.Grant{{Prefix: base + "/noisy", Roles: []api.Role{api.RoleWrite}}},
 		Quota: api.Quota{WritesPerSec: quota}}
 	tokens := map[string]string{}
 	for _, t := range []api.Tenant{quietT, noisyT} {
@@ -43,44 +80,63 @@ func flood(ctx context.Context, e *env, writers, quota int) ([]report.Result, er
 		}
 		tokens[t.Name] = resp.Token
 	}
-	defer func() {
-		for name := range tokens {
-			_, _ = adm.DeleteTenant(context.WithoutCancel(ctx), name)
-		}
-	}()
-	tenantClient := func(name string) (*sdk.Client, error) {
-		return sdk.New(ctx, sdk.Config{Endpoints: e.endpoints, Lease: e.lease, Direct: !e.viaProxies, AuthToken: tokens[name]})
-	}
-	quiet, err := tenantClient(quietT.Name)
-	if err != nil {
-		return nil, err
-	}
-	defer quiet.Close()
-	noisy, err := tenantClient(noisyT.Name)
-	if err != nil {
-		return nil, err
-	}
-	defer noisy.Close()
-	if _, err := quiet.Session(ctx, "demo"); err != nil {
-		return nil, err
-	}
-	lockPath := base + "/quiet/lock"
-	quietLoop := func(name string) stats.Summary {
-		rec := stats.NewRecorder(time.Now())
-		elapsed := e.loop(ctx, name, 1, rec, func(ctx context.Context, _, _ int) error {
-			m := quiet.NewMutex(lockPath)
-			if err := m.Lock(ctx); err != nil {
-				return err
-			}
-			return m.Unlock(context.WithoutCancel(ctx))
-		})
-		return rec.Summarise(elapsed)
-	}
-	params := map[string]string{"op": "Lock+Unlock", "workers": "1", "noisy_writers": strconv.Itoa(writers), "noisy_quota_per_s": strconv.Itoa(api.Quota{WritesPerSec: quota}.Effective().WritesPerSec)}
-	alone := quietLoop("flood: quiet alone")
-	out := []report.Result{{Scenario: "flood", Case: "quiet tenant, alone", Params: params, Summary: alone}}
+	return tokens, nil
+}
 
-	// The flood: writers put 100-byte values as fast as they are answered.
+// floodBench is the two tenants' clients.
+type floodBench struct {
+	e            *env
+	base         string
+	quiet, noisy *sdk.Client
+}
+
+// newFloodBench connects a client for each tenant by its token.
+func newFloodBench(ctx context.Context, e *env, base, quietToken, noisyToken string) (*floodBench, error) {
+	tenantClient := func(token string) (*sdk.Client, error) {
+		return sdk.New(ctx, sdk.Config{Endpoints: e.endpoints, Lease: e.lease, Direct: !e.viaProxies, AuthToken: token})
+	}
+	quiet, err := tenantClient(quietToken)
+	if err != nil {
+		return nil, err
+	}
+	noisy, err := tenantClient(noisyToken)
+	if err != nil {
+		quiet.Close()
+		return nil, err
+	}
+	return &floodBench{e: e, base: base, quiet: quiet, noisy: noisy}, nil
+}
+
+// close closes the noisy tenant's client, then the quiet one's.
+func (fb *floodBench) close() {
+	fb.noisy.Close()
+	fb.quiet.Close()
+}
+
+// quietLoop is the quiet tenant's Lock+Unlock on one worker for the run's
+// duration.
+func (fb *floodBench) quietLoop(ctx context.Context, name string) stats.Summary {
+	lockPath := fb.base + "/quiet/lock"
+	rec := stats.NewRecorder(time.Now())
+	elapsed := fb.e.loop(ctx, name, 1, rec, func(ctx context.Context, _, _ int) error {
+		m := fb.quiet.NewMutex(lockPath)
+		if err := m.Lock(ctx); err != nil {
+			return err
+		}
+		return m.Unlock(context.WithoutCancel(ctx))
+	})
+	return rec.Summarise(elapsed)
+}
+
+// floodRates is what the noisy tenant's writes got during the flood.
+type floodRates struct {
+	acceptedPerSec, refusedPerSec, failed float64
+}
+
+// duringFlood runs the quiet loop during the flood: writers put 100-byte
+// values as fast as they are answered, for a second before the quiet loop
+// and until it ends.
+func (fb *floodBench) duringFlood(ctx context.Context, writers int) (stats.Summary, floodRates) {
 	fctx, stop := context.WithCancel(ctx)
 	var accepted, refused, failed atomic.Int64
 	var wg sync.WaitGroup
@@ -91,7 +147,7 @@ func flood(ctx context.Context, e *env, writers, quota int) ([]report.Result, er
 		go func(w int) {
 			defer wg.Done()
 			for i := 0; fctx.Err() == nil; i++ {
-				_, err := noisy.Put(fctx, fmt.Sprintf("%s/noisy/w%d-%d", base, w, i%64), value, sdk.MakeParents())
+				_, err := fb.noisy.Put(fctx, fmt.Sprintf("%s/noisy/w%d-%d", fb.base, w, i%64), value, sdk.MakeParents())
 				switch {
 				case err == nil:
 					accepted.Add(1)
@@ -106,16 +162,9 @@ func flood(ctx context.Context, e *env, writers, quota int) ([]report.Result, er
 		}(w)
 	}
 	time.Sleep(time.Second) // the flood at full rate before measuring
-	during := quietLoop("flood: quiet during the flood")
+	during := fb.quietLoop(ctx, "flood: quiet during the flood")
 	stop()
 	wg.Wait()
 	secs := time.Since(start).Seconds()
-	out = append(out, report.Result{Scenario: "flood", Case: "quiet tenant, during the noisy one's flood", Params: params, Summary: during,
-		Extra: map[string]float64{
-			"noisy_accepted_per_s":    float64(accepted.Load()) / secs,
-			"noisy_refused_429_per_s": float64(refused.Load()) / secs,
-			"noisy_failed":            float64(failed.Load()),
-			"p99_ratio":               during.P99 / max(alone.P99, 0.001),
-		}})
-	return out, nil
+	return during, floodRates{float64(accepted.Load()) / secs, float64(refused.Load()) / secs, float64(failed.Load())}
 }

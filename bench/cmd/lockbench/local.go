@@ -30,42 +30,84 @@ type localCluster struct {
 // startLocal runs `lockd dev` with five replicas on free loopback ports and
 // waits until every replica answers /v1/status.
 func startLocal(ctx context.Context, lockd string, lease time.Duration, cells int, logdb string, proxies int, auth bool) (*localCluster, error) {
-	lockd, err := binary(lockd, "lockd")
+	lockd, proxyBin, err := localBinaries(lockd, proxies)
 	if err != nil {
 		return nil, err
-	}
-	var proxyBin string
-	if proxies > 0 {
-		if proxyBin, err = binary("", "lockproxy"); err != nil {
-			return nil, err
-		}
 	}
 	dir, err := os.MkdirTemp("", "lockbench-")
 	if err != nil {
 		return nil, err
 	}
 	const replicas = 5
-	apiBase, err := freePorts(replicas)
+	apiBase, args, err := devArgs(dir, replicas, lease, cells, logdb, proxies, proxyBin, auth)
 	if err != nil {
 		return nil, err
+	}
+	lc, err := runDev(lockd, args, dir)
+	if err != nil {
+		return nil, err
+	}
+	for i := 0; i < replicas; i++ {
+		lc.endpoints = append(lc.endpoints, fmt.Sprintf("127.0.0.1:%d", apiBase+i))
+	}
+	// Generous: on a loaded 2-core machine five fsyncing replicas can take
+	// a minute or more to elect and serve.
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	if auth {
+		if err := lc.waitAdminToken(wctx); err != nil {
+			return nil, err
+		}
+	}
+	if err := lc.waitServing(wctx, cells, proxies); err != nil {
+		return nil, lc.failed(err)
+	}
+	return lc, nil
+}
+
+// localBinaries finds lockd (and lockproxy, if proxies are asked for).
+func localBinaries(lockd string, proxies int) (lockdBin, proxyBin string, err error) {
+	lockdBin, err = binary(lockd, "lockd")
+	if err != nil {
+		return "", "", err
+	}
+	if proxies > 0 {
+		if proxyBin, err = binary("", "lockproxy"); err != nil {
+			return "", "", err
+		}
+	}
+	return lockdBin, proxyBin, nil
+}
+
+// devArgs is the `lockd dev` command line for a cluster in dir on free
+// loopback ports; apiBase is the first replica's API port.
+func devArgs(dir string, replicas int, lease time.Duration, cells int, logdb string, proxies int, proxyBin string, auth bool) (apiBase int, args []string, err error) {
+	apiBase, err = freePorts(replicas)
+	if err != nil {
+		return 0, nil, err
 	}
 	raftBase, err := freePorts(replicas)
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
-	args := []string{"dev", "--data-dir", dir, "--replicas", fmt.Sprint(replicas), "--lockds", fmt.Sprint(replicas),
+	args = []string{"dev", "--data-dir", dir, "--replicas", fmt.Sprint(replicas), "--lockds", fmt.Sprint(replicas),
 		"--api-port", fmt.Sprint(apiBase), "--raft-port", fmt.Sprint(raftBase), "--lease", lease.String(), "--pprof", "--cells", fmt.Sprint(cells), "--logdb", logdb,
 		"--proxies", fmt.Sprint(proxies)}
 	if proxies > 0 {
 		proxyBase, err := freePorts(proxies)
 		if err != nil {
-			return nil, err
+			return 0, nil, err
 		}
 		args = append(args, "--proxy-bin", proxyBin, "--proxy-port", fmt.Sprint(proxyBase))
 	}
 	if auth {
 		args = append(args, "--auth")
 	}
+	return apiBase, args, nil
+}
+
+// runDev starts `lockd dev`, its output to lockd-dev.log in dir.
+func runDev(lockd string, args []string, dir string) (*localCluster, error) {
 	cmd := exec.Command(lockd, args...)
 	logf, err := os.Create(filepath.Join(dir, "lockd-dev.log"))
 	if err != nil {
@@ -77,38 +119,40 @@ func startLocal(ctx context.Context, lockd string, lease time.Duration, cells in
 	}
 	lc := &localCluster{cmd: cmd, dir: dir, exited: make(chan struct{})}
 	go func() { _ = cmd.Wait(); _ = logf.Close(); close(lc.exited) }()
-	for i := 0; i < replicas; i++ {
-		lc.endpoints = append(lc.endpoints, fmt.Sprintf("127.0.0.1:%d", apiBase+i))
-	}
-	// Generous: on a loaded 2-core machine five fsyncing replicas can take
-	// a minute or more to elect and serve.
-	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-	for auth && lc.adminToken == "" { // lockd dev writes it before it starts the lockds
-		b, err := os.ReadFile(filepath.Join(dir, "admin.token"))
+	return lc, nil
+}
+
+// waitAdminToken waits for the admin token lockd dev --auth writes before
+// it starts the lockds; on time out it stops the cluster.
+func (lc *localCluster) waitAdminToken(ctx context.Context) error {
+	for lc.adminToken == "" {
+		b, err := os.ReadFile(filepath.Join(lc.dir, "admin.token"))
 		if tok := strings.TrimSpace(string(b)); err == nil && tok != "" {
 			lc.adminToken = tok
 			break
 		}
 		select {
-		case <-wctx.Done():
+		case <-ctx.Done():
 			lc.stop()
-			return nil, fmt.Errorf("lockd dev --auth wrote no admin token: %w", wctx.Err())
+			return fmt.Errorf("lockd dev --auth wrote no admin token: %w", ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+	return nil
+}
+
+// waitServing waits until every replica answers its status, every cell
+// serves and the proxies answer.
+func (lc *localCluster) waitServing(ctx context.Context, cells, proxies int) error {
 	for _, ep := range lc.endpoints {
-		if err := waitStatus(wctx, ep, lc.adminToken, lc.exited); err != nil {
-			return nil, lc.failed(err)
+		if err := waitStatus(ctx, ep, lc.adminToken, lc.exited); err != nil {
+			return err
 		}
 	}
-	if err := waitCells(wctx, lc.endpoints, lc.adminToken, localPrefixes(cells)); err != nil {
-		return nil, lc.failed(err)
+	if err := waitCells(ctx, lc.endpoints, lc.adminToken, localPrefixes(cells)); err != nil {
+		return err
 	}
-	if err := waitProxies(wctx, lc.endpoints[0], lc.adminToken, proxies); err != nil {
-		return nil, lc.failed(err)
-	}
-	return lc, nil
+	return waitProxies(ctx, lc.endpoints[0], lc.adminToken, proxies)
 }
 
 // failed stops a cluster that did not come up and returns err with the end

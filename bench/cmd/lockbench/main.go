@@ -171,36 +171,7 @@ func run(ctx context.Context, o options, scenarios []string, stdout, stderr io.W
 		Host: fmt.Sprintf("%s (%d CPUs, %s/%s)", host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH)}
 	for _, sc := range scenarios {
 		fmt.Fprintf(stderr, "running %s…\n", sc)
-		var (
-			res []report.Result
-			err error
-		)
-		switch sc {
-		case "acquire":
-			res, err = acquire(ctx, e, o.concurrency)
-		case "writes":
-			res, err = writes(ctx, e, o.writers, o.prefixes)
-		case "herd":
-			res, err = herd(ctx, e, o.contenders, o.handoffs)
-		case "sessions":
-			res, err = sessionsScenario(ctx, e, o.sessions, procs)
-		case "cache":
-			res, err = cacheScenario(ctx, e, o.cachers)
-		case "failover":
-			res, err = failover(ctx, e, procs, o.trials)
-		case "takeover":
-			res, err = takeover(ctx, e, o.lockctl, o.trials)
-		case "state":
-			res, err = stateScenario(ctx, e, o.state, procs)
-		case "migrate":
-			res, err = migrateScenario(ctx, e, o.migrateN, o.migrateVal)
-		case "disk":
-			res, err = disk(ctx, e, o.diskDir)
-		case "proxy":
-			res, err = proxyScenario(ctx, e, o.proxySessions, procs)
-		case "flood":
-			res, err = flood(ctx, e, o.floodWriters, o.floodQuota)
-		}
+		res, err := runScenario(ctx, e, o, sc, procs)
 		r.Results = append(r.Results, res...)
 		if err != nil {
 			return fmt.Errorf("%s: %w", sc, err)
@@ -209,6 +180,43 @@ func run(ctx context.Context, o options, scenarios []string, stdout, stderr io.W
 	if err := e.firstErr.Load(); err != nil {
 		fmt.Fprintf(stderr, "first failed operation: %v\n", *err)
 	}
+	return writeRun(r, o, stdout)
+}
+
+// runScenario runs one scenario by its name.
+func runScenario(ctx context.Context, e *env, o options, sc string, procs []int) ([]report.Result, error) {
+	switch sc {
+	case "acquire":
+		return acquire(ctx, e, o.concurrency)
+	case "writes":
+		return writes(ctx, e, o.writers, o.prefixes)
+	case "herd":
+		return herd(ctx, e, o.contenders, o.handoffs)
+	case "sessions":
+		return sessionsScenario(ctx, e, o.sessions, procs)
+	case "cache":
+		return cacheScenario(ctx, e, o.cachers)
+	case "failover":
+		return failover(ctx, e, procs, o.trials)
+	case "takeover":
+		return takeover(ctx, e, o.lockctl, o.trials)
+	case "state":
+		return stateScenario(ctx, e, o.state, procs)
+	case "migrate":
+		return migrateScenario(ctx, e, o.migrateN, o.migrateVal)
+	case "disk":
+		return disk(ctx, e, o.diskDir)
+	case "proxy":
+		return proxyScenario(ctx, e, o.proxySessions, procs)
+	case "flood":
+		return flood(ctx, e, o.floodWriters, o.floodQuota)
+	}
+	return nil, nil
+}
+
+// writeRun writes the run's report: to the JSON and HTML files asked for,
+// and to stdout as a table or JSON.
+func writeRun(r *report.Run, o options, stdout io.Writer) error {
 	if o.jsonFile != "" {
 		if err := writeFile(o.jsonFile, r.JSON); err != nil {
 			return err

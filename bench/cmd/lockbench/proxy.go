@@ -225,47 +225,14 @@ func proxySessions(ctx context.Context, e *env, proxies []api.ProxyInfo, n int, 
 	sim := newSessionSim(e, proxies, n)
 	// KeepAlives run from the start: a session gets its first one within
 	// lease/3 of its open, as a client's would.
-	kaCtx, stopKA := context.WithCancel(ctx)
-	kaRec := stats.NewRecorder(time.Now())
-	kaDone := make(chan struct{})
-	go func() { sim.keepAlives(kaCtx, e.lease/3, kaRec); close(kaDone) }()
-	defer func() { stopKA(); <-kaDone }()
-	openRec := stats.NewRecorder(time.Now())
-	var mu sync.Mutex
-	openStart := time.Now()
-	err := sim.each(ctx, "open", func(i int) error {
-		var resp api.SessionResponse
-		t0 := time.Now()
-		if err := sim.post(i, api.RouteSessionOpen, api.OpenSessionRequest{Cell: "demo", LeaseMS: e.lease.Milliseconds(), Nonce: fmt.Sprintf("%s-%d", e.run, i)}, &resp); err != nil {
-			return err
-		}
-		sim.lastOK[i].Store(t0.UnixNano())
-		sim.secrets[i] = resp.Secret
-		sim.ids[i].Store(resp.Session)
-		mu.Lock()
-		openRec.Add(time.Since(t0), time.Now())
-		mu.Unlock()
-		return nil
-	})
-	if err != nil {
+	kaRec, stopKA := sim.startKeepAlives(ctx)
+	defer stopKA()
+	openRec, openStart := stats.NewRecorder(time.Now()), time.Now()
+	if err := sim.openAll(ctx, openRec); err != nil {
 		return report.Result{}, fmt.Errorf("open %d sessions: %w", n, err)
 	}
 	e.progress("%d sessions opened in %v", n, time.Since(openStart).Round(time.Second))
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
-		defer cancel()
-		_ = sim.each(cctx, "closed", func(i int) error {
-			id := sim.ids[i].Load()
-			if id == 0 || !sim.gone[i].CompareAndSwap(false, true) {
-				return nil
-			}
-			err := sim.post(i, api.RouteSessionClose, api.CloseSessionRequest{Cell: "demo", Session: id, Secret: sim.secrets[i]}, nil)
-			if c := api.CodeOf(err); c == api.CodeSessionExpired || c == api.CodeNoSession {
-				return nil
-			}
-			return err
-		})
-	}()
+	defer sim.closeAll(ctx)
 
 	// Let the KeepAlives settle into their schedule before measuring.
 	select {
@@ -274,9 +241,80 @@ func proxySessions(ctx context.Context, e *env, proxies []api.ProxyInfo, n int, 
 	case <-time.After(e.lease / 2):
 	}
 
-	leader, err := leaderIndex(ctx, e.endpoints, "demo")
+	load, err := sim.measureLeader(ctx, procs)
 	if err != nil {
 		return report.Result{}, err
+	}
+	return sim.result(load, kaRec, openRec.Summarise(time.Since(openStart)).P99), nil
+}
+
+// startKeepAlives starts the KeepAlives, recorded in rec; stop ends them
+// and waits.
+func (s *sessionSim) startKeepAlives(ctx context.Context) (rec *stats.Recorder, stop func()) {
+	kaCtx, stopKA := context.WithCancel(ctx)
+	kaRec := stats.NewRecorder(time.Now())
+	kaDone := make(chan struct{})
+	go func() { s.keepAlives(kaCtx, s.e.lease/3, kaRec); close(kaDone) }()
+	return kaRec, func() { stopKA(); <-kaDone }
+}
+
+// openAll opens every session, recording each open in rec.
+func (s *sessionSim) openAll(ctx context.Context, rec *stats.Recorder) error {
+	var mu sync.Mutex
+	return s.each(ctx, "open", func(i int) error {
+		var resp api.SessionResponse
+		t0 := time.Now()
+		if err := s.post(i, api.RouteSessionOpen, api.OpenSessionRequest{Cell: "demo", LeaseMS: s.e.lease.Milliseconds(), Nonce: fmt.Sprintf("%s-%d", s.e.run, i)}, &resp); err != nil {
+			return err
+		}
+		s.lastOK[i].Store(t0.UnixNano())
+		s.secrets[i] = resp.Secret
+		s.ids[i].Store(resp.Session)
+		mu.Lock()
+		rec.Add(time.Since(t0), time.Now())
+		mu.Unlock()
+		return nil
+	})
+}
+
+// closeAll closes every session still open, even after ctx ended.
+func (s *sessionSim) closeAll(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+	defer cancel()
+	_ = s.each(cctx, "closed", func(i int) error {
+		id := s.ids[i].Load()
+		if id == 0 || !s.gone[i].CompareAndSwap(false, true) {
+			return nil
+		}
+		err := s.post(i, api.RouteSessionClose, api.CloseSessionRequest{Cell: "demo", Session: id, Secret: s.secrets[i]}, nil)
+		if c := api.CodeOf(err); c == api.CodeSessionExpired || c == api.CodeNoSession {
+			return nil
+		}
+		return err
+	})
+}
+
+// leaderLoad is what one measurement saw: the demo cell leader's
+// KeepAlive counters over it, the CPU seconds of the leader (if its
+// process is known) and of the proxies before and after, and the
+// simulator's own counters when it began.
+type leaderLoad struct {
+	elapsed                       time.Duration
+	ka, batches, renewed          float64
+	cpuBefore, cpuAfter           []float64
+	proxyPIDs                     []int
+	proxyCPUBefore, proxyCPUAfter []float64
+	kaOKBefore, kaErrBefore       int64
+}
+
+// measureLeader lets the sessions be renewed for at least two leases (the
+// run's duration if longer) and reads the leader's counters and the CPU
+// around it.
+func (s *sessionSim) measureLeader(ctx context.Context, procs []int) (leaderLoad, error) {
+	e, n := s.e, len(s.ids)
+	leader, err := leaderIndex(ctx, e.endpoints, "demo")
+	if err != nil {
+		return leaderLoad{}, err
 	}
 	metric := func(name string) float64 {
 		v, _ := metricSum(ctx, e.endpoints[leader:leader+1], name, `cell="demo"`)
@@ -287,51 +325,57 @@ func proxySessions(ctx context.Context, e *env, proxies []api.ProxyInfo, n int, 
 	if leader < len(procs) {
 		leaderPID = procs[leader : leader+1]
 	}
-	proxyPIDs := proxyProcesses(procs)
-	cpuBefore, proxyCPUBefore := cpuTimes(leaderPID), cpuTimes(proxyPIDs)
-	kaOKBefore, kaErrBefore := sim.kaOK.Load(), sim.kaErrors.Load()
+	l := leaderLoad{proxyPIDs: proxyProcesses(procs)}
+	l.cpuBefore, l.proxyCPUBefore = cpuTimes(leaderPID), cpuTimes(l.proxyPIDs)
+	l.kaOKBefore, l.kaErrBefore = s.kaOK.Load(), s.kaErrors.Load()
 	measure := max(e.duration, 2*e.lease)
 	waitProfile := e.profile(ctx, fmt.Sprintf("proxy %d sessions", n))
 	start := time.Now()
 	stop := e.tick(func() string {
-		return fmt.Sprintf("%d sessions renewed through %d proxies for %v", n, len(proxies), time.Since(start).Round(time.Second))
+		return fmt.Sprintf("%d sessions renewed through %d proxies for %v", n, len(s.proxies), time.Since(start).Round(time.Second))
 	})
 	select {
 	case <-ctx.Done():
 	case <-time.After(measure):
 	}
 	stop()
-	elapsed := time.Since(start)
+	l.elapsed = time.Since(start)
 	waitProfile()
-	ka, batches, renewed := metric("lockd_keepalives_total")-kaBefore, metric("lockd_keepalive_batches_total")-batchesBefore, metric("lockd_keepalive_batched_sessions_total")-renewedBefore
-	cpuAfter, proxyCPUAfter := cpuTimes(leaderPID), cpuTimes(proxyPIDs)
+	l.ka, l.batches, l.renewed = metric("lockd_keepalives_total")-kaBefore, metric("lockd_keepalive_batches_total")-batchesBefore, metric("lockd_keepalive_batched_sessions_total")-renewedBefore
+	l.cpuAfter, l.proxyCPUAfter = cpuTimes(leaderPID), cpuTimes(l.proxyPIDs)
+	return l, nil
+}
 
+// result reports one measurement: the clients' KeepAlive latency (kaRec),
+// the leader's RPCs and CPU, the proxies' CPU, false expiries.
+func (s *sessionSim) result(l leaderLoad, kaRec *stats.Recorder, openP99 float64) report.Result {
+	n, nProxies, elapsed := len(s.ids), len(s.proxies), l.elapsed
 	extra := map[string]float64{
-		"leader_keepalive_rpcs_per_s":  (ka + batches) / elapsed.Seconds(),
-		"leader_batches_per_s":         batches / elapsed.Seconds(),
-		"leader_client_keepalives":     ka,
-		"renewals_per_s":               renewed / elapsed.Seconds(),
-		"client_keepalives_per_s":      float64(sim.kaOK.Load()-kaOKBefore) / elapsed.Seconds(),
-		"false_expiries":               float64(sim.falseExpiries.Load()), // since the first open
-		"expired_after_late_keepalive": float64(sim.late.Load()),
-		"keepalive_errors":             float64(sim.kaErrors.Load() - kaErrBefore),
-		"max_lease_age_ms":             float64(sim.maxLeaseAge.Load()),
-		"open_p99_ms":                  openRec.Summarise(time.Since(openStart)).P99,
+		"leader_keepalive_rpcs_per_s":  (l.ka + l.batches) / elapsed.Seconds(),
+		"leader_batches_per_s":         l.batches / elapsed.Seconds(),
+		"leader_client_keepalives":     l.ka,
+		"renewals_per_s":               l.renewed / elapsed.Seconds(),
+		"client_keepalives_per_s":      float64(s.kaOK.Load()-l.kaOKBefore) / elapsed.Seconds(),
+		"false_expiries":               float64(s.falseExpiries.Load()), // since the first open
+		"expired_after_late_keepalive": float64(s.late.Load()),
+		"keepalive_errors":             float64(s.kaErrors.Load() - l.kaErrBefore),
+		"max_lease_age_ms":             float64(s.maxLeaseAge.Load()),
+		"open_p99_ms":                  openP99,
 	}
-	if len(cpuBefore) == 1 && cpuBefore[0] >= 0 && cpuAfter[0] >= 0 {
-		extra["leader_cpu_pct"] = 100 * (cpuAfter[0] - cpuBefore[0]) / elapsed.Seconds()
+	if len(l.cpuBefore) == 1 && l.cpuBefore[0] >= 0 && l.cpuAfter[0] >= 0 {
+		extra["leader_cpu_pct"] = 100 * (l.cpuAfter[0] - l.cpuBefore[0]) / elapsed.Seconds()
 	}
-	for i := range proxyPIDs {
-		if proxyCPUBefore[i] >= 0 && proxyCPUAfter[i] >= 0 {
-			extra[fmt.Sprintf("proxy%d_cpu_pct", i+1)] = 100 * (proxyCPUAfter[i] - proxyCPUBefore[i]) / elapsed.Seconds()
+	for i := range l.proxyPIDs {
+		if l.proxyCPUBefore[i] >= 0 && l.proxyCPUAfter[i] >= 0 {
+			extra[fmt.Sprintf("proxy%d_cpu_pct", i+1)] = 100 * (l.proxyCPUAfter[i] - l.proxyCPUBefore[i]) / elapsed.Seconds()
 		}
 	}
-	params := map[string]string{"sessions": strconv.Itoa(n), "proxies": strconv.Itoa(len(proxies)), "lease": e.lease.String()}
-	if m := sim.errMsg.Load(); m != nil {
+	params := map[string]string{"sessions": strconv.Itoa(n), "proxies": strconv.Itoa(nProxies), "lease": s.e.lease.String()}
+	if m := s.errMsg.Load(); m != nil {
 		params["first_keepalive_error"] = *m
 	}
-	return report.Result{Scenario: "proxy", Case: fmt.Sprintf("%d sessions via %d proxies (client KeepAlive latency)", n, len(proxies)),
-		Params: params, Summary: kaRec.Summarise(elapsed), Extra: extra}, nil
+	return report.Result{Scenario: "proxy", Case: fmt.Sprintf("%d sessions via %d proxies (client KeepAlive latency)", n, nProxies),
+		Params: params, Summary: kaRec.Summarise(elapsed), Extra: extra}
 }
 
 // proxyAcquire is Lock+Unlock on distinct fresh locks, direct or through

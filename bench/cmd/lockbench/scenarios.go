@@ -295,75 +295,89 @@ func herd(ctx context.Context, e *env, contenders, handoffs int) ([]report.Resul
 		return nil, err
 	}
 	defer closeAll()
-	path := fmt.Sprintf("/demo/lockbench/%s/herd", e.run)
 	eventsBefore, err := metricSum(ctx, e.endpoints, "lockd_watch_events_total", `cell="demo"`)
 	if err != nil {
 		return nil, err
 	}
 	rctx, cancel := context.WithTimeout(ctx, e.duration+time.Minute)
 	defer cancel()
-	rec := stats.NewRecorder(time.Now())
-	var (
-		mu          sync.Mutex
-		released    time.Time
-		granted     int
-		eventsAfter float64
-		countErr    error
-	)
+	h := &herdRun{e: e, path: fmt.Sprintf("/demo/lockbench/%s/herd", e.run), handoffs: handoffs, cancel: cancel, rec: stats.NewRecorder(time.Now())}
 	start := time.Now()
 	stopProgress := e.tick(func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return fmt.Sprintf("%d/%d handoffs", granted, handoffs)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return fmt.Sprintf("%d/%d handoffs", h.granted, handoffs)
 	})
 	var wg sync.WaitGroup
 	for w := 0; w < contenders; w++ {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			c := cs[w%len(cs)]
-			for rctx.Err() == nil {
-				m := c.NewMutex(path)
-				if err := m.Lock(rctx); err != nil {
-					return
-				}
-				mu.Lock()
-				if !released.IsZero() {
-					rec.Add(time.Since(released), time.Now())
-				}
-				granted++
-				last := granted > handoffs
-				mu.Unlock()
-				if last {
-					// Count events now: the give-ups of the waiters left
-					// when the run ends fire events that are no handoff's.
-					eventsAfter, countErr = metricSum(ctx, e.endpoints, "lockd_watch_events_total", `cell="demo"`)
-				}
-				time.Sleep(time.Millisecond) // hold briefly
-				mu.Lock()
-				released = time.Now()
-				mu.Unlock()
-				_ = m.Unlock(context.WithoutCancel(rctx))
-				if last {
-					cancel()
-					return
-				}
-			}
+			h.contend(ctx, rctx, cs[w%len(cs)])
 		}(w)
 	}
 	wg.Wait()
 	stopProgress()
 	elapsed := time.Since(start)
-	if countErr != nil {
-		return nil, countErr
+	if h.countErr != nil {
+		return nil, h.countErr
 	}
-	s := rec.Summarise(elapsed)
+	s := h.rec.Summarise(elapsed)
 	extra := map[string]float64{}
-	if s.N > 0 && eventsAfter > 0 {
-		extra["events_per_release"] = (eventsAfter - eventsBefore) / float64(s.N) // s.N releases preceded the last grant
+	if s.N > 0 && h.eventsAfter > 0 {
+		extra["events_per_release"] = (h.eventsAfter - eventsBefore) / float64(s.N) // s.N releases preceded the last grant
 	}
 	return []report.Result{{Scenario: "herd", Case: fmt.Sprintf("%d contenders, one lock", contenders),
 		Params: map[string]string{"contenders": strconv.Itoa(contenders), "handoffs": strconv.Itoa(handoffs)}, Summary: s, Extra: extra}}, nil
+}
+
+// herdRun is the herd's one lock and what its contenders share: the last
+// release, the grants so far, the handoffs recorded, and the watch events
+// counted at the last grant.
+type herdRun struct {
+	e        *env
+	path     string
+	handoffs int
+	cancel   context.CancelFunc // ends the run after the last handoff
+	rec      *stats.Recorder
+
+	mu          sync.Mutex
+	released    time.Time
+	granted     int
+	eventsAfter float64
+	countErr    error
+}
+
+// contend takes the lock on c, holds it briefly and releases it, until
+// the run ends; the contender granted after the last handoff ends it.
+func (h *herdRun) contend(ctx, rctx context.Context, c *sdk.Client) {
+	for rctx.Err() == nil {
+		m := c.NewMutex(h.path)
+		if err := m.Lock(rctx); err != nil {
+			return
+		}
+		h.mu.Lock()
+		if !h.released.IsZero() {
+			h.rec.Add(time.Since(h.released), time.Now())
+		}
+		h.granted++
+		last := h.granted > h.handoffs
+		h.mu.Unlock()
+		if last {
+			// Count events now: the give-ups of the waiters left
+			// when the run ends fire events that are no handoff's.
+			h.eventsAfter, h.countErr = metricSum(ctx, h.e.endpoints, "lockd_watch_events_total", `cell="demo"`)
+		}
+		time.Sleep(time.Millisecond) // hold briefly
+		h.mu.Lock()
+		h.released = time.Now()
+		h.mu.Unlock()
+		_ = m.Unlock(context.WithoutCancel(rctx))
+		if last {
+			h.cancel()
+			return
+		}
+	}
 }
 
 // metricSum adds up a counter over every replica's /metrics (only the

@@ -216,46 +216,35 @@ func coordinatorMain(ctx context.Context, args []string) int {
 	return 0
 }
 
+// coordinate plays the story of README.md, step by step; any step that
+// does not happen within a bound (a few leases) is an error.
 func coordinate(ctx context.Context, o options) error {
-	res := newResource(o.lock)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	res, url, closeRes, err := serveResource(o.lock)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: res.handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
-	url := "http://" + ln.Addr().String() + "/write"
-	fmt.Printf("resource: fenced writes at %s, mark kept per lock %s\n", url, o.lock)
-
-	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
-	c, err := sdk.New(cctx, sdk.Config{Endpoints: o.endpointList()})
-	ccancel()
+	defer closeRes()
+	c, err := connect(ctx, o)
 	if err != nil {
-		return fmt.Errorf("connect to %s: %w", o.endpoints, err)
+		return err
 	}
 	defer c.Close()
-	if n, _, err := c.Children(ctx, o.lock); err == nil && len(n) > 0 {
-		return fmt.Errorf("%s already has %d lock nodes: is another run in progress?", o.lock, len(n))
-	}
-
 	// Bound every wait by the lease: registration and takeover need about
 	// one lease each.
 	step := 10*time.Second + 3*o.lease + 2*o.work
 
+	// 1. A takes the lock, fences, and writes.
 	a, err := startWorker("A", o, url)
 	if err != nil {
 		return err
 	}
 	defer a.stop(10 * time.Second)
-	holdA, err := a.await("holding", step)
+	holdA, err := awaitWriting(a, step)
 	if err != nil {
 		return err
 	}
-	if _, err := a.await("wrote", step); err != nil {
-		return err
-	}
 
+	// 2. B queues behind A.
 	b, err := startWorker("B", o, url)
 	if err != nil {
 		return err
@@ -266,38 +255,115 @@ func coordinate(ctx context.Context, o options) error {
 	}
 	fmt.Printf("queue: A holds %s, B waits behind it\n", holdA.kv["node"])
 
-	// Pause A right after it has prepared a write: the write goes out,
-	// with A's old token, when A resumes.
+	// 3. A is paused right after it has prepared a write.
+	prep, paused, err := pauseAfterPrepare(a, o, step)
+	if err != nil {
+		return err
+	}
+
+	// 4. B takes over with a higher token and fences first.
+	tokA, tokB, err := awaitTakeover(b, holdA, paused, o, step)
+	if err != nil {
+		return err
+	}
+
+	// 5. A resumes: the write it prepared before the pause is refused.
+	if err := resumeRefused(a, res, prep, tokA, tokB, o, step); err != nil {
+		return err
+	}
+
+	// 6. A stops, B is stopped, and both exit cleanly.
+	return awaitExits(a, b, step)
+}
+
+// serveResource serves the protected resource on loopback; url is its
+// write endpoint, and stop closes it.
+func serveResource(lock string) (res *resource, url string, stop func() error, err error) {
+	res = newResource(lock)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	srv := &http.Server{Handler: res.handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	url = "http://" + ln.Addr().String() + "/write"
+	fmt.Printf("resource: fenced writes at %s, mark kept per lock %s\n", url, lock)
+	return res, url, srv.Close, nil
+}
+
+// connect connects the coordinator's own client, which watches the lock's
+// queue, and makes sure no other run holds the lock.
+func connect(ctx context.Context, o options) (*sdk.Client, error) {
+	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
+	c, err := sdk.New(cctx, sdk.Config{Endpoints: o.endpointList()})
+	ccancel()
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", o.endpoints, err)
+	}
+	if n, _, err := c.Children(ctx, o.lock); err == nil && len(n) > 0 {
+		c.Close()
+		return nil, fmt.Errorf("%s already has %d lock nodes: is another run in progress?", o.lock, len(n))
+	}
+	return c, nil
+}
+
+// awaitWriting waits until the worker holds the lock and has written once;
+// it returns its holding line.
+func awaitWriting(p *proc, step time.Duration) (line, error) {
+	hold, err := p.await("holding", step)
+	if err != nil {
+		return line{}, err
+	}
+	if _, err := p.await("wrote", step); err != nil {
+		return line{}, err
+	}
+	return hold, nil
+}
+
+// pauseAfterPrepare pauses A right after it has prepared a write: the
+// write goes out, with A's old token, when A resumes. It returns the
+// prepared line and when A was paused.
+func pauseAfterPrepare(a *proc, o options, step time.Duration) (line, time.Time, error) {
 	a.drain()
 	prep, err := a.await("prepared", step)
 	if err != nil {
-		return err
+		return line{}, time.Time{}, err
 	}
 	a.signal(syscall.SIGSTOP)
 	paused := time.Now()
 	fmt.Printf("paused A (pid %d, SIGSTOP) holding write seq=%s with token %s; its lease is %v\n",
 		a.cmd.Process.Pid, prep.kv["seq"], prep.kv["token"], o.lease)
+	return prep, paused, nil
+}
 
+// awaitTakeover waits until B holds the lock and its fencing write is
+// accepted, and checks B's token is above A's; it returns both tokens.
+func awaitTakeover(b *proc, holdA line, paused time.Time, o options, step time.Duration) (tokA, tokB uint64, err error) {
 	holdB, err := b.await("holding", step)
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	took := time.Since(paused)
 	fenced, err := b.await("fenced", step)
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	if fenced.kv["status"] != "200" {
-		return fmt.Errorf("fencing write by B: %s", fenced.raw)
+		return 0, 0, fmt.Errorf("fencing write by B: %s", fenced.raw)
 	}
-	tokA, _ := strconv.ParseUint(holdA.kv["token"], 10, 64)
-	tokB, _ := strconv.ParseUint(holdB.kv["token"], 10, 64)
+	tokA, _ = strconv.ParseUint(holdA.kv["token"], 10, 64)
+	tokB, _ = strconv.ParseUint(holdB.kv["token"], 10, 64)
 	fmt.Printf("takeover: B holds %v after A was paused (lease %v), token %d > A's %d; B fenced first\n",
 		took.Round(time.Millisecond), o.lease, tokB, tokA)
 	if tokB <= tokA {
-		return fmt.Errorf("token of B %d is not above token of A %d", tokB, tokA)
+		return 0, 0, fmt.Errorf("token of B %d is not above token of A %d", tokB, tokA)
 	}
+	return tokA, tokB, nil
+}
 
+// resumeRefused resumes A and checks the resource refused the write A
+// prepared before the pause: the mark is B's token, one rejection counted.
+func resumeRefused(a *proc, res *resource, prep line, tokA, tokB uint64, o options, step time.Duration) error {
 	a.signal(syscall.SIGCONT)
 	fmt.Println("resumed A (SIGCONT): it sends the write it prepared before the pause")
 	refused, err := a.await("refused", step)
@@ -315,7 +381,12 @@ func coordinate(ctx context.Context, o options) error {
 	}
 	fmt.Printf("resource: A's write seq=%s with token %d refused (409); mark is B's token %d; %s{lock=%q} = 1\n",
 		refused.kv["seq"], tokA, tokB, fence.RejectionsMetric, o.lock)
+	return nil
+}
 
+// awaitExits waits for A to exit on its own, stops B, and reports either
+// one's failure.
+func awaitExits(a, b *proc, step time.Duration) error {
 	select {
 	case <-a.done:
 	case <-time.After(step):

@@ -89,6 +89,9 @@ func workerMain(ctx context.Context, args []string) int {
 	return 0
 }
 
+// run is one worker's life: take the lock, fence first, then prepare and
+// send writes until the lock's Context ends, the resource refuses a write,
+// or the worker is stopped (it unlocks on the way out).
 func (w *worker) run(ctx context.Context, o options) error {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	c, err := sdk.New(cctx, sdk.Config{Endpoints: o.endpointList(), Lease: o.lease})
@@ -108,7 +111,22 @@ func (w *worker) run(ctx context.Context, o options) error {
 	}
 	token, node := m.Token(), m.Node()
 	w.say("holding", "token", token, "node", node)
-	if cell, err := c.CellFor(o.lock); err == nil {
+	w.reportSession(ctx, c, o.lock)
+
+	// The new holder's first act: a fenced write that raises the resource's
+	// mark before it reads any state, so nothing an older holder sends can
+	// land afterwards.
+	if err := w.fenceFirst(ctx, token); err != nil {
+		return err
+	}
+
+	defer w.release(m)
+	return w.writeLoop(ctx, m, token, o.work)
+}
+
+// reportSession prints the events of the session that holds lock.
+func (w *worker) reportSession(ctx context.Context, c *sdk.Client, lock string) {
+	if cell, err := c.CellFor(lock); err == nil {
 		if s, err := c.Session(ctx, cell); err == nil {
 			go func() {
 				for ev := range s.Events() {
@@ -117,10 +135,10 @@ func (w *worker) run(ctx context.Context, o options) error {
 			}()
 		}
 	}
+}
 
-	// The new holder's first act: a fenced write that raises the resource's
-	// mark before it reads any state, so nothing an older holder sends can
-	// land afterwards.
+// fenceFirst sends the fencing write, which must be accepted.
+func (w *worker) fenceFirst(ctx context.Context, token uint64) error {
 	status, err := w.write(ctx, token, w.name+" claims")
 	if err != nil {
 		return err
@@ -129,14 +147,21 @@ func (w *worker) run(ctx context.Context, o options) error {
 	if status != http.StatusOK {
 		return fmt.Errorf("fencing write refused with HTTP %d", status)
 	}
+	return nil
+}
 
-	defer func() {
-		uctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := m.Unlock(uctx); err == nil {
-			w.say("released")
-		}
-	}()
+// release unlocks, even if the worker's context has ended.
+func (w *worker) release(m *sdk.Mutex) {
+	uctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := m.Unlock(uctx); err == nil {
+		w.say("released")
+	}
+}
+
+// writeLoop checks the lock's Context, prepares a write, works on it for
+// work, and sends it, over and over.
+func (w *worker) writeLoop(ctx context.Context, m *sdk.Mutex, token uint64, work time.Duration) error {
 	for seq := 1; seq < 1_000_000; seq++ {
 		if err := m.Context().Err(); err != nil {
 			w.say("stopped", "reason", "lock_context_done")
@@ -144,7 +169,7 @@ func (w *worker) run(ctx context.Context, o options) error {
 		}
 		w.say("prepared", "seq", seq, "token", token)
 		select {
-		case <-time.After(o.work):
+		case <-time.After(work):
 		case <-ctx.Done():
 			return nil
 		}

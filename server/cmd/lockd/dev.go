@@ -1,29 +1,18 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
-	"github.com/spf13/cobra"
-
-	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/internal/tlsutil"
-	"github.com/lockservice/lockd/server/lockd"
+	"github.com/spf13/cobra"
 )
 
 // devCluster is the local cluster `make run` starts: six lockd processes
@@ -175,63 +164,6 @@ func (d devCluster) tlsArgs() []string {
 	return []string{"--tls-cert", d.node.Cert, "--tls-key", d.node.Key, "--tls-ca", d.node.CA}
 }
 
-// makeCerts makes (or keeps) the development CAs and certificates in
-// DATA_DIR/tls, the API's and Raft's, and points the supervisor's own
-// calls at the client certificate.
-func (d *devCluster) makeCerts() error {
-	dir, hosts := filepath.Join(d.dataDir, "tls"), []string{"127.0.0.1", "localhost"}
-	var err error
-	if d.node, d.client, err = tlsutil.DevCA(dir, hosts); err != nil {
-		return fmt.Errorf("development certificates: %w", err)
-	}
-	if d.raft, err = tlsutil.DevRaftCA(dir, hosts); err != nil {
-		return fmt.Errorf("development Raft certificates: %w", err)
-	}
-	tc, err := d.client.Client()
-	if err != nil {
-		return err
-	}
-	d.http.Transport = &http.Transport{TLSClientConfig: tc}
-	return nil
-}
-
-// call makes one API request to a lockd as the supervisor (the client
-// certificate and admin token when the cluster has them).
-func (d devCluster) call(ctx context.Context, method, ep, route string, body []byte) (*http.Response, error) {
-	scheme := "http"
-	if d.tls {
-		scheme = "https"
-	}
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, scheme+"://"+ep+route, rd)
-	if err != nil {
-		return nil, err
-	}
-	if d.tokenFile != "" {
-		if tok, err := lockd.ReadToken(d.tokenFile); err == nil {
-			req.Header.Set(api.HeaderAuth, "Bearer "+tok)
-		}
-	}
-	return d.http.Do(req)
-}
-
-// adminToken makes the dev cluster's admin token file, or keeps the one a
-// previous run made (the lockds' data outlives a run).
-func (d *devCluster) adminToken() error {
-	d.tokenFile = filepath.Join(d.dataDir, "admin.token")
-	if _, err := lockd.ReadToken(d.tokenFile); err == nil {
-		return nil
-	}
-	var b [24]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return err
-	}
-	return os.WriteFile(d.tokenFile, []byte("lkd_admin_"+hex.EncodeToString(b[:])+"\n"), 0o600)
-}
-
 func (d devCluster) endpoints() []string {
 	var out []string
 	for i := 1; i <= d.lockds; i++ {
@@ -240,7 +172,42 @@ func (d devCluster) endpoints() []string {
 	return out
 }
 
+// run is `lockd dev`: it starts the lockds and the proxies, creates the
+// cells past the bootstrap ones and prints "ready" once everything
+// serves, and on SIGINT or SIGTERM stops the proxies, then the lockds.
 func (d *devCluster) run() error {
+	if err := d.checkFlags(); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if err := d.prepare(); err != nil {
+		return err
+	}
+	proxyBin, err := d.lockproxyBin(self)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	superviseFromMainThread()
+
+	s := newDevProcs(d.lockds + d.proxies)
+	if err := d.startLockds(s, self); err != nil {
+		return err
+	}
+	if err := d.startProxies(s, proxyBin); err != nil {
+		return err
+	}
+	d.printBanner()
+	ready := d.bootstrap(ctx)
+	return d.supervise(ctx, s, ready)
+}
+
+// checkFlags rejects a cluster `lockd dev` does not run.
+func (d *devCluster) checkFlags() error {
 	if d.replicas != 5 && d.replicas != 3 {
 		return fmt.Errorf("--replicas must be 5 or 3")
 	}
@@ -250,10 +217,13 @@ func (d *devCluster) run() error {
 	if d.lockds < d.replicas || d.lockds > 64 {
 		return fmt.Errorf("--lockds must be from --replicas (%d) to 64", d.replicas)
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
+	return nil
+}
+
+// prepare makes the data directory, checks that every port is free, makes
+// the admin token (--auth) and the certificates (--tls), and sets up the
+// supervisor's own HTTP client.
+func (d *devCluster) prepare() error {
 	if err := os.MkdirAll(d.dataDir, 0o755); err != nil {
 		return err
 	}
@@ -271,57 +241,46 @@ func (d *devCluster) run() error {
 			return err
 		}
 	}
+	return nil
+}
+
+// lockproxyBin is the lockproxy binary to run (--proxy-bin, or lockproxy
+// beside self); with --proxies 0 it need not exist.
+func (d *devCluster) lockproxyBin(self string) (string, error) {
 	proxyBin := d.proxyBin
 	if d.proxies > 0 && proxyBin == "" {
 		proxyBin = filepath.Join(filepath.Dir(self), "lockproxy")
 	}
 	if d.proxies > 0 {
 		if _, err := os.Stat(proxyBin); err != nil {
-			return fmt.Errorf("--proxies %d needs the lockproxy binary: %w (make build puts it beside lockd; or --proxies 0)", d.proxies, err)
+			return "", fmt.Errorf("--proxies %d needs the lockproxy binary: %w (make build puts it beside lockd; or --proxies 0)", d.proxies, err)
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	superviseFromMainThread()
+	return proxyBin, nil
+}
 
-	var (
-		wg    sync.WaitGroup
-		procs []*exec.Cmd
-		exits = make(chan string, d.lockds+d.proxies)
-	)
-	start := func(name, bin string, args []string) error {
-		cmd := exec.Command(bin, args...)
-		cmd.SysProcAttr = replicaAttr()
-		out, _ := cmd.StdoutPipe()
-		cmd.Stderr = cmd.Stdout
-		if err := cmd.Start(); err != nil {
-			for _, p := range procs {
-				_ = p.Process.Signal(syscall.SIGTERM)
-			}
-			return fmt.Errorf("start %s: %w", name, err)
-		}
-		procs = append(procs, cmd)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			prefix(os.Stderr, "["+name+"] ", out)
-		}()
-		go func() {
-			_ = cmd.Wait()
-			exits <- name
-		}()
-		return nil
-	}
+// startLockds starts lockd 1 to --lockds, running self.
+func (d *devCluster) startLockds(s *devProcs, self string) error {
 	for id := 1; id <= d.lockds; id++ {
-		if err := start(fmt.Sprintf("replica-%d", id), self, d.args(id)); err != nil {
+		if err := s.start(fmt.Sprintf("replica-%d", id), self, d.args(id)); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// startProxies starts proxy 1 to --proxies.
+func (d *devCluster) startProxies(s *devProcs, proxyBin string) error {
 	for i := 1; i <= d.proxies; i++ {
-		if err := start(fmt.Sprintf("proxy-%d", i), proxyBin, d.proxyArgs(i)); err != nil {
+		if err := s.start(fmt.Sprintf("proxy-%d", i), proxyBin, d.proxyArgs(i)); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// printBanner says what was started and how to reach it.
+func (d *devCluster) printBanner() {
 	fmt.Printf("lockd dev cluster: %d lockds in %d zones, bootstrap cells (name,shard,prefix) %s on lockds 1-%d, data in %s\n", d.lockds, d.zones, strings.Join(d.cellSpecs(), " "), d.replicas, d.dataDir)
 	fmt.Printf("endpoints: %s\n", strings.Join(d.endpoints(), ","))
 	if d.proxies > 0 {
@@ -337,6 +296,12 @@ func (d *devCluster) run() error {
 	if d.tls {
 		fmt.Printf("tls: mutual TLS; clients: lockctl --tls-ca %s --tls-cert %s --tls-key %s\n", d.client.CA, d.client.Cert, d.client.Key)
 	}
+}
+
+// bootstrap, in the background, creates the cells past the bootstrap ones
+// and waits until the cluster is ready (waitReady); the channel it returns
+// gets the outcome.
+func (d *devCluster) bootstrap(ctx context.Context) <-chan error {
 	created := make(chan error, 1)
 	go func() {
 		if err := d.createCells(ctx); err != nil {
@@ -345,144 +310,58 @@ func (d *devCluster) run() error {
 		}
 		created <- d.waitReady(ctx)
 	}()
+	return created
+}
 
+// printReady says the cluster is ready, or why it is not.
+func (d *devCluster) printReady(err error) {
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "not ready: %v\n", err)
+		return
+	}
+	fmt.Printf("ready: %d cells serve %s; %d proxies answer. Try: lockctl cells; lockctl put /demo/hello world; lockctl get /demo/hello\n",
+		d.cells, strings.Join(d.prefixes(), " "), d.proxies)
+}
+
+// supervise runs until every process has exited: it reports each exit and
+// the outcome of ready, and on the signal (ctx done) shuts the cluster
+// down.
+func (d *devCluster) supervise(ctx context.Context, s *devProcs, ready <-chan error) error {
 	alive := d.lockds + d.proxies
 	for alive > 0 {
 		select {
 		case <-ctx.Done():
-			fmt.Println("stopping the dev cluster")
-			// Proxies first: stopped after the lockds, each retried its
-			// calls to them and logged giving up on the way down.
-			if n := stopFirst(procs[d.lockds:], exits, devProxyStop); d.proxies > 0 {
-				alive -= n
-				fmt.Printf("%d of %d proxies stopped; stopping the lockds\n", n, d.proxies)
-			}
-			for _, p := range procs[:d.lockds] {
-				_ = p.Process.Signal(syscall.SIGTERM)
-			}
-			deadline := time.After(15 * time.Second)
-			for alive > 0 {
-				select {
-				case <-exits:
-					alive--
-				case <-deadline:
-					for _, p := range procs {
-						_ = p.Process.Kill()
-					}
-					wg.Wait()
-					return fmt.Errorf("replicas did not stop in 15s; killed")
-				}
-			}
-		case name := <-exits:
+			return d.shutdown(s, alive)
+		case name := <-s.exits:
 			alive--
 			fmt.Fprintf(os.Stderr, "%s exited; %d still running\n", name, alive)
-		case err := <-created:
-			created = nil
-			if err != nil {
-				fmt.Fprintf(os.Stderr, "not ready: %v\n", err)
-				break
-			}
-			fmt.Printf("ready: %d cells serve %s; %d proxies answer. Try: lockctl cells; lockctl put /demo/hello world; lockctl get /demo/hello\n",
-				d.cells, strings.Join(d.prefixes(), " "), d.proxies)
+		case err := <-ready:
+			ready = nil
+			d.printReady(err)
 		}
 	}
-	wg.Wait()
+	s.wg.Wait()
 	return nil
 }
 
-// devProxyStop bounds the wait for the proxies to stop before the lockds
-// are told to.
-const devProxyStop = 5 * time.Second
-
-// stopFirst sends SIGTERM to procs and waits, up to limit, for as many
-// exits (of any process: the lockds are still running); it returns how
-// many it received.
-func stopFirst(procs []*exec.Cmd, exits <-chan string, limit time.Duration) int {
-	for _, p := range procs {
+// shutdown stops the proxies, then the lockds, and waits for the alive
+// processes to exit; after 15s it kills every one.
+func (d *devCluster) shutdown(s *devProcs, alive int) error {
+	fmt.Println("stopping the dev cluster")
+	alive -= d.stopProxies(s)
+	for _, p := range s.procs[:d.lockds] {
 		_ = p.Process.Signal(syscall.SIGTERM)
 	}
-	deadline := time.After(limit)
-	n := 0
-	for n < len(procs) {
-		select {
-		case <-exits:
-			n++
-		case <-deadline:
-			return n
-		}
-	}
-	return n
+	return s.waitExits(alive, 15*time.Second)
 }
 
-func prefix(w io.Writer, p string, r io.Reader) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fmt.Fprintln(w, p+sc.Text())
+// stopProxies stops the proxies first: stopped after the lockds, each
+// retried its calls to them and logged giving up on the way down. It
+// returns how many exits it received.
+func (d *devCluster) stopProxies(s *devProcs) int {
+	if n := stopFirst(s.procs[d.lockds:], s.exits, devProxyStop); d.proxies > 0 {
+		fmt.Printf("%d of %d proxies stopped; stopping the lockds\n", n, d.proxies)
+		return n
 	}
-}
-
-// createCells creates cells 3 and on through the directory (lockctl cell
-// create and prefix assign do the same), once it answers. A cell already
-// there (a restart on the same data) is left as it is.
-func (d devCluster) createCells(ctx context.Context) error {
-	eps := d.endpoints()[:d.replicas]
-	post := func(route string, body any) error {
-		b, _ := json.Marshal(body)
-		var last error
-		for attempt := 0; attempt < 300; attempt++ {
-			for _, ep := range eps {
-				resp, err := d.call(ctx, "POST", ep, route, b)
-				if err != nil {
-					last = err
-					continue
-				}
-				var er api.ErrorResponse
-				_ = json.NewDecoder(resp.Body).Decode(&er)
-				resp.Body.Close()
-				switch {
-				case resp.StatusCode == http.StatusOK:
-					return nil
-				case er.Error != nil && er.Error.Code == api.CodeConflict && strings.HasSuffix(er.Error.Message, " exists"):
-					return nil // there already (a restart on the same data)
-				case er.Error != nil && er.Error.Code != api.CodeUnavailable && er.Error.Code != api.CodeNotLeader:
-					return er.Error
-				}
-				last = er.Error
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-		return fmt.Errorf("%s: %v", route, last)
-	}
-	// Place the cells once every lockd has registered, so that placement
-	// sees them all.
-	for attempt := 0; attempt < 300 && d.cells >= 3; attempt++ {
-		var dir api.DirectoryResponse
-		if resp, err := d.call(ctx, "GET", eps[0], api.RouteDirectory, nil); err == nil {
-			_ = json.NewDecoder(resp.Body).Decode(&dir)
-			resp.Body.Close()
-		}
-		if len(dir.Lockds) >= d.lockds {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-	for i := 3; i <= d.cells; i++ {
-		name := fmt.Sprintf("cell%d", i)
-		if err := post(api.RouteAdminCellCreate, api.CreateCellRequest{Name: name, Replicas: d.replicas}); err != nil {
-			return err
-		}
-		if err := post(api.RouteAdminPrefixAssign, api.AssignPrefixRequest{Prefix: "/" + name, Cell: name}); err != nil {
-			return err
-		}
-	}
-	return nil
+	return 0
 }

@@ -26,89 +26,125 @@ const MaxDetails = 20
 //
 // It returns the number of observations checked and the violations.
 func CheckMutualExclusion(obs []LockObs, dels []Deletion) (int, []Violation) {
-	type span struct {
-		node     string
-		mode     api.LockMode
-		lo, hi   uint64
-		held     bool
-		waitAt   []uint64 // indices at which it was seen waiting
-		sources  map[string]bool
-		loSource string
-		hiSource string
+	locks := heldSpans(obs)
+	extendToDeletions(locks, dels)
+	vs := &violationList{checker: "mutual-exclusion"}
+	for _, lock := range sortedLocks(locks) {
+		spans := heldOf(lock, locks[lock], vs)
+		checkOverlaps(lock, spans, vs)
 	}
-	locks := map[string]map[string]*span{}
+	return len(obs), vs.list
+}
+
+// heldSpan is what the service said of one lock node: the indices at which
+// it was seen holding (lo to hi, with where each bound came from) and
+// those at which it was seen waiting.
+type heldSpan struct {
+	node     string
+	mode     api.LockMode
+	lo, hi   uint64
+	held     bool
+	waitAt   []uint64 // indices at which it was seen waiting
+	sources  map[string]bool
+	loSource string
+	hiSource string
+}
+
+// heldSpans gathers the observations into one span per lock and node.
+func heldSpans(obs []LockObs) map[string]map[string]*heldSpan {
+	locks := map[string]map[string]*heldSpan{}
 	for _, o := range obs {
 		nodes := locks[o.Lock]
 		if nodes == nil {
-			nodes = map[string]*span{}
+			nodes = map[string]*heldSpan{}
 			locks[o.Lock] = nodes
 		}
 		s := nodes[o.Node]
 		if s == nil {
-			s = &span{node: o.Node, mode: o.Mode, sources: map[string]bool{}}
+			s = &heldSpan{node: o.Node, mode: o.Mode, sources: map[string]bool{}}
 			nodes[o.Node] = s
 		}
-		if !o.Held {
-			s.waitAt = append(s.waitAt, o.Index)
-			continue
-		}
-		if !s.held || o.Index < s.lo {
-			s.lo, s.loSource = o.Index, o.Source
-		}
-		if !s.held || o.Index > s.hi {
-			s.hi, s.hiSource = o.Index, o.Source
-		}
-		s.held = true
-		s.sources[o.Source] = true
+		s.observe(o)
 	}
-	// A held node holds until the index before its deletion.
+	return locks
+}
+
+// observe widens the span by one observation of its node.
+func (s *heldSpan) observe(o LockObs) {
+	if !o.Held {
+		s.waitAt = append(s.waitAt, o.Index)
+		return
+	}
+	if !s.held || o.Index < s.lo {
+		s.lo, s.loSource = o.Index, o.Source
+	}
+	if !s.held || o.Index > s.hi {
+		s.hi, s.hiSource = o.Index, o.Source
+	}
+	s.held = true
+	s.sources[o.Source] = true
+}
+
+// extendToDeletions makes a held node hold until the index before its
+// deletion.
+func extendToDeletions(locks map[string]map[string]*heldSpan, dels []Deletion) {
 	for _, d := range dels {
 		if s := locks[d.Lock][d.Node]; s != nil && s.held && d.Index > 0 && d.Index-1 > s.hi {
 			s.hi, s.hiSource = d.Index-1, fmt.Sprintf("deleted at %d", d.Index)
 		}
 	}
-	var vs []Violation
-	add := func(format string, args ...any) {
-		vs = append(vs, Violation{"mutual-exclusion", fmt.Sprintf(format, args...)})
-	}
+}
+
+// sortedLocks is the locks' names in order.
+func sortedLocks(locks map[string]map[string]*heldSpan) []string {
 	lockNames := make([]string, 0, len(locks))
 	for l := range locks {
 		lockNames = append(lockNames, l)
 	}
 	sort.Strings(lockNames)
-	for _, lock := range lockNames {
-		var spans []*span
-		for _, s := range locks[lock] {
-			if !s.held {
-				continue
-			}
-			for _, w := range s.waitAt {
-				if w > s.lo {
-					add("%s: %s held at index %d (%s) but was waiting again at index %d", lock, s.node, s.lo, s.loSource, w)
-					break
-				}
-			}
-			spans = append(spans, s)
+	return lockNames
+}
+
+// heldOf returns the spans of lock's nodes that were seen holding, by
+// their first held index (then node), and records a violation for each of
+// them seen waiting again after it held.
+func heldOf(lock string, nodes map[string]*heldSpan, vs *violationList) []*heldSpan {
+	var spans []*heldSpan
+	for _, s := range nodes {
+		if !s.held {
+			continue
 		}
-		sort.Slice(spans, func(i, j int) bool {
-			if spans[i].lo != spans[j].lo {
-				return spans[i].lo < spans[j].lo
+		for _, w := range s.waitAt {
+			if w > s.lo {
+				vs.add("%s: %s held at index %d (%s) but was waiting again at index %d", lock, s.node, s.lo, s.loSource, w)
+				break
 			}
-			return spans[i].node < spans[j].node
-		})
-		for i, a := range spans {
-			for _, b := range spans[i+1:] {
-				if b.lo > a.hi {
-					break
-				}
-				if a.mode == api.LockExclusive || b.mode == api.LockExclusive {
-					add("%s: %s (%s) held over indices [%d (%s), %d (%s)] and %s (%s) held at %d (%s): two holders at once",
-						lock, a.node, a.mode, a.lo, a.loSource, a.hi, a.hiSource, b.node, b.mode, b.lo, b.loSource)
-				}
+		}
+		spans = append(spans, s)
+	}
+	sort.Slice(spans, func(i, j int) bool {
+		if spans[i].lo != spans[j].lo {
+			return spans[i].lo < spans[j].lo
+		}
+		return spans[i].node < spans[j].node
+	})
+	return spans
+}
+
+// checkOverlaps records a violation for every two of lock's held spans
+// (sorted by their first index) that overlap while either is exclusive.
+func checkOverlaps(lock string, spans []*heldSpan, vs *violationList) {
+	for i, a := range spans {
+		for _, b := range spans[i+1:] {
+			if b.lo > a.hi {
+				break
+			}
+			if a.mode == api.LockExclusive || b.mode == api.LockExclusive {
+				vs.add("%s: %s (%s) held over indices [%d (%s), %d (%s)] and %s (%s) held at %d (%s): two holders at once",
+					lock, a.node, a.mode, a.lo, a.loSource, a.hi, a.hiSource, b.node, b.mode, b.lo, b.loSource)
 			}
 		}
 	}
-	return len(obs), vs
 }
 
 // HoldersOf applies the lock rules to the lock nodes among a lock's

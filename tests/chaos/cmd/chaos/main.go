@@ -3,7 +3,9 @@
 // 100 ms Raft ticks, 1–2 s elections, 12 s lease) for -duration on the
 // schedule -seed gives, prints a readable summary and then exactly one JSON
 // line, and exits 1 if any checker found a violation (2 if the run could
-// not be carried out).
+// not be carried out). Built with -tags lockd_mutants, LOCKD_MUTANT selects a
+// mutant (internal/mutant) in it and in the lockds and lockproxies it
+// builds and starts: `make chaos MUTANT=lockd_broken_X`.
 package main
 
 import (
@@ -39,7 +41,6 @@ func main() {
 		timing   = flag.String("cell-timing", "", "the cells' own timing with -delay (default "+chaos.GlobalCellTiming+")")
 		bulk     = flag.Int("side-bulk", 0, "nodes put under /side before the faults (0: 1200 with -short, else 3000)")
 		only     = flag.String("only", os.Getenv("CHAOS_ONLY"), "comma-separated nemeses to run alone (e.g. race-move,restore-old; env CHAOS_ONLY)")
-		tags     = flag.String("lockd-tags", os.Getenv("CHAOS_LOCKD_TAGS"), "build tags added to the lockd build (always lockd_faults), e.g. a mutant's (env CHAOS_LOCKD_TAGS)")
 	)
 	flag.Parse()
 	if *seed == 0 {
@@ -62,7 +63,7 @@ func main() {
 	cfg := chaos.Config{
 		Seed: *seed, Duration: *duration, Rounds: *rounds, Short: *short,
 		NoPartitions: *noPart, NoProxies: *noProxy, NoHostile: *noHost, HostileRate: *hRate, Dir: *dir, Logf: logf, SnapshotEntries: *snapN,
-		CellTiming: *timing, LockdTags: *tags, SideBulk: *bulk,
+		CellTiming: *timing, SideBulk: *bulk,
 	}
 	if *delay != "" {
 		lo, hi, ok := strings.Cut(*delay, "-")

@@ -1,0 +1,367 @@
+// Package mutant holds the deliberately broken builds of the service
+// ("mutants"): each constant below names one safety rule that a test
+// must prove by failing when the rule is broken. The code keeping the rule
+// asks On(mutant.X) and does the broken thing when it says true.
+//
+// In every production build On is the constant false (off.go): the
+// compiler drops the broken paths and no environment can switch one on.
+// Built with -tags lockd_mutants (on.go), a process reads LOCKD_MUTANT once at
+// start: a mutant name, or several joined by commas; an unknown name stops
+// the process. mutants.tsv holds one row per constant naming the package
+// and tests that must fail with it on, and `make mutants`
+// (scripts/mutants.sh) runs every row. A new safety check adds its
+// constant here and its row there (TestEveryMutantHasOneRow).
+package mutant
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Mutant names one deliberately broken build; its value is what
+// LOCKD_MUTANT and mutants.tsv's first column carry.
+type Mutant string
+
+// Env is the environment variable selecting the mutants of a process
+// built with -tags lockd_mutants.
+const Env = "LOCKD_MUTANT"
+
+// The mutants, grouped by the package whose code they break. Each names
+// the tests that must fail with it on (its mutants.tsv row).
+const (
+	// --- server/fsm (the cell's state machine) ---
+
+	// AbortDelay makes an aborted move's unseal start no lock-delays on
+	// the old cell for locks held at the seal: granted again at once.
+	// Caught by server/fsm TestAbortedMoveStartsDelays (also
+	// tests/integration TestAbortedMoveKeepsLocksDelayed).
+	AbortDelay Mutant = "lockd_broken_abortdelay"
+	// CheckAnyGranted makes the token check answer valid for any token up
+	// to the current holder's (a killed holder's token passes). Caught by
+	// tests/integration TestLockDelayAndTokenCheck.
+	CheckAnyGranted Mutant = "lockd_broken_check"
+	// DirDelay drops a lock directory's lock-delay and sequence counter
+	// when the empty directory is deleted. Caught by server/fsm
+	// TestLockDelayOutlivesItsDirectory (also tests/integration
+	// TestLockDelaySurvivesDirectoryDelete).
+	DirDelay Mutant = "lockd_broken_dirdelay"
+	// EphDelay lets an ephemeral node made at a deleted lock directory's
+	// path take the delay and counter kept for it, and drop both when it
+	// goes. Caught by server/fsm TestKeptDelayOutlivesEphemeralAtItsPath
+	// (also tests/integration TestKeptDelayOutlivesEphemeralNode).
+	EphDelay Mutant = "lockd_broken_ephdelay"
+	// ExportOwner drops node owners from a prefix's export (tenant quotas
+	// lost after a move). Caught by server/fsm TestMoveKeepsOwners (also
+	// tests/integration TestHostileCredentials).
+	ExportOwner Mutant = "lockd_broken_exportowner"
+	// KeptFair drops the per-tenant bound on the lock-delays kept for
+	// deleted lock directories. Caught by server/fsm
+	// TestDeletedLockDelaysPerTenant.
+	KeptFair Mutant = "lockd_broken_keptfair"
+	// LossyExport makes a prefix's export silently drop one leaf in
+	// lossyExportEvery (a move loses acknowledged writes unless the copy
+	// digest refuses it). Caught by server/fsm TestMoveCopiesPersistentNodes
+	// (with CopyDigest too, the fault suite's checker m2).
+	LossyExport Mutant = "lockd_broken_lossyexport"
+	// MoveDelay makes a move carry no lock-delays for locks held at the
+	// seal, nor the kept delays of deleted lock directories. Caught by
+	// server/fsm TestMoveCarriesLockDelays and TestMoveCarriesKeptDelays
+	// (also tests/integration TestMoveKeepsLocksDelayed).
+	MoveDelay Mutant = "lockd_broken_movedelay"
+	// MoveKeepsEpoch makes every token carry directory epoch 1, not its
+	// prefix's: tokens go down after a move. Caught by server/fsm
+	// TestLockTokenDirectoryEpoch.
+	MoveKeepsEpoch Mutant = "lockd_broken_move_epoch"
+	// NonceKey remembers session-open nonces across tenants. Caught by
+	// server/fsm TestOpenNonceIsPerTenant (also tests/integration
+	// TestHostileCredentials).
+	NonceKey Mutant = "lockd_broken_noncekey"
+	// ParentsFrom lets make_parents create ancestors outside the caller's
+	// grant. Caught by server/fsm TestMakeParentsStaysInGrant (also
+	// tests/integration TestHostileCredentials).
+	ParentsFrom Mutant = "lockd_broken_parentsfrom"
+	// RestoreKeepsLeaderEpoch makes the first leader_start after a restore
+	// ignore the plan's leader-epoch floor. Caught by server/fsm
+	// TestRestoreStart.
+	RestoreKeepsLeaderEpoch Mutant = "lockd_broken_restore_leaderepoch"
+	// RestoreKeepsPrefixes makes a restore keep the prefixes the directory
+	// moved to another cell since the backup. Caught by server/fsm
+	// TestRestoreStart.
+	RestoreKeepsPrefixes Mutant = "lockd_broken_restoreprefixes"
+	// SealKeepsEphemerals makes a seal leave the prefix's ephemeral (lock)
+	// nodes in place and fire no watch. Caught by server/fsm
+	// TestSealRefusesEverythingUnderThePrefix.
+	SealKeepsEphemerals Mutant = "lockd_broken_seal"
+	// Secret makes the state machine take any session secret. Caught by
+	// server/fsm TestSessionSecret (also tests/integration
+	// TestTenantsACLsAndQuotas).
+	Secret Mutant = "lockd_broken_secret"
+	// StageGen makes a new cell take stage pages of any driver generation.
+	// Caught by server/fsm TestMoveCopiesPersistentNodes (also
+	// tests/integration TestMigrationLatePageRefused).
+	StageGen Mutant = "lockd_broken_stagegen"
+
+	// --- server/dirfsm (the directory's state machine) ---
+
+	// CopyDigest makes a migration commit skip the copy's count and digest
+	// check. Caught by server/dirfsm TestMigrationOneDriver.
+	CopyDigest Mutant = "lockd_broken_copydigest"
+	// MigrationDriver lets any client drive a migration in flight (a
+	// second begin resumes it). Caught by server/dirfsm
+	// TestMigrationOneDriver.
+	MigrationDriver Mutant = "lockd_broken_migrationdriver"
+	// RestoreKeepsEpoch makes a restore plan leave the cell's prefix
+	// epochs unchanged. Caught by server/dirfsm TestRestorePlan.
+	RestoreKeepsEpoch Mutant = "lockd_broken_restore_epoch"
+
+	// --- server/cell (leadership, caches, lock-delays, watches) ---
+
+	// SkipsInvalidation commits a change without invalidating its cachers
+	// (a stale cached read after a write). Caught by tests/integration
+	// TestCachedReadsInvalidatedBeforeAWrite (also tests/chaos
+	// TestChaosBrokenMoves, checker c').
+	SkipsInvalidation Mutant = "lockd_broken_cache"
+	// SkipsFence lets a new leader change cached nodes without the
+	// per-node fence (a stale value read). Caught by tests/integration
+	// TestFenceHoldsOnlyWhatASilentCacherHolds.
+	SkipsFence Mutant = "lockd_broken_cache_fence"
+	// UnrecordedGrant commits a cache grant without its node: a new leader
+	// fences the whole cell. Caught by tests/integration
+	// TestFenceHoldsOnlyWhatASilentCacherHolds.
+	UnrecordedGrant Mutant = "lockd_broken_cachegrant"
+	// SkipsParent lets a create leave its parent's cachers uninvalidated
+	// (a stale num_children). Caught by tests/integration
+	// TestCachedParentSeesItsChildren.
+	SkipsParent Mutant = "lockd_broken_cacheparent"
+	// CachesParents grants nodes with children to caches (a stale
+	// num_children after a delete). Caught by tests/integration
+	// TestCachedParentSeesItsChildren.
+	CachesParents Mutant = "lockd_broken_cacheparents"
+	// CacheSettle makes a change with an unknown outcome leave its node
+	// cacheable again at once. Caught by server/cell
+	// TestUnknownOutcomeKeepsTheNodeUncacheable.
+	CacheSettle Mutant = "lockd_broken_cachesettle"
+	// CacheWindow ignores an invalidation's deadline: a cacher that renews
+	// but never acknowledges blocks writes. Caught by tests/integration
+	// TestHostileCacherCannotBlockWrites (also tests/chaos
+	// TestChaosBrokenCacheWindow, checker h3).
+	CacheWindow Mutant = "lockd_broken_cachewindow"
+	// DeclaredWindow grants cacheable reads to clients declaring no cache
+	// window, or one longer than the session's. Caught by
+	// tests/integration TestUndeclaredCacheWindowServedUncached.
+	DeclaredWindow Mutant = "lockd_broken_declaredwindow"
+	// FenceCachers grants cacheable reads inside a new leader's fence (of
+	// a node another session may serve from an earlier grant, or to a
+	// reader that may): the node's next write waits the fence plus a
+	// window for a silent reader, and the reader's committed record of
+	// its earlier grants is replaced. Caught by server/cell
+	// TestNoCacheGrantsInsideTheFence.
+	FenceCachers Mutant = "lockd_broken_fencecachers"
+	// LockDelayLostOnFailover makes a new leader end the lock-delays it
+	// inherits at once. Caught by tests/integration
+	// TestLockDelayAndTokenCheck.
+	LockDelayLostOnFailover Mutant = "lockd_broken_lockdelay"
+	// WatchQuota holds a tenant's watch quota per session only. Caught by
+	// tests/integration TestHostileCredentials
+	// (watch_quota_across_sessions).
+	WatchQuota Mutant = "lockd_broken_watchquota"
+
+	// --- server/cachers, server/session, server/raftnet ---
+
+	// TenantMisses refuses cachers per session only, not per tenant (a
+	// new session per stall). Caught by tests/integration
+	// TestHostileCacherCannotBlockWrites.
+	TenantMisses Mutant = "lockd_broken_tenantmisses"
+	// EarlyExpiry makes the leader expire sessions half a lease early.
+	// Caught by server/session TestFailoverGivesFullLease (also
+	// tests/chaos TestChaosBrokenMoves, checker m3).
+	EarlyExpiry Mutant = "lockd_broken_earlyexpiry"
+	// FairDeadline holds every passed invalidation deadline against the
+	// session, even one that left its client no time to answer. Caught by
+	// server/session TestInvalidationDeadline.
+	FairDeadline Mutant = "lockd_broken_fairdeadline"
+	// RenewExpiring makes KeepAlive renew a lease whose expiry is in
+	// flight. Caught by server/session TestLeaseLifecycle.
+	RenewExpiring Mutant = "lockd_broken_renewexpiring"
+	// RestoreNoHold makes a restored cell's first leader hold nothing
+	// (HoldAll a no-op). Caught by server/session
+	// TestRestoredLeaderHoldsEverything.
+	RestoreNoHold Mutant = "lockd_broken_restorehold"
+	// StaleConn makes the Raft sender write on a connection its restarted
+	// peer closed (the message is lost). Caught by server/raftnet
+	// TestFirstMessageAfterPeerRestartArrives.
+	StaleConn Mutant = "lockd_broken_staleconn"
+
+	// --- server/httpapi (a lockd's API) ---
+
+	// ACL grants every authenticated tenant every role. Caught by
+	// tests/integration TestTenantsACLsAndQuotas.
+	ACL Mutant = "lockd_broken_acl"
+	// BodyLimit takes batch-sized bodies from anyone and reads bodies on
+	// bodyless routes. Caught by tests/integration TestHostileCredentials
+	// (bodies).
+	BodyLimit Mutant = "lockd_broken_bodylimit"
+	// FreeGrants leaves cache grants (committed entries) unmetered by the
+	// reader's write quota. Caught by tests/integration
+	// TestCacheGrantsAreMeteredWrites.
+	FreeGrants Mutant = "lockd_broken_freegrants"
+	// NoHostHint answers wrong_cell for a cell not hosted here naming no
+	// replica that hosts it. Caught by tests/integration
+	// TestNotHostedCellNamesAReplica.
+	NoHostHint Mutant = "lockd_broken_nohosthint"
+	// RefreshGap lets directory reads for unknown tokens run back to back.
+	// Caught by server/httpapi TestRefresherCoalesces.
+	RefreshGap Mutant = "lockd_broken_refreshgap"
+	// RenewCheck renews the sessions of a revoked tenant. Caught by
+	// tests/integration TestHostileCredentials (renewals).
+	RenewCheck Mutant = "lockd_broken_renewcheck"
+	// RouteLabel labels metrics with the raw request path. Caught by
+	// tests/integration TestHostileCredentials (metrics_labels).
+	RouteLabel Mutant = "lockd_broken_routelabel"
+	// ClientCerts serves API clients presenting no certificate. Caught by
+	// tests/integration TestMutualTLS.
+	ClientCerts Mutant = "lockd_broken_tls"
+
+	// --- server/lockd (the process: placement, membership, listeners) ---
+
+	// DirViewRead answers GET /v1/directory on a lockd without a directory
+	// replica from its lagging view. Caught by tests/integration
+	// TestMigrateToANewCellAtOnce.
+	DirViewRead Mutant = "lockd_broken_dirviewread"
+	// FDExhaust serves the API on the bare listener: a lockd exits when
+	// file descriptors run out. Caught by tests/integration
+	// TestIdleConnectionsCannotStopALockd.
+	FDExhaust Mutant = "lockd_broken_fdexhaust"
+	// MemberNoBarrier reads a failed membership change's outcome without
+	// a barrier: a change in flight is recorded aborted. Caught by
+	// server/lockd TestMemberVerdict.
+	MemberNoBarrier Mutant = "lockd_broken_memberbarrier"
+	// RaftCA runs Raft on the API's certificate and CA instead of the Raft
+	// files. Caught by server/lockd TestValidateRaftTLS (also
+	// tests/integration TestRaftPortTakesOnlyRaftCerts).
+	RaftCA Mutant = "lockd_broken_raftca"
+	// SkipsUnloadWait starts a replica's next incarnation without waiting
+	// for the stopped one to unload (dragonboat panics if an engine worker
+	// still holds it). Caught by server/lockd
+	// TestNextReplicaWaitsForTheUnload (tests/integration
+	// TestReAddReplicaOnSameLockd does not meet the race).
+	SkipsUnloadWait Mutant = "lockd_broken_unload"
+
+	// --- proxy (lockproxy) ---
+
+	// ProxyACL lets the proxy's shared cache serve any token (role check
+	// skipped). Caught by proxy TestAuthDecisions.
+	ProxyACL Mutant = "lockproxy_broken_acl"
+	// AwaitBatch answers a KeepAlive before a batch carrying it is
+	// confirmed. Caught by tests/integration TestProxyKillKeepsLocks
+	// (timing-dependent: fails in some runs only).
+	AwaitBatch Mutant = "lockproxy_broken_awaitbatch"
+	// BatchSplit never cuts batches, takes unverified claims and retries
+	// without bound. Caught by proxy TestSplitBatch (also
+	// tests/integration TestHostileProxyBatchWedge).
+	BatchSplit Mutant = "lockproxy_broken_batchsplit"
+	// KeepDead renews every session as if its client just spoke (a dead
+	// client keeps its locks). Caught by proxy
+	// TestBuildBatchRenewsOnlyLiveClients.
+	KeepDead Mutant = "lockproxy_broken_keep_dead"
+	// LeaseAge reports lease age 0: the lease appears renewed when asked.
+	// Caught by proxy TestKeepAliveReportsTheLeaseAge.
+	LeaseAge Mutant = "lockproxy_broken_lease_age"
+	// ProxyBody reads whole request bodies before the client is known.
+	// Caught by tests/integration TestHostileCredentials (bodies).
+	ProxyBody Mutant = "lockproxy_broken_proxybody"
+	// ProxyWatchQuota ignores the tenant's watch quota in the proxy.
+	// Caught by tests/integration TestHostileCredentials
+	// (watch_quota_across_sessions).
+	ProxyWatchQuota Mutant = "lockproxy_broken_proxywatchquota"
+	// RenewOnError takes batch reply errors (unavailable) as renewals.
+	// Caught by proxy TestApplyReplyRenewsOnlyWhatTheLeaderRenewed.
+	RenewOnError Mutant = "lockproxy_broken_renewonerror"
+	// ProxyRevoke re-reads the proxy's view of the tenants only for a
+	// token it lacks, and answers shared reads and watches from a view of
+	// any age, so a revoked token it knows keeps working there. Caught by
+	// proxy TestStaleTenantViewForwardsSharedReads and
+	// TestRevokedTokenRefusedAtTheNextRead (tests/integration
+	// TestHostileProxyRevoke passes on it: the lockd refuses the revoked
+	// session's renewal, and the proxy then forwards its reads).
+	ProxyRevoke Mutant = "lockproxy_broken_revoke"
+	// SharedAck acks the leader's invalidation without waiting for the
+	// proxy's clients. Caught by tests/integration
+	// TestProxySilentClientDelaysAWrite.
+	SharedAck Mutant = "lockproxy_broken_shared_ack"
+	// TenantLapses refuses cache grants per client session only, not per
+	// tenant. Caught by tests/integration TestHostileCacherCannotBlockWrites
+	// (through_a_proxy).
+	TenantLapses Mutant = "lockproxy_broken_tenantlapses"
+	// WatchKey keys the proxy's watches by (path, kind, since): one entry
+	// per index. Caught by proxy TestWatchDedupe (also tests/integration
+	// TestHostileProxyWatchFlood).
+	WatchKey Mutant = "lockproxy_broken_watchkey"
+
+	// --- sdk ---
+
+	// GrantEarly makes Lock report a grant once its node is created,
+	// before its predecessor goes. Caught by sdk
+	// TestMutexHandoffWakesOnlyNext and TestTryLock (also tests/chaos
+	// TestChaosBrokenGrant).
+	GrantEarly Mutant = "lockd_broken_grant_early"
+	// LendToken makes Forward lend the proxy's own token to requests
+	// without one. Caught by tests/integration TestHostileCredentials
+	// (also tests/chaos TestChaosBrokenLendToken).
+	LendToken Mutant = "lockproxy_broken_lendtoken"
+	// MovedAway makes a held Mutex retry forever when its prefix moved
+	// away. Caught by sdk TestMutexLostWhenItsPrefixMovedAway.
+	MovedAway Mutant = "sdk_broken_movedaway"
+	// NoCellRefresh refuses an unknown cell at once without re-reading the
+	// directory. Caught by sdk TestLocalErrorsSendNothing (also
+	// tests/integration TestMigrateToANewCellAtOnce).
+	NoCellRefresh Mutant = "sdk_broken_nocellrefresh"
+	// ForeignHint makes a client that goes through proxies follow a
+	// not_leader hint naming none of them: a lockd's address relayed by a
+	// proxy takes it around the proxies. Caught by sdk
+	// TestRedirectFollowsOnlyEndpoints.
+	ForeignHint Mutant = "sdk_broken_foreignhint"
+)
+
+// all is every mutant (TestAllListsEveryConstant holds it to the
+// constants above).
+var all = []Mutant{
+	AbortDelay, CheckAnyGranted, DirDelay, EphDelay, ExportOwner, KeptFair,
+	LossyExport, MoveDelay, MoveKeepsEpoch, NonceKey, ParentsFrom,
+	RestoreKeepsLeaderEpoch, RestoreKeepsPrefixes, SealKeepsEphemerals,
+	Secret, StageGen,
+	CopyDigest, MigrationDriver, RestoreKeepsEpoch,
+	SkipsInvalidation, SkipsFence, UnrecordedGrant, SkipsParent,
+	CachesParents, CacheSettle, CacheWindow, DeclaredWindow, FenceCachers,
+	LockDelayLostOnFailover, WatchQuota,
+	TenantMisses, EarlyExpiry, FairDeadline, RenewExpiring, RestoreNoHold,
+	StaleConn,
+	ACL, BodyLimit, FreeGrants, NoHostHint, RefreshGap, RenewCheck,
+	RouteLabel, ClientCerts,
+	DirViewRead, FDExhaust, MemberNoBarrier, RaftCA, SkipsUnloadWait,
+	ProxyACL, AwaitBatch, BatchSplit, KeepDead, LeaseAge, ProxyBody,
+	ProxyWatchQuota, RenewOnError, ProxyRevoke, SharedAck, TenantLapses,
+	WatchKey,
+	GrantEarly, LendToken, MovedAway, NoCellRefresh, ForeignHint,
+}
+
+// parse reads a LOCKD_MUTANT value: empty (none), one mutant name, or
+// several joined by commas. An unknown name is an error.
+func parse(v string) (map[Mutant]bool, error) {
+	on := map[Mutant]bool{}
+	if strings.TrimSpace(v) == "" {
+		return on, nil
+	}
+	known := make(map[Mutant]bool, len(all))
+	for _, m := range all {
+		known[m] = true
+	}
+	for _, name := range strings.Split(v, ",") {
+		m := Mutant(strings.TrimSpace(name))
+		if !known[m] {
+			return nil, fmt.Errorf("%s=%q: no mutant named %q (see internal/mutant/mutant.go and mutants.tsv)", Env, v, m)
+		}
+		on[m] = true
+	}
+	return on, nil
+}

@@ -1,5 +1,0 @@
-//go:build !lockproxy_broken_acl
-
-package proxy
-
-const brokenACL = false

@@ -1,5 +1,0 @@
-//go:build !lockproxy_broken_awaitbatch
-
-package proxy
-
-const brokenAwaitBatch = false

@@ -1,5 +1,0 @@
-//go:build !lockproxy_broken_batchsplit
-
-package proxy
-
-const brokenBatchSplit = false

@@ -1,5 +1,0 @@
-//go:build !lockproxy_broken_keep_dead
-
-package proxy
-
-const brokenKeepDead = false

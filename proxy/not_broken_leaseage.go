@@ -1,5 +1,0 @@
-//go:build !lockproxy_broken_lease_age
-
-package proxy
-
-const brokenLeaseAge = false

@@ -1,5 +1,0 @@
-//go:build !lockproxy_broken_proxybody
-
-package proxy
-
-const brokenProxyBody = false

@@ -1,5 +1,0 @@
-//go:build !lockproxy_broken_proxywatchquota
-
-package proxy
-
-const brokenProxyWatchQuota = false

@@ -1,5 +1,0 @@
-//go:build !lockproxy_broken_renewonerror
-
-package proxy
-
-const brokenRenewOnError = false

@@ -1,5 +1,0 @@
-//go:build !lockproxy_broken_revoke
-
-package proxy
-
-const brokenRevoke = false

@@ -1,5 +1,0 @@
-//go:build !lockproxy_broken_tenantlapses
-
-package proxy
-
-const brokenTenantLapses = false

@@ -1,5 +1,0 @@
-//go:build !lockproxy_broken_watchkey
-
-package proxy
-
-const brokenWatchKey = false

@@ -1,5 +1,0 @@
-//go:build !lockproxy_broken_lendtoken
-
-package sdk
-
-const brokenLendToken = false

@@ -1,5 +1,0 @@
-//go:build !sdk_broken_movedaway
-
-package sdk
-
-const brokenMovedAway = false

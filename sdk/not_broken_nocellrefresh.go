@@ -1,5 +1,0 @@
-//go:build !sdk_broken_nocellrefresh
-
-package sdk
-
-const brokenNoCellRefresh = false

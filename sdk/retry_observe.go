@@ -1,0 +1,146 @@
+package sdk
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/lockservice/lockd/api"
+	"github.com/valyala/fasthttp"
+)
+
+// attemptResult is what one attempt of a call came back with, as the
+// network gave it: a reply (status and body) or a transport error.
+type attemptResult struct {
+	addr   string    // the endpoint tried
+	status int       // the reply's HTTP status; 0 without a reply
+	body   []byte    // the reply's body
+	sent   time.Time // when the request was sent
+	err    error     // the transport's error: the exchange failed without a reply
+
+	ctxDone bool // the call's context had ended when the attempt returned
+	// Read only after a transport error:
+	closing   bool      // the client is closing and the call may not run then
+	endpoints int       // how many endpoints the cell has
+	now       time.Time // when the attempt returned (the no-cluster clock)
+}
+
+// retryState is what one call's retry loop remembers between attempts.
+// observe and settle change it; the loop's wait counts its backoffs.
+type retryState struct {
+	redirects int    // not_leader hints followed without backoff
+	retries   int    // backoffs waited: the next backoff's exponent
+	lastAddr  string // the endpoint of the last reply (transport failures aside)
+	unavail   int    // consecutive unavailable replies from lastAddr
+	// refused are the endpoints that refused connections since
+	// refusedSince, with nothing else heard in between.
+	refused      []string
+	refusedSince time.Time
+	last         *api.Error // the last failed attempt's error
+}
+
+// observe turns one attempt's result into the outcome decide reads. It
+// records what the attempt says in st and in cl (the endpoints the call
+// failed to reach; whether an attempt may have reached the cell) and does
+// nothing else: no I/O, no clock.
+func (st *retryState) observe(cl *call, r attemptResult) outcome {
+	o := outcome{addr: r.addr, retryUnsure: cl.retryUnsure, redirects: st.redirects, ctxDone: r.ctxDone}
+	if r.err != nil {
+		st.observeTransport(cl, r, &o)
+	} else {
+		st.observeReply(cl, r, &o)
+	}
+	// After this attempt: a replica that answered is reachable again.
+	o.unreachable = cl.unreachable
+	return o
+}
+
+// observeTransport is observe of an exchange that failed without a reply.
+func (st *retryState) observeTransport(cl *call, r attemptResult, o *outcome) {
+	var de *dialError
+	dial := errors.As(r.err, &de)
+	o.transport = true
+	o.notSent = dial || errors.Is(r.err, fasthttp.ErrNoFreeConns)
+	o.closed = errors.Is(r.err, errTransportClosed) || r.closing
+	if !o.notSent {
+		cl.reached = true
+	}
+	if dial && errors.Is(r.err, syscall.ECONNREFUSED) {
+		if len(st.refused) == 0 {
+			st.refusedSince = r.now
+		}
+		if !slices.Contains(st.refused, r.addr) {
+			st.refused = append(st.refused, r.addr)
+		}
+		o.noCluster = cl.noClusterAfter > 0 && len(st.refused) >= r.endpoints && r.now.Sub(st.refusedSince) >= cl.noClusterAfter
+	} else {
+		st.refused = st.refused[:0]
+	}
+	if !slices.Contains(cl.unreachable, r.addr) && len(cl.unreachable) < maxUnreachable {
+		cl.unreachable = append(cl.unreachable, r.addr)
+	}
+	st.last = api.Errorf(api.CodeUnavailable, "%s %s: %v", r.addr, cl.route, r.err)
+}
+
+// observeReply is observe of an exchange that got a reply.
+func (st *retryState) observeReply(cl *call, r attemptResult, o *outcome) {
+	st.refused = st.refused[:0]
+	if i := slices.Index(cl.unreachable, r.addr); i >= 0 {
+		cl.unreachable = slices.Delete(cl.unreachable, i, i+1) // it answers again
+	}
+	o.status = r.status
+	if r.status >= 200 && r.status < 300 {
+		return
+	}
+	aerr := decodeError(r.status, r.body, r.addr)
+	st.last = aerr
+	o.code, o.hint = aerr.Code, aerr.Leader
+	if aerr.Code != api.CodeUnavailable {
+		return
+	}
+	cl.reached = true
+	if r.addr == st.lastAddr {
+		st.unavail++
+	} else {
+		st.unavail = 1
+	}
+	o.unavailable = st.unavail
+}
+
+// settle records decide's verdict d on outcome o in the loop state: what
+// the next attempt's outcome counts from. Pure.
+func (st *retryState) settle(o outcome, d decision) {
+	if o.code == api.CodeNotLeader || (o.unavailable >= unavailableRotate && d.forget) {
+		st.unavail = 0
+	}
+	if !o.transport {
+		st.lastAddr = o.addr
+	}
+	if d.act == actRetry {
+		st.redirects++
+	}
+}
+
+// decodeError turns a non-2xx reply into an *api.Error, synthesising one
+// when the body is not an api.ErrorResponse (a proxy or router answered).
+func decodeError(status int, body []byte, addr string) *api.Error {
+	var er api.ErrorResponse
+	if err := json.Unmarshal(body, &er); err == nil && er.Error != nil && er.Error.Code != "" {
+		return er.Error
+	}
+	snippet := string(body)
+	if len(snippet) > 200 {
+		snippet = snippet[:200]
+	}
+	code := api.CodeInternal
+	switch status {
+	case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout:
+		code = api.CodeUnavailable
+	case http.StatusUnauthorized, http.StatusForbidden:
+		code = api.CodeUnauthorized
+	}
+	return api.Errorf(code, "HTTP %d from %s: %q", status, addr, snippet)
+}

@@ -1,5 +1,0 @@
-//go:build !lockd_broken_tenantmisses
-
-package cachers
-
-const brokenTenantMisses = false

@@ -1,5 +1,0 @@
-//go:build !lockd_broken_declaredwindow
-
-package cell
-
-const brokenDeclaredWindow = false

@@ -1,5 +1,0 @@
-//go:build !lockd_broken_fencecachers
-
-package cell
-
-const brokenFenceCachers = false

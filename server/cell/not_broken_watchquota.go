@@ -1,5 +1,0 @@
-//go:build !lockd_broken_watchquota
-
-package cell
-
-const brokenWatchQuota = false

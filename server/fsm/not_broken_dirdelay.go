@@ -1,5 +1,0 @@
-//go:build !lockd_broken_dirdelay
-
-package fsm
-
-const brokenDirDelay = false

@@ -1,5 +1,0 @@
-//go:build lockd_broken_seal && !lockd_broken_move_epoch
-
-package fsm
-
-const brokenMoveKeepsEpoch = false

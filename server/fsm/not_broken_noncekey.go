@@ -1,5 +1,0 @@
-//go:build !lockd_broken_noncekey
-
-package fsm
-
-const brokenNonceKey = false

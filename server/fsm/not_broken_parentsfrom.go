@@ -1,5 +1,0 @@
-//go:build !lockd_broken_parentsfrom
-
-package fsm
-
-const brokenParentsFrom = false

@@ -1,5 +1,0 @@
-//go:build !lockd_broken_secret
-
-package fsm
-
-const brokenSecret = false

@@ -1,5 +1,0 @@
-//go:build !lockd_broken_acl
-
-package httpapi
-
-const brokenACL = false

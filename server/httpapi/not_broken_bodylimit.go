@@ -1,5 +1,0 @@
-//go:build !lockd_broken_bodylimit
-
-package httpapi
-
-const brokenBodyLimit = false

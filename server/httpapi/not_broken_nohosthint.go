@@ -1,5 +1,0 @@
-//go:build !lockd_broken_nohosthint
-
-package httpapi
-
-const brokenNoHostHint = false

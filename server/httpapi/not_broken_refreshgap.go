@@ -1,5 +1,0 @@
-//go:build !lockd_broken_refreshgap
-
-package httpapi
-
-const brokenRefreshGap = false

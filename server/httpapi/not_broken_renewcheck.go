@@ -1,5 +1,0 @@
-//go:build !lockd_broken_renewcheck
-
-package httpapi
-
-const brokenRenewCheck = false

@@ -1,5 +1,0 @@
-//go:build !lockd_broken_routelabel
-
-package httpapi
-
-const brokenRouteLabel = false

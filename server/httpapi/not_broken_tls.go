@@ -1,5 +1,0 @@
-//go:build !lockd_broken_tls
-
-package httpapi
-
-const brokenClientCerts = false

@@ -1,5 +1,0 @@
-//go:build !lockd_broken_dirviewread
-
-package lockd
-
-const brokenDirViewRead = false

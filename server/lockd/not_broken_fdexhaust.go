@@ -1,5 +1,0 @@
-//go:build !lockd_broken_fdexhaust
-
-package lockd
-
-const brokenFDExhaust = false

@@ -1,5 +1,0 @@
-//go:build !lockd_broken_staleconn
-
-package raftnet
-
-const brokenStaleConn = false

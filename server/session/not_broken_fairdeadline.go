@@ -1,5 +1,0 @@
-//go:build !lockd_broken_fairdeadline
-
-package session
-
-const brokenFairDeadline = false

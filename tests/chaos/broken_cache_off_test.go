@@ -1,5 +1,0 @@
-//go:build !lockd_broken_cache
-
-package chaos
-
-const brokenCacheBuild = false

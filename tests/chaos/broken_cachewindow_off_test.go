@@ -1,5 +1,0 @@
-//go:build !lockd_broken_cachewindow
-
-package chaos
-
-const brokenCacheWindowBuild = false

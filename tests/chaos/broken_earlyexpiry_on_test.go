@@ -1,5 +1,0 @@
-//go:build lockd_broken_earlyexpiry
-
-package chaos
-
-const brokenEarlyExpiryBuild = true

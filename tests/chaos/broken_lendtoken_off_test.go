@@ -1,5 +1,0 @@
-//go:build !lockproxy_broken_lendtoken
-
-package chaos
-
-const brokenLendTokenBuild = false

@@ -1,0 +1,151 @@
+package fake
+
+// The HTTP side and the faults: each request is recorded, passed to the
+// test's hook if any (to drop, delay or answer it: unavailable, moved,
+// a lost reply), then decoded and routed as a lockd routes it.
+
+import (
+	"encoding/json"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/lockservice/lockd/api"
+)
+
+// SetHook installs h (nil removes it).
+func (c *Cell) SetHook(h Hook) {
+	c.mu.Lock()
+	c.hook = h
+	c.mu.Unlock()
+}
+
+// Requests lists the requests received on route ("" for all), in order.
+func (c *Cell) Requests(route string) []Request {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []Request
+	for _, r := range c.reqs {
+		if route == "" || r.Route == route {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Handle runs the fake's own handling of a request as replica rep, as if
+// it had arrived (without recording it or running the hook).
+func (c *Cell) Handle(rep int, route string, body []byte) (int, any) {
+	return c.handle(rep, route, body)
+}
+
+// Fail is an error reply for a Hook: the code's HTTP status and an *api.Error.
+func Fail(code api.Code, format string, args ...any) (int, any) {
+	return code.HTTPStatus(), api.Errorf(code, format, args...)
+}
+
+func (c *Cell) serve(rep int, ctx *fasthttp.RequestCtx) {
+	route := string(ctx.Path())
+	body := append([]byte(nil), ctx.PostBody()...)
+	c.mu.Lock()
+	c.reqs = append(c.reqs, Request{Replica: rep, Route: route, Body: body, Auth: string(ctx.Request.Header.Peek("Authorization"))})
+	hook := c.hook
+	c.mu.Unlock()
+
+	next := func() (int, any) { return c.handle(rep, route, body) }
+	var status int
+	var resp any
+	if hook != nil {
+		status, resp = hook(rep, route, body, next)
+	} else {
+		status, resp = next()
+	}
+	if e, ok := resp.(*api.Error); ok {
+		resp = api.ErrorResponse{Error: e}
+		if status == 0 {
+			status = e.Code.HTTPStatus()
+		}
+	}
+	b, _ := json.Marshal(resp)
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(b)
+}
+
+// onLeader answers a request for the leader as a lockd's handler does:
+// decode body as the request type of serve, refuse what check refuses
+// (what a lockd refuses before it finds the cell: checks.go; nil for
+// none), then refuse on a replica that does not lead, then serve.
+func onLeader[T any](c *Cell, rep int, body []byte, check func(T) error, serve func(T) (int, any)) (int, any) {
+	var req T
+	if err := json.Unmarshal(body, &req); err != nil {
+		return Fail(api.CodeBadRequest, "malformed JSON body: %v", err)
+	}
+	if check != nil {
+		if err := check(req); err != nil {
+			return refuse(api.AsError(err))
+		}
+	}
+	if rep != c.leader {
+		return c.notLeaderLocked()
+	}
+	return serve(req)
+}
+
+// handle answers a request on replica rep: the directory and status on
+// any replica, everything else on the leader only.
+func (c *Cell) handle(rep int, route string, body []byte) (int, any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch route {
+	case api.RouteDirectory:
+		return 200, c.directoryLocked()
+	case api.RouteStatus:
+		return 200, c.statusLocked(rep)
+	case api.RouteSessionOpen:
+		return onLeader(c, rep, body, c.checkOpen, c.openSessionLocked)
+	case api.RouteSessionKeepAlive:
+		return onLeader(c, rep, body, c.checkKeepAlive, func(req api.KeepAliveRequest) (int, any) { return c.keepAliveLocked(rep, req) })
+	case api.RouteSessionClose:
+		return onLeader(c, rep, body, c.checkClose, c.closeSessionLocked)
+	case api.RouteCreate:
+		return onLeader(c, rep, body, nil, c.createLocked)
+	case api.RoutePut:
+		return onLeader(c, rep, body, nil, c.putLocked)
+	case api.RouteDelete:
+		return onLeader(c, rep, body, nil, c.deleteLocked)
+	case api.RouteGet:
+		return onLeader(c, rep, body, checkGet, c.getLocked)
+	case api.RouteChildren:
+		return onLeader(c, rep, body, checkChildren, c.childrenLocked)
+	case api.RouteWatch:
+		return onLeader(c, rep, body, c.checkWatch, c.watchLocked)
+	case api.RouteLockState:
+		return onLeader(c, rep, body, nil, c.lockStateLocked)
+	case api.RouteLockQueue:
+		return onLeader(c, rep, body, nil, c.lockQueueLocked)
+	case api.RouteLockCheck:
+		return onLeader(c, rep, body, checkLockCheck, c.lockCheckLocked)
+	}
+	return Fail(api.CodeBadRequest, "no route %s", route)
+}
+
+func (c *Cell) directoryLocked() api.DirectoryResponse {
+	d := api.DirectoryResponse{Index: 1, Cells: []api.CellInfo{{Name: c.name, ShardID: 1, Prefixes: c.prefixes, Endpoints: c.endpoints, Timing: c.timing}}}
+	for _, p := range c.prefixes {
+		d.Prefixes = append(d.Prefixes, api.PrefixInfo{Prefix: p, Cell: c.name, Epoch: prefixEpoch})
+	}
+	return d
+}
+
+func (c *Cell) statusLocked(rep int) api.StatusResponse {
+	role := "follower"
+	if rep == c.leader {
+		role = "leader"
+	}
+	_, term := c.st.Leader()
+	st := api.ReplicaStatus{Cell: c.name, ShardID: 1, ReplicaID: uint64(rep + 1), Role: role, Term: term, AppliedIndex: c.st.Index(), Epoch: c.st.Epoch()}
+	if c.leader >= 0 {
+		st.LeaderID, st.LeaderAPI = uint64(c.leader+1), c.replicas[c.leader].addr
+	}
+	return api.StatusResponse{ReplicaID: uint64(rep + 1), APIAddr: c.replicas[rep].addr, Cells: []api.ReplicaStatus{st}}
+}

@@ -57,6 +57,11 @@ const (
 	RouteLockCheck         = "/v1/lock/check"
 	RouteAdminTenants      = "/v1/admin/tenants"
 	RouteAdminTenantCommit = "/v1/admin/tenant/commit"
+	// RouteAdminMemberRecord is a cell leader's forward of one step of a
+	// membership change (RouteAdminMember) to a directory replica, when
+	// its own lockd holds none: the step is recorded in the directory
+	// only; the cell's Raft group is the forwarding lockd's to change.
+	RouteAdminMemberRecord = "/v1/admin/member/record"
 
 	// HeaderAuth carries the caller's auth token ("Bearer <token>") on every
 	// request. Accepted and logged now; enforced once tenants exist.

@@ -523,7 +523,7 @@ var knownRoutes = map[string]bool{
 	api.RouteAdminSnapshot: true, api.RouteAdminBackup: true, api.RouteAdminCellCreate: true, api.RouteAdminPrefixAssign: true,
 	api.RouteAdminRegister: true, api.RouteAdminMigrate: true, api.RouteAdminMember: true, api.RouteAdminRestore: true,
 	api.RouteAdminTenant: true, api.RouteAdminProxyRegister: true, api.RouteAdminTransfer: true, api.RouteAdminPrefixOp: true,
-	api.RouteAdminTenantCommit: true, api.RouteAdminTenants: true, api.RouteStatusCluster: true,
+	api.RouteAdminTenantCommit: true, api.RouteAdminMemberRecord: true, api.RouteAdminTenants: true, api.RouteStatusCluster: true,
 }
 
 // opened notes a session opened through the proxy, as its client's

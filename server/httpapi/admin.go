@@ -119,6 +119,19 @@ func (s *Server) commitTenant(ctx *fasthttp.RequestCtx, p principal) (any, error
 	return s.proposeDirectory(&dirfsm.Command{Op: dirfsm.OpTenant, Tenant: &req})
 }
 
+// recordMember records one step of a membership change in the directory
+// (a cell leader's forward: its lockd holds no directory replica).
+func (s *Server) recordMember(ctx *fasthttp.RequestCtx, p principal) (any, error) {
+	if err := needAdmin(p); err != nil {
+		return nil, err
+	}
+	var req api.MemberRequest
+	if err := decode(ctx, &req); err != nil {
+		return nil, err
+	}
+	return s.proposeDirectory(&dirfsm.Command{Op: dirfsm.OpMember, Member: &req})
+}
+
 func (s *Server) registerProxy(ctx *fasthttp.RequestCtx, p principal) (any, error) {
 	if err := needAdmin(p); err != nil {
 		return nil, err

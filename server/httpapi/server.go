@@ -275,6 +275,7 @@ func init() {
 		api.RouteAdminTransfer:      (*Server).transfer,
 		api.RouteAdminTenant:        (*Server).tenant,
 		api.RouteAdminTenantCommit:  (*Server).commitTenant,
+		api.RouteAdminMemberRecord:  (*Server).recordMember,
 	}
 }
 

@@ -549,6 +549,8 @@ func directoryRoute(c *dirfsm.Command) (string, any) {
 		return api.RouteAdminRestore, c.Restore
 	case dirfsm.OpTenant:
 		return api.RouteAdminTenantCommit, c.Tenant
+	case dirfsm.OpMember:
+		return api.RouteAdminMemberRecord, c.Member
 	}
 	return "/v1/admin/none", nil
 }

@@ -177,6 +177,7 @@ func (e *hostileEnv) hostileRoutes() []hostileRoute {
 		{api.RouteAdminTenant, "", api.TenantRequest{Action: api.TenantPut, NewToken: true, Tenant: api.Tenant{Name: "evil", Grants: []api.Grant{{Prefix: "/", Roles: []api.Role{api.RoleAdmin}}}}}, needsAdmin},
 		{api.RouteAdminTenant, "", api.TenantRequest{Action: api.TenantRevoke, Tenant: api.Tenant{Name: "alice"}}, needsAdmin},
 		{api.RouteAdminTenantCommit, "", map[string]any{"name": "evil"}, needsAdmin},
+		{api.RouteAdminMemberRecord, "", api.MemberRequest{Cell: "demo", Action: api.MemberRemove, Lockd: 1}, needsAdmin},
 		{api.RouteAdminCellCreate, "", api.CreateCellRequest{Name: "evil"}, needsAdmin},
 		{api.RouteAdminPrefixAssign, "", map[string]any{"prefix": "/evil", "cell": "demo"}, needsAdmin},
 		{api.RouteAdminPrefixOp, "", api.PrefixOpRequest{Cell: "demo", Prefix: "/demo", Op: "seal", To: "payments"}, needsAdmin},

@@ -9,7 +9,7 @@
 // make test runs up to -parallel 3 at once: clusters mostly wait on
 // timers and disks, so three share two cores). The few that assert
 // timeliness (a wake-up by event, jeopardy before expiry, KeepAlive
-// counts) are not parallel and say why: Go runs them first, one at a time.
+// counts, a kill between two steps of lockctl) are not parallel and say why: Go runs them first, one at a time.
 package integration_test
 
 import (

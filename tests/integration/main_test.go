@@ -6,10 +6,11 @@
 // effect, and leader hints.
 //
 // Every test starts its own cluster and most run in parallel (t.Parallel;
-// make test runs up to -parallel 3 at once: clusters mostly wait on
-// timers and disks, so three share two cores). The few that assert
-// timeliness (a wake-up by event, jeopardy before expiry, KeepAlive
-// counts, a kill between two steps of lockctl) are not parallel and say why: Go runs them first, one at a time.
+// make test runs up to -parallel 3 at once: clusters mostly wait on timers
+// and disks, so three share two cores). The few that assert timeliness (a
+// wake-up by event, jeopardy before expiry, KeepAlive counts, a kill
+// between two steps of lockctl) are not parallel and say why: Go runs them
+// first, one at a time.
 package integration_test
 
 import (

@@ -133,14 +133,14 @@ func (cs *cellState) failed(addr string) {
 func (cs *cellState) redirect(addr, hint string) {
 	cs.mu.Lock()
 	around := cs.proxied && !slices.Contains(cs.endpoints, hint) && !mutant.On(mutant.ForeignHint)
-	cs.mu.Unlock()
-	if hint == "" || hint == addr || around {
-		cs.failed(addr)
-		return
+	follow := hint != "" && hint != addr && !around
+	if follow {
+		cs.leader = hint
 	}
-	cs.mu.Lock()
-	cs.leader = hint
 	cs.mu.Unlock()
+	if !follow {
+		cs.failed(addr)
+	}
 }
 
 // setProxied records whether the cell is reached through lockproxies.

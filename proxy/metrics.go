@@ -47,6 +47,9 @@ func newMetrics(reg *prometheus.Registry, p *Proxy) *metrics {
 			func() float64 { return float64(p.clients.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lockproxy_sessions", Help: "Client sessions this proxy renews."},
 			func() float64 { return float64(p.Status().Sessions) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "lockproxy_own_keepalives_total",
+			Help: "KeepAlives of the proxy's own sessions (one per cell, holding its shared watches and cache), sent to the cells' leaders."},
+			func() float64 { return float64(p.up.KeepAlivesSent()) }),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -179,10 +179,15 @@ func (c *Client) CacheStats() CacheStats {
 	return CacheStats{Hits: c.cacheCount.hits.Load(), Misses: c.cacheCount.misses.Load()}
 }
 
+// KeepAlivesSent reports how many KeepAlive requests the client's sessions
+// sent (every attempt, to a cell or a proxy).
+func (c *Client) KeepAlivesSent() uint64 { return c.keepAlivesSent.Load() }
+
 // Collectors are Prometheus collectors of the client's figures, for the
 // application to register on its /metrics: lockd_sdk_cache_hits_total
-// (reads served from the cache, no RPC) and lockd_sdk_cache_misses_total
-// (reads sent to the cell or a proxy).
+// (reads served from the cache, no RPC), lockd_sdk_cache_misses_total
+// (reads sent to the cell or a proxy) and lockd_sdk_keepalives_total
+// (KeepAlive requests sent).
 func (c *Client) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "lockd_sdk_cache_hits_total",
@@ -191,5 +196,8 @@ func (c *Client) Collectors() []prometheus.Collector {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "lockd_sdk_cache_misses_total",
 			Help: "Reads the client sent to the cell (or a proxy)."},
 			func() float64 { return float64(c.cacheCount.misses.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "lockd_sdk_keepalives_total",
+			Help: "KeepAlive requests the client's sessions sent (every attempt)."},
+			func() float64 { return float64(c.keepAlivesSent.Load()) }),
 	}
 }

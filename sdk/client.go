@@ -47,6 +47,8 @@ type Client struct {
 	slots map[string]*sessionSlot // by cell name
 
 	cacheCount cacheCounters
+	// keepAlivesSent counts the KeepAlive requests sent (every attempt).
+	keepAlivesSent atomic.Uint64
 	// proxyStart is where in the directory's proxy list this client starts.
 	proxyStart int
 

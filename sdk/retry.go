@@ -191,6 +191,9 @@ func (l *retryLoop) attempt(ctx context.Context, addr string) (attemptResult, er
 		tr = l.c.ka
 	}
 	cl.attempts++
+	if cl.route == api.RouteSessionKeepAlive {
+		l.c.keepAlivesSent.Add(1)
+	}
 	r := attemptResult{addr: addr}
 	r.status, r.body, r.sent, r.err = tr.roundTrip(ctx, exchange{method: l.method, addr: addr, path: cl.route, body: reqBody, timeout: l.timeout,
 		waitLeader: true, unreachable: cl.unreachable, cell: cl.cell, auth: cl.auth})

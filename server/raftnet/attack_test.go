@@ -6,13 +6,17 @@ package raftnet
 // alone made the receiver allocate MaxFrameBytes.
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
+	"errors"
 	"hash/crc32"
+	"log/slog"
 	"net"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -37,18 +41,43 @@ func tlsCfg(addr string, ca, cert, key string) config.NodeHostConfig {
 	return config.NodeHostConfig{RaftAddress: addr, MutualTLS: true, CAFile: ca, CertFile: cert, KeyFile: key}
 }
 
+// No wall-clock sleeps (issue 24): these tests run the real TCP/TLS
+// transport, so they cannot run in a testing/synctest bubble; instead of
+// sleeping a fixed time hoping something happened, each waits for a
+// condition it can observe, polled every waitTick at most waitRounds times.
+const (
+	waitRounds = 500
+	waitTick   = 10 * time.Millisecond
+)
+
+// poll reports whether cond held within waitRounds polls.
+func poll(cond func() bool) bool {
+	for range waitRounds {
+		if cond() {
+			return true
+		}
+		time.Sleep(waitTick)
+	}
+	return cond()
+}
+
+// waitFor fails the test unless cond holds within waitRounds polls.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	if !poll(cond) {
+		t.Fatalf("gave up after %v waiting for %s", waitRounds*waitTick, what)
+	}
+}
+
+func isDead(mc *msgConn) bool {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	return mc.dead.Load()
+}
+
 func waitDead(t *testing.T, mc *msgConn) {
 	t.Helper()
-	for i := 0; i < 300; i++ {
-		mc.mu.Lock()
-		dead := mc.dead.Load()
-		mc.mu.Unlock()
-		if dead {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatal("connection never marked dead")
+	waitFor(t, "the connection to be marked dead", func() bool { return isDead(mc) })
 }
 
 // TestAttackRejectedClientCertIsSilentRedialStorm: a peer whose server
@@ -111,7 +140,9 @@ func TestAttackRejectedClientCertIsSilentRedialStorm(t *testing.T) {
 		if err := c.SendMessageBatch(batch(uint64(i))); err != nil {
 			errs++
 		}
-		time.Sleep(50 * time.Millisecond)
+		// the server's rejection of this connection reaches the sender
+		// before the next send, which therefore redials
+		waitDead(t, c.(*msgConn))
 	}
 	t.Logf("%d sends: %d errors, %d TCP+TLS connections accepted, %d client certs rejected", n, errs, accepts.Load(), rejected.Load())
 	if errs == 0 && accepts.Load() > n/2 {
@@ -128,7 +159,12 @@ func TestAttackRejectedClientCertIsSilentRedialStorm(t *testing.T) {
 func TestAttackAcceptLoopDiesOnEMFILE(t *testing.T) {
 	addrB := freeAddr(t)
 	inB := newInbox()
-	b := start(t, config.NodeHostConfig{RaftAddress: addrB}, inB)
+	var failed atomic.Int64 // accepts that failed: the listener's log
+	log := slog.New(logCounter{prefix: "raft listener: accept failed", n: &failed})
+	b := Factory{Log: log}.Create(config.NodeHostConfig{RaftAddress: addrB}, inB.onBatch, inB.onChunk).(*Transport)
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
 	defer b.Close()
 
 	var old syscall.Rlimit
@@ -163,15 +199,15 @@ func TestAttackAcceptLoopDiesOnEMFILE(t *testing.T) {
 	hogs[len(hogs)-1].Close()
 	hogs = hogs[:len(hogs)-1]
 	burst, err := net.Dial("tcp", addrB)
-	if err == nil {
-		time.Sleep(300 * time.Millisecond)
+	if err == nil { // the spike lasts until the server's accept failed on it
+		waitFor(t, "an accept to fail for want of a descriptor", func() bool { return failed.Load() > 0 })
 	}
 	restore() // the spike is over
 	if burst != nil {
 		burst.Close()
 	}
-	time.Sleep(100 * time.Millisecond)
-
+	// No pause: the accept loop retries within acceptBackoffMax (1 s), well
+	// inside the delivery wait below.
 	a := Factory{}.Create(config.NodeHostConfig{RaftAddress: freeAddr(t)}, newInbox().onBatch, newInbox().onChunk).(*Transport)
 	c, err := a.GetConnection(context.Background(), addrB)
 	if err != nil {
@@ -186,6 +222,24 @@ func TestAttackAcceptLoopDiesOnEMFILE(t *testing.T) {
 	}
 }
 
+// logCounter is a slog.Handler that counts the records whose message
+// starts with prefix (a failed accept shows only in the transport's log).
+type logCounter struct {
+	prefix string
+	n      *atomic.Int64
+}
+
+func (h logCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (h logCounter) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h logCounter) WithGroup(string) slog.Handler            { return h }
+
+func (h logCounter) Handle(_ context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, h.prefix) {
+		h.n.Add(1)
+	}
+	return nil
+}
+
 // TestAttackHeaderAllocatesMaxFrameBytes: a 20-byte magic+header from any
 // peer that can reach the Raft port (no authentication without mutual TLS;
 // the header CRC is not one) makes serve allocate the whole announced
@@ -195,6 +249,7 @@ func TestAttackHeaderAllocatesMaxFrameBytes(t *testing.T) {
 	addrB := freeAddr(t)
 	b := start(t, config.NodeHostConfig{RaftAddress: addrB}, newInbox())
 	defer b.Close()
+	stacks := make([]byte, 1<<20) // before m0: polling allocates no more
 	runtime.GC()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
@@ -215,7 +270,9 @@ func TestAttackHeaderAllocatesMaxFrameBytes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(500 * time.Millisecond)
+	// Until each connection's serve has allocated for its payload and
+	// waits for it.
+	waitFor(t, "the headers to be read", func() bool { return parkedInReadFrame(stacks) >= k })
 	runtime.ReadMemStats(&m1)
 	grew := m1.TotalAlloc - m0.TotalAlloc
 	t.Logf("%d bytes sent, receiver allocated %d MiB", k*len(frame), grew>>20)
@@ -224,8 +281,23 @@ func TestAttackHeaderAllocatesMaxFrameBytes(t *testing.T) {
 	}
 }
 
+// parkedInReadFrame counts the goroutines parked in readFrame on the
+// network: past the header (it comes in one write with the magic number,
+// so it is never waited for) and the payload's allocation, waiting for the
+// payload. buf holds the goroutines' stacks.
+func parkedInReadFrame(buf []byte) int {
+	n := 0
+	for g := range bytes.SplitSeq(buf[:runtime.Stack(buf, true)], []byte("\n\n")) {
+		if bytes.Contains(g, []byte("[IO wait")) && bytes.Contains(g, []byte("raftnet.readFrame(")) {
+			n++
+		}
+	}
+	return n
+}
+
 // TestAttackNoGoroutineLeakAcrossRedials: many peer restarts, each one
-// redialled; afterwards every watcher and serve goroutine is gone.
+// redialled; afterwards (within waitRounds polls) every watcher and serve
+// goroutine is gone.
 func TestAttackNoGoroutineLeakAcrossRedials(t *testing.T) {
 	base := runtime.NumGoroutine()
 	addrA, addrB := freeAddr(t), freeAddr(t)
@@ -252,23 +324,86 @@ func TestAttackNoGoroutineLeakAcrossRedials(t *testing.T) {
 	c.Close()
 	b.Close()
 	a.Close()
-	time.Sleep(300 * time.Millisecond)
+	// the watchers end on their own after the Closes: wait (bounded) for them
+	poll(func() bool { return runtime.NumGoroutine() <= base+1 })
 	if n := runtime.NumGoroutine(); n > base+1 {
 		buf := make([]byte, 1<<16)
 		t.Errorf("goroutines %d -> %d\n%s", base, n, buf[:runtime.Stack(buf, true)])
 	}
 }
 
+// readRounds counts, on a listener's raw TCP connections, the reads begun
+// right after one that ended on its deadline: a read round expired on a
+// quiet connection and the server read on.
+type readRounds struct{ resumed atomic.Int64 }
+
+type roundsListener struct {
+	net.Listener
+	r *readRounds
+}
+
+func (l roundsListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &roundsConn{Conn: c, r: l.r}, nil
+}
+
+type roundsConn struct {
+	net.Conn
+	r       *readRounds
+	expired bool // the last read ended on its deadline (one goroutine reads)
+}
+
+func (c *roundsConn) Read(p []byte) (int, error) {
+	if c.expired {
+		c.r.resumed.Add(1)
+	}
+	n, err := c.Conn.Read(p)
+	var ne net.Error
+	c.expired = errors.As(err, &ne) && ne.Timeout()
+	return n, err
+}
+
+// startCounted starts a transport as Start does, on a listener that counts
+// its connections' read rounds.
+func startCounted(t *testing.T, nhc config.NodeHostConfig, in *inbox) (*Transport, *readRounds) {
+	t.Helper()
+	tr := Factory{}.Create(nhc, in.onBatch, in.onChunk).(*Transport)
+	tc, err := nhc.GetServerTLSConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := net.Listen("tcp", nhc.GetListenAddress())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := new(readRounds)
+	var ln net.Listener = roundsListener{Listener: raw, r: r}
+	if tc != nil {
+		ln = tls.NewListener(ln, tc)
+	}
+	tr.mu.Lock()
+	tr.ln = ln
+	tr.mu.Unlock()
+	tr.wg.Add(1)
+	go tr.accept(ln)
+	return tr, r
+}
+
 // TestAttackTLSNoSpuriousRedial: on a mutual-TLS connection the server's
-// post-handshake TLS 1.3 session tickets (and idle periods longer than
-// the 1 s read rounds) must not mark the connection dead.
+// post-handshake TLS 1.3 session tickets (and idle periods in which the
+// server's 1 s read rounds expire: after each batch the test waits until
+// it sees one expire and the server read on) must not mark the connection
+// dead.
 func TestAttackTLSNoSpuriousRedial(t *testing.T) {
 	f := tlsFiles(t)
 	addrA, addrB := freeAddr(t), freeAddr(t)
 	in := newInbox()
 	a := start(t, tlsCfg(addrA, f.CA, f.Cert, f.Key), newInbox())
 	defer a.Close()
-	b := start(t, tlsCfg(addrB, f.CA, f.Cert, f.Key), in)
+	b, rounds := startCounted(t, tlsCfg(addrB, f.CA, f.Cert, f.Key), in)
 	defer b.Close()
 	c, err := a.GetConnection(context.Background(), addrB)
 	if err != nil {
@@ -284,7 +419,10 @@ func TestAttackTLSNoSpuriousRedial(t *testing.T) {
 		if !in.wait(testWait) {
 			t.Fatal("not delivered")
 		}
-		time.Sleep(1200 * time.Millisecond)
+		// idle until a server read round expires: the server reads on (or
+		// ends the connection, which the next send or the check below sees)
+		idle := rounds.resumed.Load()
+		waitFor(t, "an idle read round to end", func() bool { return rounds.resumed.Load() > idle || isDead(mc) })
 	}
 	mc.mu.Lock()
 	same, dead := mc.conn == first, mc.dead.Load()
@@ -361,6 +499,7 @@ func TestAttackCloseDuringStalledRedial(t *testing.T) {
 	defer stall.Close()
 	var held []net.Conn
 	var hmu sync.Mutex
+	var hellos atomic.Int64 // ClientHellos received (and never answered)
 	go func() {
 		for {
 			s, err := stall.Accept()
@@ -370,6 +509,11 @@ func TestAttackCloseDuringStalledRedial(t *testing.T) {
 			hmu.Lock()
 			held = append(held, s)
 			hmu.Unlock()
+			go func() {
+				if _, err := s.Read(make([]byte, 1)); err == nil {
+					hellos.Add(1)
+				}
+			}()
 		}
 	}()
 	defer func() {
@@ -381,7 +525,8 @@ func TestAttackCloseDuringStalledRedial(t *testing.T) {
 	}()
 	sent := make(chan error, 1)
 	go func() { sent <- c.SendMessageBatch(batch(2)) }()
-	time.Sleep(200 * time.Millisecond)
+	// the redial is stalled in its handshake, holding mu
+	waitFor(t, "the redial's ClientHello", func() bool { return hellos.Load() > 0 })
 	cancel() // dragonboat's Transport.Close cancels its ctx first
 	t0 := time.Now()
 	c.Close()

@@ -43,6 +43,8 @@ test: vet
 	$(GO) test $(TESTFLAGS) ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzApply$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMIN) ./server/fsm
 	$(GO) test -run '^$$' -fuzz '^FuzzReadSnapshot$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMIN) ./server/fsm
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeCommand$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMIN) ./server/fsm
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeResult$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMIN) ./server/fsm
 	$(GO) test -run '^$$' -fuzz '^FuzzRequestDecoding$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMIN) ./server/httpapi
 
 # Every deliberately broken build (internal/mutant; mutants.tsv: mutant,

@@ -95,6 +95,9 @@ type LockdInfo struct {
 	RaftAddr string `json:"raft_addr"`
 	APIAddr  string `json:"api_addr"`
 	Zone     string `json:"zone,omitempty"`
+	// LogCodec is the highest cell log codec this lockd decodes (0: JSON
+	// only, as every build before the binary codec, which sends none).
+	LogCodec uint8 `json:"log_codec,omitempty"`
 }
 
 // DirectoryResponse is the directory: prefix → cell, cell → replicas, and
@@ -112,6 +115,10 @@ type DirectoryResponse struct {
 	// Tenants, with their token digests: only to an admin (and within the
 	// lockds); everyone else gets the directory without them.
 	Tenants []Tenant `json:"tenants,omitempty"`
+	// LogCodec is the cluster's log codec floor: every registered lockd
+	// decodes it, a lockd that does not is refused registration
+	// (codec_too_old), and cells write their logs in it. It only rises.
+	LogCodec uint8 `json:"log_codec,omitempty"`
 }
 
 // Prefix returns a prefix's entry.

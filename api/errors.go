@@ -42,6 +42,10 @@ const (
 	// cell's copy of the prefix differs from the old cell's sealed source
 	// (node count or digest); nothing changed. Run the migration again.
 	CodeCopyMismatch Code = "copy_mismatch"
+	// CodeCodecTooOld: a lockd registering with the directory decodes only
+	// log codecs below the cluster's floor (DirectoryResponse.LogCodec):
+	// it could not read the entries its cells' logs hold. Upgrade it.
+	CodeCodecTooOld Code = "codec_too_old"
 )
 
 // HTTPStatus is the status the server answers a code with.
@@ -69,7 +73,7 @@ func (c Code) HTTPStatus() int {
 		return http.StatusMisdirectedRequest
 	case CodeNotFound:
 		return http.StatusNotFound
-	case CodeConflict, CodeMigrationInProgress, CodeCopyMismatch:
+	case CodeConflict, CodeMigrationInProgress, CodeCopyMismatch, CodeCodecTooOld:
 		return http.StatusConflict
 	case CodeNotLeader, CodeUnavailable:
 		return http.StatusServiceUnavailable

@@ -18,6 +18,14 @@ type ReplicaStatus struct {
 	Epoch        uint64      `json:"epoch"` // leader epoch in this replica's state
 	Sessions     int         `json:"sessions"`
 	Nodes        int         `json:"nodes"`
+	// LogCodec is the log codec the cell's state says its entries are
+	// written in (0: JSON; raised by a set_codec entry once the
+	// directory's floor allows).
+	LogCodec uint8 `json:"log_codec"`
+	// UngatedEntries counts entries this replica applied written in a
+	// codec above its cell's: always 0 unless a proposer broke the gate
+	// (a replica of an older build would have refused them).
+	UngatedEntries uint64 `json:"ungated_entries,omitempty"`
 	// TokenHeadroom is how many more Raft entries the cell can apply before
 	// it refuses lock creates (token_exhausted: the fencing token's index
 	// bits are used up; move the prefix to a new cell before).
@@ -43,8 +51,13 @@ type StatusResponse struct {
 	// directory replica knows it (0: unknown, or not a directory replica).
 	DirectoryLeader uint64 `json:"directory_leader,omitempty"`
 	// DirectoryIndex is the index of the directory this lockd routes by.
-	DirectoryIndex uint64          `json:"directory_index"`
-	Cells          []ReplicaStatus `json:"cells"`
+	DirectoryIndex uint64 `json:"directory_index"`
+	// LogCodec is the highest cell log codec this lockd decodes and
+	// advertises to the directory; LogCodecFloor the directory's floor
+	// as this lockd's view has it.
+	LogCodec      uint8           `json:"log_codec"`
+	LogCodecFloor uint8           `json:"log_codec_floor"`
+	Cells         []ReplicaStatus `json:"cells"`
 }
 
 // ClusterStatus is every lockd's status as one lockd gathered it (each

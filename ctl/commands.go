@@ -236,7 +236,7 @@ func dropProxies(rows, proxies []statusRow) []statusRow {
 
 func writeStatusTable(cmd *cobra.Command, rows []statusRow) error {
 	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ENDPOINT\tCELL\tREPLICA\tROLE\tLEADER\tTERM\tAPPLIED\tEPOCH")
+	fmt.Fprintln(tw, "ENDPOINT\tCELL\tREPLICA\tROLE\tLEADER\tTERM\tAPPLIED\tEPOCH\tCODEC")
 	var proxies []statusRow
 	for _, r := range rows {
 		if r.Proxy != nil {
@@ -245,11 +245,11 @@ func writeStatusTable(cmd *cobra.Command, rows []statusRow) error {
 		}
 		switch {
 		case r.Error != nil && r.Error.Code == api.CodeUnavailable:
-			fmt.Fprintf(tw, "%s\t-\t-\tunreachable\t-\t-\t-\t-\n", r.Endpoint)
+			fmt.Fprintf(tw, "%s\t-\t-\tunreachable\t-\t-\t-\t-\t-\n", r.Endpoint)
 		case r.Error != nil:
-			fmt.Fprintf(tw, "%s\t-\t-\terror: %s\t-\t-\t-\t-\n", r.Endpoint, r.Error.Code)
+			fmt.Fprintf(tw, "%s\t-\t-\terror: %s\t-\t-\t-\t-\t-\n", r.Endpoint, r.Error.Code)
 		case len(r.Status.Cells) == 0:
-			fmt.Fprintf(tw, "%s\t-\t%d\tno cells\t-\t-\t-\t-\n", r.Endpoint, r.Status.ReplicaID)
+			fmt.Fprintf(tw, "%s\t-\t%d\tno cells\t-\t-\t-\t-\t-\n", r.Endpoint, r.Status.ReplicaID)
 		default:
 			for _, c := range r.Status.Cells {
 				leader := c.LeaderAPI
@@ -259,7 +259,7 @@ func writeStatusTable(cmd *cobra.Command, rows []statusRow) error {
 				if leader == "" {
 					leader = "-"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\n", r.Endpoint, c.Cell, c.ReplicaID, c.Role, leader, c.Term, c.AppliedIndex, c.Epoch)
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\n", r.Endpoint, c.Cell, c.ReplicaID, c.Role, leader, c.Term, c.AppliedIndex, c.Epoch, codecColumn(c, r.Status.LogCodecFloor))
 			}
 		}
 	}
@@ -282,6 +282,17 @@ func writeStatusTable(cmd *cobra.Command, rows []statusRow) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", p.Proxy.Name, r.Endpoint, p.Proxy.Zone, p.Clients, p.Sessions, strings.Join(cells, ","))
 	}
 	return tw.Flush()
+}
+
+// codecColumn is a replica's log codec and the directory's floor as its
+// lockd sees it ("1/1"), with the entries it applied above its cell's
+// codec if any (a bug: "0/0 UNGATED 3").
+func codecColumn(c api.ReplicaStatus, floor uint8) string {
+	col := fmt.Sprintf("%d/%d", c.LogCodec, floor)
+	if c.UngatedEntries > 0 {
+		col += fmt.Sprintf(" UNGATED %d", c.UngatedEntries)
+	}
+	return col
 }
 
 func asAPIError(err error) *api.Error {

@@ -188,12 +188,12 @@ func TestStatus(t *testing.T) {
 	if len(lines) != 3 {
 		t.Fatalf("status table:\n%s", r.stdout)
 	}
-	for _, col := range []string{"ENDPOINT", "CELL", "REPLICA", "ROLE", "LEADER", "TERM", "APPLIED", "EPOCH"} {
+	for _, col := range []string{"ENDPOINT", "CELL", "REPLICA", "ROLE", "LEADER", "TERM", "APPLIED", "EPOCH", "CODEC"} {
 		if !strings.Contains(lines[0], col) {
 			t.Fatalf("header %q lacks %s", lines[0], col)
 		}
 	}
-	if got := strings.Fields(lines[1]); len(got) != 8 || got[0] != f.addr || got[1] != "demo" || got[2] != "1" || got[3] != "leader" || got[4] != f.addr || got[5] != "3" || got[7] != "2" {
+	if got := strings.Fields(lines[1]); len(got) != 9 || got[0] != f.addr || got[1] != "demo" || got[2] != "1" || got[3] != "leader" || got[4] != f.addr || got[5] != "3" || got[7] != "2" || got[8] != "0/0" {
 		t.Fatalf("live row %q", lines[1])
 	}
 	if !strings.HasPrefix(lines[2], dead) || !strings.Contains(lines[2], "unreachable") {

@@ -89,6 +89,9 @@ func (d *Directory) Tenant(name string) (api.Tenant, bool) {
 	return api.Tenant{}, false
 }
 
+// LogCodec is the cluster's log codec floor (api.DirectoryResponse).
+func (d *Directory) LogCodec() uint8 { return d.raw.LogCodec }
+
 // Index is the directory group's index the view was read at.
 func (d *Directory) Index() uint64 { return d.raw.Index }
 

@@ -123,7 +123,9 @@ func (ps *proxySession) clientAck(a ack, epoch uint64) (urgent bool) {
 	urgent = a.epoch != ps.ack.epoch && a.epoch != 0
 	if a.epoch == epoch {
 		for _, ev := range ps.pending(epoch) {
-			if ev.Seq <= a.seq && ev.Type == api.EventInvalidate {
+			// A resync may stand for invalidations (capEvents): its ack is
+			// urgent too.
+			if ev.Seq <= a.seq && (ev.Type == api.EventInvalidate || ev.Type == api.EventResync) {
 				urgent = true
 			}
 		}
@@ -372,6 +374,20 @@ func applySessionReply(ps *proxySession, r api.BatchSession, epoch uint64, curre
 		}
 	}
 	// Drop what the client has acknowledged.
-	ps.events = slices.Clone(ps.pending(epoch))
+	ps.events = capEvents(slices.Clone(ps.pending(epoch)))
 	return len(ps.events) > 0
+}
+
+// capEvents bounds a session's leader events held for its client to
+// api.MaxPendingEvents, as the leader bounds its own queue: past it, one
+// resync at the newest Seq replaces them (the client flushes its cache and
+// re-reads what it watches; acknowledging it acknowledges them all).
+// Without it a client that never acknowledges, while the leader keeps
+// replacing its queue with resyncs, would grow the list without end.
+func capEvents(evs []api.Event) []api.Event {
+	if len(evs) <= api.MaxPendingEvents || mutant.On(mutant.ProxyEventCap) {
+		return evs
+	}
+	last := evs[len(evs)-1]
+	return []api.Event{{Type: api.EventResync, Index: last.Index, Seq: last.Seq}}
 }

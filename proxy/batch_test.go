@@ -283,3 +283,30 @@ func TestApplyReplyRenewsOnlyWhatTheLeaderRenewed(t *testing.T) {
 		})
 	}
 }
+
+// A client that never acknowledges, while its leader keeps sending (and
+// replacing its own queue with resyncs), costs the proxy at most
+// api.MaxPendingEvents events: past it one resync at the newest Seq
+// stands for them all.
+func TestLeaderEventsCappedWithResync(t *testing.T) {
+	ps := &proxySession{id: 1, lease: 12 * time.Second}
+	seq := uint64(0)
+	for round := 0; round < 3; round++ {
+		evs := make([]api.Event, 0, api.MaxPendingEvents)
+		for range api.MaxPendingEvents {
+			seq++
+			evs = append(evs, api.Event{Type: api.EventDataChanged, Path: "/demo/x", Index: seq, Seq: seq})
+		}
+		applySessionReply(ps, api.BatchSession{Session: 1, LeaseMS: 12000, Events: evs}, 3, true)
+		if len(ps.events) > api.MaxPendingEvents {
+			t.Fatalf("round %d: the proxy holds %d events for one client, over %d", round, len(ps.events), api.MaxPendingEvents)
+		}
+	}
+	last := ps.events[len(ps.events)-1]
+	if last.Seq != seq {
+		t.Fatalf("the newest event held has Seq %d, want %d: acknowledging it must acknowledge all", last.Seq, seq)
+	}
+	if len(ps.events) == 1 && last.Type != api.EventResync {
+		t.Fatalf("one event %+v stands for many: want a resync", last)
+	}
+}

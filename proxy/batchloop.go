@@ -6,7 +6,6 @@ package proxy
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"sync"
 	"time"
@@ -107,11 +106,8 @@ const maxSplitDepth = 16
 // cell's state) is sent again in halves, and a single session so refused
 // ends here: one bad session never stalls the others.
 func (t *cellTable) sendPart(ctx context.Context, kind batchKind, built time.Time, part batchPart, depth int) error {
-	body, err := json.Marshal(part.req)
-	if err != nil {
-		return err
-	}
-	if len(body) > api.MaxProxyBatchBytes && len(part.items) > 1 && !mutant.On(mutant.BatchSplit) {
+	body := wireBatch{KeepAliveBatchRequest: &part.req, wire: part.req.AppendWire(nil)}
+	if len(body.wire) > api.MaxProxyBatchBytes && len(part.items) > 1 && !mutant.On(mutant.BatchSplit) {
 		return t.sendHalves(ctx, kind, built, part, depth)
 	}
 	t.m.batches.WithLabelValues(t.name).Inc()
@@ -120,15 +116,13 @@ func (t *cellTable) sendPart(ctx context.Context, kind batchKind, built time.Tim
 	if mutant.On(mutant.BatchSplit) {
 		cctx, cancel = context.WithCancel(ctx) // resent until it goes through
 	}
-	raw, err := t.up.Forward(cctx, t.name, api.RouteKeepAliveBatch, body, sdk.ForwardOptions{
+	var resp api.KeepAliveBatchResponse
+	err := t.up.ForwardWire(cctx, t.name, api.RouteKeepAliveBatch, body, &resp, sdk.ForwardOptions{
 		KeepAlive: true, RetryUnsure: true, Timeout: wait + 3*time.Second, Own: true})
 	cancel()
 	if err == nil {
-		var resp api.KeepAliveBatchResponse
-		if err = json.Unmarshal(raw, &resp); err == nil {
-			t.applyPart(built, part, resp)
-			return nil
-		}
+		t.applyPart(built, part, resp)
+		return nil
 	}
 	t.m.batchErrors.WithLabelValues(t.name).Inc()
 	if refusedWhole(err) && !mutant.On(mutant.BatchSplit) {

@@ -372,7 +372,7 @@ func (p *Proxy) serveKeepAlive(ctx *fasthttp.RequestCtx, route string, arrived t
 	switch route {
 	case api.RouteSessionKeepAlive:
 		resp, err := p.clientKeepAlive(ctx, arrived)
-		reply(ctx, resp, err)
+		replyKeepAlive(ctx, resp, err)
 		return true
 	case api.RouteKeepAliveBatch:
 		who, err := p.authenticate(p.ctx, ctx)
@@ -412,6 +412,7 @@ func (p *Proxy) forwardToCell(ctx *fasthttp.RequestCtx, route string, arrived ti
 	}
 	cctx, cancel := p.requestContext(ctx)
 	defer cancel()
+	cctx, tr := traceForward(cctx, ctx)
 	body, err := p.up.Forward(cctx, cell, route, ctx.PostBody(), sdk.ForwardOptions{Authorization: string(ctx.Request.Header.Peek(api.HeaderAuth))})
 	switch c := api.CodeOf(err); {
 	case err == nil && route == api.RouteSessionOpen:
@@ -420,6 +421,7 @@ func (p *Proxy) forwardToCell(ctx *fasthttp.RequestCtx, route string, arrived ti
 		p.log.Debug("forward failed", "route", route, "cell", cell, "err", err)
 	}
 	replyRaw(ctx, body, err)
+	answerTrace(ctx, tr, arrived)
 }
 
 // readClientBody reads a POST's body once its client is known: with auth
@@ -456,7 +458,7 @@ func (p *Proxy) serveStatus(ctx *fasthttp.RequestCtx) {
 // credentials): a made-up session id or secret never reaches a batch.
 func (p *Proxy) clientKeepAlive(rc *fasthttp.RequestCtx, arrived time.Time) (api.SessionResponse, error) {
 	var req api.KeepAliveRequest
-	if err := decode(rc, &req); err != nil {
+	if err := decodeWire(rc, &req); err != nil {
 		return api.SessionResponse{}, err
 	}
 	if err := checkKeepAlive(req); err != nil {

@@ -49,6 +49,8 @@ type Client struct {
 	cacheCount cacheCounters
 	// keepAlivesSent counts the KeepAlive requests sent (every attempt).
 	keepAlivesSent atomic.Uint64
+	// wire remembers the endpoints that refused the binary encoding (wire.go).
+	wire wireEndpoints
 	// proxyStart is where in the directory's proxy list this client starts.
 	proxyStart int
 

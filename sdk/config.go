@@ -70,6 +70,11 @@ type Config struct {
 	// cache must first pass them on to its own clients. Applications
 	// leave it nil.
 	Gate AckGate
+	// JSONKeepAlives sends KeepAlives (and a lockproxy's batches) in
+	// JSON. By default they go in the compact binary encoding
+	// (api.ContentTypeWire), and an endpoint that refuses it (a server
+	// older than it) gets JSON from then on without this.
+	JSONKeepAlives bool
 }
 
 // DialFunc opens a connection to addr on network (Config.Dial).

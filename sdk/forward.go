@@ -40,6 +40,21 @@ func (c *Client) Forward(ctx context.Context, cell, route string, body []byte, o
 	return resp, nil
 }
 
+// ForwardWire is Forward for a request with a binary encoding (a
+// lockproxy's KeepAlive batch), decoded into resp: sent in
+// api.ContentTypeWire unless Config.JSONKeepAlives is set or the endpoint
+// refused it (then in JSON, and resp decoded from JSON). o.Method is
+// ignored: it is a POST.
+func (c *Client) ForwardWire(ctx context.Context, cell, route string, req api.WireEncoder, resp api.WireDecoder, o ForwardOptions) error {
+	cs, err := c.cellNamed(ctx, cell)
+	if err != nil {
+		return err
+	}
+	cl := &call{route: route, req: req, resp: resp, keepAlive: o.KeepAlive, timeout: o.Timeout,
+		retryUnsure: o.RetryUnsure, auth: authHeader{value: o.Authorization, forward: !o.Own}}
+	return c.do(ctx, cs, cl)
+}
+
 // ForwardOptions tune Forward.
 type ForwardOptions struct {
 	Method      string        // "GET" sends no body; POST by default

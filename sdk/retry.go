@@ -2,7 +2,6 @@ package sdk
 
 import (
 	"context"
-	"encoding/json"
 	"math/rand/v2"
 	"net/http"
 	"time"
@@ -51,6 +50,9 @@ type call struct {
 	// auth overrides the client's own Authorization header (a proxy
 	// passes on its client's, and only its client's).
 	auth authHeader
+	// json: send req in JSON, not its binary encoding (an endpoint
+	// refused that; wire.go).
+	json bool
 
 	// Set by do.
 	sent time.Time // when the successful attempt was sent
@@ -100,6 +102,7 @@ type retryLoop struct {
 	timeout time.Duration   // of one attempt
 	closing <-chan struct{} // the client's end; nil when the call runs during Close
 	st      retryState
+	trace   *Trace // the call's trace (WithTrace), nil if none
 }
 
 // newRetryLoop prepares cl's retry loop on cs.
@@ -133,6 +136,8 @@ func (c *Client) newRetryLoop(cs *cellState, cl *call) *retryLoop {
 // fails with an outcome-unknown error (ErrOutcomeUnknown).
 func (c *Client) do(ctx context.Context, cs *cellState, cl *call) error {
 	l := c.newRetryLoop(cs, cl)
+	l.trace = traceOf(ctx)
+	l.trace.begin()
 	for {
 		addr, err := l.next(ctx)
 		if err != nil {
@@ -141,6 +146,9 @@ func (c *Client) do(ctx context.Context, cs *cellState, cl *call) error {
 		r, err := l.attempt(ctx, addr)
 		if err != nil {
 			return err // the request cannot be encoded: nothing was sent
+		}
+		if l.c.fellBack(cl, r) {
+			continue // resent at once in JSON
 		}
 		o := l.st.observe(cl, r)
 		d := decide(o)
@@ -178,14 +186,12 @@ func (l *retryLoop) attempt(ctx context.Context, addr string) (attemptResult, er
 	if cl.before != nil {
 		cl.before()
 	}
-	var reqBody []byte
-	if cl.req != nil {
-		b, err := json.Marshal(cl.req)
-		if err != nil {
-			return attemptResult{}, api.Errorf(api.CodeBadRequest, "encode %s: %v", cl.route, err)
-		}
-		reqBody = b
+	encStart := l.trace.now()
+	reqBody, ctype, err := l.c.encodeRequest(cl, addr)
+	if err != nil {
+		return attemptResult{}, api.Errorf(api.CodeBadRequest, "encode %s: %v", cl.route, err)
 	}
+	l.trace.encoded(encStart)
 	tr := l.c.bulk
 	if cl.keepAlive {
 		tr = l.c.ka
@@ -194,9 +200,9 @@ func (l *retryLoop) attempt(ctx context.Context, addr string) (attemptResult, er
 	if cl.route == api.RouteSessionKeepAlive {
 		l.c.keepAlivesSent.Add(1)
 	}
-	r := attemptResult{addr: addr}
-	r.status, r.body, r.sent, r.err = tr.roundTrip(ctx, exchange{method: l.method, addr: addr, path: cl.route, body: reqBody, timeout: l.timeout,
-		waitLeader: true, unreachable: cl.unreachable, cell: cl.cell, auth: cl.auth})
+	r := attemptResult{addr: addr, wire: ctype == api.ContentTypeWire}
+	r.status, r.body, r.sent, r.err = tr.roundTrip(ctx, exchange{method: l.method, addr: addr, path: cl.route, body: reqBody, contentType: ctype, timeout: l.timeout,
+		waitLeader: true, unreachable: cl.unreachable, cell: cl.cell, auth: cl.auth, trace: l.trace})
 	if cl.firstSent.IsZero() {
 		cl.firstSent = r.sent
 	}

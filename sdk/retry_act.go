@@ -2,7 +2,6 @@ package sdk
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -49,9 +48,11 @@ func (l *retryLoop) act(ctx context.Context, o outcome, d decision, r attemptRes
 // the replica recorded as the cell's leader.
 func (l *retryLoop) finish(r attemptResult) error {
 	if l.cl.resp != nil && len(r.body) > 0 {
-		if err := json.Unmarshal(r.body, l.cl.resp); err != nil {
+		start := l.trace.now()
+		if err := decodeReply(r.body, l.cl.resp); err != nil {
 			return api.Errorf(api.CodeInternal, "decode %s reply from %s: %v", l.cl.route, r.addr, err)
 		}
+		l.trace.decoded(start)
 	}
 	if !l.cl.anyReplica {
 		l.cs.answered(r.addr)

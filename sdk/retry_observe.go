@@ -20,6 +20,7 @@ type attemptResult struct {
 	body   []byte    // the reply's body
 	sent   time.Time // when the request was sent
 	err    error     // the transport's error: the exchange failed without a reply
+	wire   bool      // the request went in the binary encoding (wire.go)
 
 	ctxDone bool // the call's context had ended when the attempt returned
 	// Read only after a transport error:

@@ -195,11 +195,13 @@ const maxResponseBody = 64 << 20
 
 // exchange is one HTTP request to one endpoint.
 type exchange struct {
-	method  string
-	addr    string
-	path    string
-	body    []byte
-	timeout time.Duration // bound on this attempt (capped by ctx's deadline)
+	method string
+	addr   string
+	path   string
+	body   []byte
+	// contentType is body's ("" for JSON).
+	contentType string
+	timeout     time.Duration // bound on this attempt (capped by ctx's deadline)
 	// waitLeader lets the replica hold the request for a usable leader, for
 	// up to half the attempt (so a held request never times out here and
 	// turns a write that was never applied into an unknown outcome).
@@ -207,6 +209,7 @@ type exchange struct {
 	unreachable []string // the addresses the call failed to reach
 	cell        string   // api.HeaderCell, if set
 	auth        authHeader
+	trace       *Trace // asks for and records the server's stage timings; nil: none
 }
 
 // authHeader is an exchange's own Authorization header. A forwarded one
@@ -248,11 +251,18 @@ func (t *transport) roundTrip(ctx context.Context, x exchange) (status int, body
 		req.Header.Set("Authorization", h)
 	}
 	if x.body != nil {
-		req.Header.SetContentType("application/json")
+		ct := x.contentType
+		if ct == "" {
+			ct = "application/json"
+		}
+		req.Header.SetContentType(ct)
 		req.SetBodyRaw(x.body)
 	}
 	if x.cell != "" {
 		req.Header.Set(api.HeaderCell, x.cell)
+	}
+	if x.trace != nil {
+		req.Header.Set(api.HeaderTrace, "1")
 	}
 	if x.waitLeader {
 		if hold := min(time.Until(deadline)/2, api.MaxLeaderWait); hold >= time.Millisecond {
@@ -289,6 +299,9 @@ func (t *transport) roundTrip(ctx context.Context, x exchange) (status int, body
 	if err == nil {
 		status = resp.StatusCode()
 		body = append([]byte(nil), resp.Body()...)
+		if x.trace != nil {
+			x.trace.exchanged(sent, resp.Header.Peek(api.HeaderServerTiming))
+		}
 	}
 	fasthttp.ReleaseRequest(req)
 	fasthttp.ReleaseResponse(resp)

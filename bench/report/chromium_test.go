@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,10 +37,12 @@ func TestHTMLInHeadlessChromium(t *testing.T) {
 	dir := t.TempDir()
 	page := filepath.Join(dir, "report.html")
 	var b bytes.Buffer
-	if err := sampleRun().HTML(&b); err != nil {
+	if err := wideRun().HTML(&b); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(page, b.Bytes(), 0o644); err != nil {
+	// The test alone adds a script that measures the laid-out page.
+	html := strings.Replace(b.String(), "</body>", layoutProbe+"</body>", 1)
+	if err := os.WriteFile(page, []byte(html), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -48,7 +51,7 @@ func TestHTMLInHeadlessChromium(t *testing.T) {
 	// reaching out (and failing) at start.
 	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
 		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir="+filepath.Join(dir, "profile"), "--enable-logging=stderr", "--v=0",
+		"--user-data-dir="+filepath.Join(dir, "profile"), "--enable-logging=stderr", "--v=0", "--window-size=800,600",
 		"--dump-dom", "file://"+page)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -70,7 +73,57 @@ func TestHTMLInHeadlessChromium(t *testing.T) {
 			t.Errorf("a chart without data: %.300s", m[0])
 		}
 	}
-	if !strings.Contains(dom, "acquire / c=1 distinct") {
-		t.Errorf("the rendered page lacks the results:\n%.2000s", dom)
+	if !strings.Contains(dom, "acquire / c=1 distinct") || !strings.Contains(dom, `id="capacity"`) {
+		t.Errorf("the rendered page lacks the results or the capacity plan:\n%.2000s", dom)
 	}
+	checkLayout(t, dom)
+}
+
+// layoutProbe measures the rendered page: tick labels drawn (a box of
+// their own), charts with fewer than two ticks on an axis, and how far
+// the page is wider than the window (the tables must scroll or wrap in
+// their own box, never widen the body).
+const layoutProbe = `<script>
+(function () {
+  var ticks = document.querySelectorAll('svg g.tick text'), drawn = 0, bad = 0;
+  ticks.forEach(function (t) { var b = t.getBBox(); if (b.width > 0 && b.height > 0) drawn++; });
+  document.querySelectorAll('svg').forEach(function (s) {
+    if (s.querySelectorAll('g.tick.x').length < 2 || s.querySelectorAll('g.tick.y').length < 2) bad++;
+  });
+  var de = document.documentElement;
+  document.body.setAttribute('data-layout', 'ticks=' + ticks.length + ' drawn=' + drawn + ' bad=' + bad +
+    ' overflow=' + (de.scrollWidth - de.clientWidth));
+})();
+</script>`
+
+// checkLayout reads what layoutProbe measured.
+func checkLayout(t *testing.T, dom string) {
+	t.Helper()
+	m := regexp.MustCompile(`data-layout="ticks=(\d+) drawn=(\d+) bad=(\d+) overflow=(-?\d+)"`).FindStringSubmatch(dom)
+	if m == nil {
+		t.Fatalf("the layout probe did not run:\n%.2000s", dom)
+	}
+	t.Logf("layout: %s", m[0])
+	if m[1] == "0" || m[1] != m[2] {
+		t.Errorf("%s tick labels, %s of them drawn", m[1], m[2])
+	}
+	if m[3] != "0" {
+		t.Errorf("%s charts with fewer than two ticks on an axis", m[3])
+	}
+	if m[4] != "0" {
+		t.Errorf("the page is %s px wider than the window: a table overflows the body", m[4])
+	}
+}
+
+// wideRun is sampleRun with a row of many long extras and a capacity
+// plan: the table must wrap or scroll within the page.
+func wideRun() *Run {
+	r := sampleRun()
+	for i := 0; i < 12; i++ {
+		r.Results[0].Extra[fmt.Sprintf("a_rather_long_figure_name_number_%d_per_s", i)] = float64(i) * 1234.5
+	}
+	r.Results[1].Case = strings.Repeat("a long case name that goes on ", 8)
+	r.Capacity = &CapacityPlan{Target: "the spec's region", Inputs: []string{"writes per cell 6000/s"},
+		Reasoning: []string{"cells = 1", "proxies = 27"}, Result: "1 cells, 5 replicas, 27 proxies"}
+	return r
 }

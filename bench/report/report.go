@@ -6,10 +6,8 @@ package report
 import (
 	"encoding/json"
 	"fmt"
-	"html/template"
 	"io"
 	"maps"
-	"math"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -24,6 +22,19 @@ type Run struct {
 	Endpoints []string  `json:"endpoints"`
 	Host      string    `json:"host"` // what the figures were measured on
 	Results   []Result  `json:"results"`
+	// Capacity is the deployment sized from this run's own figures for
+	// the spec's region (lockbench capacity), when lockbench computed it.
+	Capacity *CapacityPlan `json:"capacity,omitempty"`
+}
+
+// CapacityPlan is a capacity plan as the report shows it: the load sized
+// for, the measured figures it used, the reasoning line by line and the
+// deployment. lockbench fills it from bench/capacity.
+type CapacityPlan struct {
+	Target    string   `json:"target"`
+	Inputs    []string `json:"inputs"`
+	Reasoning []string `json:"reasoning"`
+	Result    string   `json:"result"`
 }
 
 // Result is one scenario at one setting (for example acquire, 32 workers).
@@ -64,96 +75,51 @@ func (r *Run) JSON(w io.Writer) error {
 	return enc.Encode(r)
 }
 
-// HTML writes one self-contained page: the table, then per result a
-// latency CDF (log-scale x) and completions per second.
+// HTML writes one self-contained page: the results as a table, the
+// capacity plan computed from them (when the run carries one), then per
+// result a latency CDF (log-scale x, ticks at decades) and completions
+// per second.
 func (r *Run) HTML(w io.Writer) error {
-	type chart struct {
-		Title string
-		SVG   template.HTML
-	}
-	type section struct {
-		Name   string
-		Charts []chart
-	}
-	var table strings.Builder
-	if err := r.Table(&table); err != nil {
-		return err
-	}
 	var secs []section
 	for _, res := range r.Results {
-		name := res.Scenario + " / " + res.Case
-		cdf := make([]stats.Point, len(res.Summary.CDF))
-		copy(cdf, res.Summary.CDF)
-		var rate []stats.Point
-		for i, n := range res.Summary.PerSecond {
-			rate = append(rate, stats.Point{X: float64(i + 1), Y: float64(n)})
-		}
-		secs = append(secs, section{Name: name, Charts: []chart{
-			{"latency CDF (ms, log scale)", svgLine(cdf, true, "ms", "fraction")},
-			{"completed per second", svgLine(rate, false, "s", "ops")},
+		secs = append(secs, section{Name: res.Scenario + " / " + res.Case, Charts: []chart{
+			{"latency CDF", SVGChart([]Series{{Name: "latency", Points: res.Summary.CDF}}, latencyAxis, fractionAxis)},
+			{"completed per second", SVGChart([]Series{{Name: "completions", Points: perSecondPoints(res.Summary.PerSecond, res.Summary.ElapsedS)}}, secondsAxis, opsAxis)},
 		}})
 	}
-	return page.Execute(w, struct {
-		Run      *Run
-		Table    string
-		Sections []section
-	}{r, table.String(), secs})
+	return page.Execute(w, pageData{Title: "lockbench", Run: r, Rows: resultRows(r.Results), Capacity: r.Capacity, Sections: secs})
 }
 
-var page = template.Must(template.New("page").Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>lockbench {{.Run.Started.Format "2006-01-02 15:04:05"}}</title>
-<style>body{font:14px sans-serif;margin:2em}pre{background:#f6f6f6;padding:1em;overflow-x:auto}
-.charts{display:flex;gap:2em;flex-wrap:wrap}svg{background:#fff;border:1px solid #ccc}</style></head>
-<body><h1>lockbench</h1>
-<p>Started {{.Run.Started.Format "2006-01-02 15:04:05 MST"}} on {{.Run.Host}} against {{range .Run.Endpoints}}{{.}} {{end}}</p>
-<pre>{{.Table}}</pre>
-{{range .Sections}}<h2>{{.Name}}</h2><div class="charts">{{range .Charts}}<figure><figcaption>{{.Title}}</figcaption>{{.SVG}}</figure>{{end}}</div>
-{{end}}</body></html>
-`))
+// The axes of the report's charts.
+var (
+	latencyAxis  = Axis{Label: "latency", Unit: "ms", Log: true}
+	fractionAxis = Axis{Label: "fraction of operations", Unit: "≤ latency"}
+	secondsAxis  = Axis{Label: "time since the case began", Unit: "s"}
+	opsAxis      = Axis{Label: "completed", Unit: "ops/s"}
+)
 
-// svgLine draws points as one polyline with axis labels. The svg element
-// carries data-points, the number of points drawn, so a test (or a reader)
-// can see that no chart is empty.
-func svgLine(pts []stats.Point, logX bool, xUnit, yUnit string) template.HTML {
-	const w, h, pad = 420.0, 240.0, 40.0
-	fx := func(x float64) float64 {
-		if logX {
-			return math.Log10(math.Max(x, 0.001))
+// minPartialSecond is the shortest last, partial second drawn: a rate
+// over a few milliseconds says nothing.
+const minPartialSecond = 0.25
+
+// perSecondPoints places second i's count at the middle of that second.
+// The last second of a case that did not last whole seconds is partial:
+// its count is scaled to a rate over the part that ran (drawn as a count
+// it fell to near zero), or left out when that part is under
+// minPartialSecond.
+func perSecondPoints(counts []int, elapsedS float64) []stats.Point {
+	pts := make([]stats.Point, 0, len(counts))
+	for i, n := range counts {
+		width := 1.0
+		if i == len(counts)-1 && elapsedS > float64(i) && elapsedS < float64(i+1) {
+			width = elapsedS - float64(i)
 		}
-		return x
-	}
-	minX, maxX, maxY := math.Inf(1), math.Inf(-1), 0.0
-	for _, p := range pts {
-		minX, maxX, maxY = math.Min(minX, fx(p.X)), math.Max(maxX, fx(p.X)), math.Max(maxY, p.Y)
-	}
-	if len(pts) == 0 || maxX == minX {
-		maxX = minX + 1
-	}
-	if maxY == 0 {
-		maxY = 1
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" data-points="%d">`, w, h, len(pts))
-	fmt.Fprintf(&b, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="#888"/>`, pad, h-pad, w-pad/2, h-pad)
-	fmt.Fprintf(&b, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="#888"/>`, pad, pad/2, pad, h-pad)
-	if len(pts) > 0 {
-		b.WriteString(`<polyline fill="none" stroke="#1f77b4" stroke-width="2" points="`)
-		for _, p := range pts {
-			x := pad + (fx(p.X)-minX)/(maxX-minX)*(w-1.5*pad)
-			y := h - pad - p.Y/maxY*(h-1.5*pad)
-			fmt.Fprintf(&b, "%.1f,%.1f ", x, y)
+		if width < minPartialSecond {
+			break
 		}
-		b.WriteString(`"/>`)
+		pts = append(pts, stats.Point{X: float64(i) + width/2, Y: float64(n) / width})
 	}
-	lo, hi := minX, maxX
-	if logX {
-		lo, hi = math.Pow(10, minX), math.Pow(10, maxX)
-	}
-	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" font-size="11">%.3g %s</text>`, pad, h-pad+15, lo, xUnit)
-	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" font-size="11" text-anchor="end">%.3g %s</text>`, w-pad/2, h-pad+15, hi, xUnit)
-	fmt.Fprintf(&b, `<text x="2" y="%.0f" font-size="11">%.3g %s</text>`, pad/2+4, maxY, yUnit)
-	b.WriteString(`</svg>`)
-	return template.HTML(b.String())
+	return pts
 }
 
 func sortedKeys(m map[string]float64) []string { return slices.Sorted(maps.Keys(m)) }

@@ -50,8 +50,11 @@ type Summary struct {
 	Mean   float64 `json:"mean_ms"`
 	// CDF is latency (ms) at evenly spaced quantiles, for charts.
 	CDF []Point `json:"cdf"`
-	// PerSecond is completions in each second since start.
+	// PerSecond is completions in each second since start; the last
+	// second is partial unless ElapsedS is whole.
 	PerSecond []int `json:"per_second"`
+	// ElapsedS is the seconds summarised over.
+	ElapsedS float64 `json:"elapsed_s,omitempty"`
 }
 
 // Point is one point of a chart.
@@ -60,15 +63,46 @@ type Point struct {
 	Y float64 `json:"y"`
 }
 
-// Summarise summarises the samples over elapsed.
+// Summarise summarises every sample over elapsed; the per-second series
+// starts at the recorder's start.
 func (r *Recorder) Summarise(elapsed time.Duration) Summary {
 	r.mu.Lock()
 	lat := slices.Clone(r.lat)
 	done := slices.Clone(r.done)
 	errs := r.errs
 	r.mu.Unlock()
+	return summarise(lat, done, errs, elapsed)
+}
+
+// SummariseWindow summarises only the samples that completed in the
+// measured window [from, from+elapsed]: a recorder that ran before the
+// measurement began (while sessions were opened) or after it ended (while
+// its workers were stopped) reports the window alone, and its per-second
+// series starts at from. Errors are counted over the recorder's life.
+func (r *Recorder) SummariseWindow(from time.Time, elapsed time.Duration) Summary {
+	r.mu.Lock()
+	lat, done := InWindow(r.lat, r.done, from.Sub(r.start), elapsed)
+	errs := r.errs
+	r.mu.Unlock()
+	return summarise(lat, done, errs, elapsed)
+}
+
+// InWindow keeps the samples whose completion offset lies in [offset,
+// offset+elapsed], and returns their completions relative to offset.
+func InWindow(lat, done []time.Duration, offset, elapsed time.Duration) (keptLat, keptDone []time.Duration) {
+	for i, d := range done {
+		if d < offset || d > offset+elapsed {
+			continue
+		}
+		keptLat = append(keptLat, lat[i])
+		keptDone = append(keptDone, d-offset)
+	}
+	return keptLat, keptDone
+}
+
+func summarise(lat, done []time.Duration, errs int, elapsed time.Duration) Summary {
 	slices.Sort(lat)
-	s := Summary{N: len(lat), Errors: errs, Rate: Rate(len(lat), elapsed)}
+	s := Summary{N: len(lat), Errors: errs, Rate: Rate(len(lat), elapsed), ElapsedS: elapsed.Seconds()}
 	if len(lat) == 0 {
 		return s
 	}
@@ -116,7 +150,9 @@ func CDF(sorted []time.Duration, points int) []Point {
 }
 
 // PerSecond counts completions (offsets from the start) in each whole
-// second of elapsed; a completion at or past elapsed counts in the last.
+// second of elapsed. A completion outside [0, elapsed] is not counted: it
+// belongs to no second of the measurement (piling such completions into
+// the last second drew a spike there).
 func PerSecond(done []time.Duration, elapsed time.Duration) []int {
 	secs := int(math.Ceil(elapsed.Seconds()))
 	if secs <= 0 {
@@ -124,8 +160,10 @@ func PerSecond(done []time.Duration, elapsed time.Duration) []int {
 	}
 	out := make([]int, secs)
 	for _, d := range done {
-		i := min(max(int(d/time.Second), 0), secs-1)
-		out[i]++
+		if d < 0 || d > elapsed {
+			continue
+		}
+		out[min(int(d/time.Second), secs-1)]++
 	}
 	return out
 }

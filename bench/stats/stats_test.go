@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -54,7 +55,7 @@ func TestRateAndPerSecond(t *testing.T) {
 		}
 	}
 	got := PerSecond(durs(0, 999, 1000, 2500, 3000, 9000), 3*time.Second)
-	want := []int{2, 1, 3} // past the end counts in the last second
+	want := []int{2, 1, 2} // at the end counts in the last second, past it in none
 	if len(got) != len(want) {
 		t.Fatalf("PerSecond = %v, want %v", got, want)
 	}
@@ -107,5 +108,39 @@ func TestCDFSmallSamples(t *testing.T) {
 				t.Fatalf("CDF(%v) = %v, want %v", tc.lat, got, tc.want)
 			}
 		}
+	}
+}
+
+// A recorder that ran before and after its measured window (the proxy
+// case's KeepAlives run while sessions open and while they close) reports
+// the window alone: an even load draws an even series, not a flat line
+// with every later completion piled into the last second.
+func TestSummariseWindow(t *testing.T) {
+	start := time.Unix(0, 0)
+	r := NewRecorder(start)
+	// 100 completions a second from 0 s to 20 s, each taking 2 ms.
+	for i := 0; i < 2000; i++ {
+		r.Add(2*time.Millisecond, start.Add(time.Duration(i)*10*time.Millisecond))
+	}
+	for _, tc := range []struct {
+		name    string
+		from    time.Duration
+		elapsed time.Duration
+		n       int
+		series  []int
+	}{
+		{"middle", 6 * time.Second, 4 * time.Second, 401, []int{100, 100, 100, 101}},
+		{"from the start", 0, 2 * time.Second, 201, []int{100, 101}},
+		{"fraction of a second", 18 * time.Second, 1500 * time.Millisecond, 151, []int{100, 51}},
+		{"after the samples", 30 * time.Second, 2 * time.Second, 0, nil},
+	} {
+		s := r.SummariseWindow(start.Add(tc.from), tc.elapsed)
+		if s.N != tc.n || !slices.Equal(s.PerSecond, tc.series) {
+			t.Errorf("%s: n=%d per second %v; want %d, %v", tc.name, s.N, s.PerSecond, tc.n, tc.series)
+		}
+	}
+	all := r.Summarise(4 * time.Second)
+	if all.N != 2000 || !slices.Equal(all.PerSecond, []int{100, 100, 100, 101}) {
+		t.Errorf("Summarise: n=%d per second %v", all.N, all.PerSecond)
 	}
 }

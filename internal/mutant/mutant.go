@@ -40,6 +40,11 @@ const (
 	// to the current holder's (a killed holder's token passes). Caught by
 	// tests/integration TestLockDelayAndTokenCheck.
 	CheckAnyGranted Mutant = "lockd_broken_check"
+	// CodecDropsField makes the binary log codec drop a lock create's
+	// LockDelayMS: the entry applies on every replica without its
+	// lock-delay. Caught by server/fsm TestCodecRoundTrip (also
+	// TestOldLogReplays).
+	CodecDropsField Mutant = "lockd_broken_codecfield"
 	// DirDelay drops a lock directory's lock-delay and sequence counter
 	// when the empty directory is deleted. Caught by server/fsm
 	// TestLockDelayOutlivesItsDirectory (also tests/integration
@@ -113,8 +118,19 @@ const (
 	// RestoreKeepsEpoch makes a restore plan leave the cell's prefix
 	// epochs unchanged. Caught by server/dirfsm TestRestorePlan.
 	RestoreKeepsEpoch Mutant = "lockd_broken_restore_epoch"
+	// CodecFloorIgnored registers a lockd that decodes less than the
+	// cluster's log codec floor (a build that cannot read the cells'
+	// entries rejoins them). Caught by server/dirfsm TestCodecFloor (also
+	// tests/integration TestCodecUpgrade).
+	CodecFloorIgnored Mutant = "lockd_broken_codecfloor"
 
 	// --- server/cell (leadership, caches, lock-delays, watches) ---
+
+	// CodecUngated makes a cell encode its entries in the newest log codec
+	// whatever its state's codec: binary entries reach replicas of a build
+	// that cannot read them. Caught by server/cell TestProposerEncodesInStateCodec
+	// (also tests/integration TestCodecUpgrade).
+	CodecUngated Mutant = "lockd_broken_codecgate"
 
 	// SkipsInvalidation commits a change without invalidating its cachers
 	// (a stale cached read after a write). Caught by tests/integration
@@ -248,6 +264,10 @@ const (
 	SkipsUnloadWait Mutant = "lockd_broken_unload"
 
 	// --- proxy (lockproxy) ---
+	// ProxyEventCap lets a proxy hold a session's leader events for its
+	// client without bound (no resync past MaxPendingEvents). Caught by
+	// proxy TestLeaderEventsCappedWithResync.
+	ProxyEventCap Mutant = "lockproxy_broken_eventcap"
 
 	// ProxyACL lets the proxy's shared cache serve any token (role check
 	// skipped). Caught by proxy TestAuthDecisions.
@@ -321,16 +341,24 @@ const (
 	// proxy takes it around the proxies. Caught by sdk
 	// TestRedirectFollowsOnlyEndpoints.
 	ForeignHint Mutant = "sdk_broken_foreignhint"
+
+	// --- api (the binary KeepAlive encoding) ---
+
+	// WireCount makes the binary decoder take a list's count past its
+	// named limit (MaxReplyEvents, MaxBatchSessions): only the bytes
+	// left bound it. Caught by api TestWireDecodeRefusesOverLimit.
+	WireCount Mutant = "api_broken_wirecount"
 )
 
 // all is every mutant (TestAllListsEveryConstant holds it to the
 // constants above).
 var all = []Mutant{
-	AbortDelay, CheckAnyGranted, DirDelay, EphDelay, ExportOwner, KeptFair,
+	AbortDelay, CheckAnyGranted, CodecDropsField, DirDelay, EphDelay, ExportOwner, KeptFair,
 	LossyExport, MoveDelay, MoveKeepsEpoch, NonceKey, ParentsFrom,
 	RestoreKeepsLeaderEpoch, RestoreKeepsPrefixes, SealKeepsEphemerals,
 	Secret, StageGen,
-	CopyDigest, MigrationDriver, RestoreKeepsEpoch,
+	CopyDigest, MigrationDriver, RestoreKeepsEpoch, CodecFloorIgnored,
+	CodecUngated,
 	SkipsInvalidation, SkipsFence, UnrecordedGrant, SkipsParent,
 	CachesParents, CacheSettle, CacheWindow, DeclaredWindow, FenceCachers,
 	LockDelayLostOnFailover, WatchQuota,
@@ -341,8 +369,9 @@ var all = []Mutant{
 	DirViewRead, FDExhaust, MemberNoBarrier, RaftCA, SkipsUnloadWait,
 	ProxyACL, AwaitBatch, BatchSplit, KeepDead, LeaseAge, ProxyBody,
 	ProxyWatchQuota, RenewOnError, ProxyRevoke, SharedAck, TenantLapses,
-	WatchKey,
+	WatchKey, ProxyEventCap,
 	GrantEarly, LendToken, MovedAway, NoCellRefresh, ForeignHint,
+	WireCount,
 }
 
 // parse reads a LOCKD_MUTANT value: empty (none), one mutant name, or

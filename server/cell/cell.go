@@ -55,6 +55,10 @@ type Config struct {
 	// KeepAlive and Grace, if set, are told to clients at session open:
 	// their KeepAlive interval and jeopardy grace (a cell across regions).
 	KeepAlive, Grace time.Duration
+	// JSONLog: propose every entry in JSON whatever the cell's log codec,
+	// and never raise it (a test's stand-in for a build from before the
+	// binary codec: lockd --log-codec-max 0).
+	JSONLog bool
 	// Fanout, if set, is told how many watch events each applied entry that
 	// changed a path delivered (a herd shows up as large values).
 	Fanout func(prefix string, events int)
@@ -84,6 +88,15 @@ type Cell struct {
 	confirms              *confirmer // batches KeepAlive ReadIndex rounds
 	// snapshots times this replica's snapshot saves and restores.
 	snapshots snapshotStats
+
+	// applies times the leader's applies while a traced proposal waits
+	// (trace.go).
+	applies applyClock
+
+	// logCodec is the applied state's log codec, which proposals are
+	// encoded in; ungated counts entries applied above it (codec.go).
+	logCodec atomic.Uint32
+	ungated  atomic.Uint64
 
 	leaderID atomic.Uint64 // as last reported by the Raft event listener
 	term     atomic.Uint64
@@ -196,6 +209,7 @@ func (c *Cell) Status() api.ReplicaStatus {
 		st.TokenHeadroom = s.tokenHeadroom
 	}
 	st.RestoredIndex, st.RestoredSHA256 = c.Restored()
+	st.LogCodec, st.UngatedEntries = uint8(c.LogCodec()), c.UngatedEntries()
 	return st
 }
 

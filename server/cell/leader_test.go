@@ -44,7 +44,7 @@ func newTestReplica(t *testing.T, replica uint64, now func() time.Time) *testRep
 func (r *testReplica) apply(cmd fsm.Command) fsm.Result {
 	r.t.Helper()
 	r.idx++
-	out, err := r.m.Update([]sm.Entry{{Index: r.idx, Cmd: cmd.Encode()}})
+	out, err := r.m.Update([]sm.Entry{{Index: r.idx, Cmd: r.c.encodeProposal(&cmd)}})
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -31,12 +31,33 @@ type machine struct {
 func (m *machine) Update(ents []sm.Entry) ([]sm.Entry, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	defer m.cell.noteCodec(m.state) // after the batch: proposals read it (codec.go)
+	if m.cell.applies.on() {
+		for i := range ents {
+			m.cell.checkEntryCodec(m.state, ents[i].Index, ents[i].Cmd)
+			m.applyTimed(&ents[i])
+		}
+		return ents, nil
+	}
 	for i := range ents {
+		m.cell.checkEntryCodec(m.state, ents[i].Index, ents[i].Cmd)
 		a := m.state.ApplyEntry(ents[i].Index, ents[i].Cmd)
 		m.cell.afterApply(m.state, &a)
 		ents[i].Result = sm.Result{Value: ents[i].Index, Data: a.Encoded}
 	}
 	return ents, nil
+}
+
+// applyTimed is Update's apply of one entry while a traced proposal
+// waits: the clock is read around the state machine and afterApply, never
+// inside them, and the times kept in the cell's applyClock.
+func (m *machine) applyTimed(e *sm.Entry) {
+	start := monoNow()
+	a := m.state.ApplyEntry(e.Index, e.Cmd)
+	applied := monoNow()
+	m.cell.afterApply(m.state, &a)
+	m.cell.applies.record(e.Index, start, applied, monoNow())
+	e.Result = sm.Result{Value: e.Index, Data: a.Encoded}
 }
 
 // lookup is a typed read of the state (queries.go) erased to the
@@ -112,6 +133,7 @@ func (m *machine) RecoverFromSnapshot(r io.Reader, _ []sm.SnapshotFile, _ <-chan
 	}
 	m.mu.Lock()
 	m.state = s
+	m.cell.noteCodec(s)
 	m.mu.Unlock()
 	m.cell.snapshots.restored(s.Index(), hex.EncodeToString(h.Sum(nil)), time.Since(start))
 	return nil

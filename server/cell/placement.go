@@ -16,6 +16,9 @@ type Placement struct {
 	Prefixes map[string]PrefixPlacement
 	// Index is the directory index this placement was read at.
 	Index uint64
+	// LogCodec is the directory's log codec floor: the leader raises the
+	// cell's codec to it (codec.go).
+	LogCodec fsm.LogCodec
 }
 
 // PrefixPlacement is one prefix the directory gives a cell.
@@ -58,6 +61,7 @@ func (c *Cell) SetPlacement(p Placement) {
 // has since abandoned (the unseal names the directory index that says
 // so, and the state refuses it if the seal is newer). A prefix sealed for
 // a move that committed is no longer in the placement and stays sealed.
+// Then it raises the cell's log codec to the directory's floor.
 // One pass at a time; the next placement runs another.
 func (c *Cell) adopt() {
 	if !c.adopting.CompareAndSwap(false, true) {
@@ -70,6 +74,7 @@ func (c *Cell) adopt() {
 			return
 		}
 	}
+	c.adoptCodec(c.currentPlacement().LogCodec) // the latest floor: a placement may have come meanwhile
 }
 
 // adoptPrefix brings one prefix in line; false if this replica stopped

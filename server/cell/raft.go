@@ -17,9 +17,21 @@ import (
 func (c *Cell) OnCommit(f func(d time.Duration, committed bool)) { c.onCommit.Store(&f) }
 
 func (c *Cell) propose(ctx context.Context, cmd *fsm.Command) (fsm.Result, error) {
+	tr := traceOf(ctx)
+	if tr != nil {
+		tr.Mark(MarkFenced)
+		c.applies.waiting.Add(1)
+		defer c.applies.waiting.Add(-1)
+	}
 	sess := c.nh.GetNoOPSession(c.cfg.Info.ShardID)
+	data := c.encodeProposal(cmd) // in the state's codec (codec.go)
+	tr.Mark(MarkPropose)
 	start := time.Now()
-	r, err := c.nh.SyncPropose(ctx, sess, cmd.Encode())
+	r, err := c.nh.SyncPropose(ctx, sess, data)
+	if tr != nil {
+		tr.Mark(MarkReturned)
+		c.applies.copyTo(tr, r.Value)
+	}
 	if f := c.onCommit.Load(); f != nil {
 		(*f)(time.Since(start), err == nil)
 	}

@@ -10,6 +10,9 @@ func (s *State) register(l api.LockdInfo) Result {
 	if l.ID == 0 || l.RaftAddr == "" || l.APIAddr == "" {
 		return refuse(api.CodeBadRequest, "a lockd needs an id, a raft address and an API address")
 	}
+	if r, old := s.codecTooOld(l); old {
+		return r
+	}
 	if old, ok := s.lockds[l.ID]; ok && old.RaftAddr != l.RaftAddr {
 		// Raft addresses name replicas in every group it hosts: a lockd
 		// that moved must be replaced (member add/remove), not renamed.

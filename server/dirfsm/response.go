@@ -25,7 +25,7 @@ func (s *State) cellInfo(c *cellRec) api.CellInfo {
 
 // Response is the whole directory as the API serves it, sorted.
 func (s *State) Response() api.DirectoryResponse {
-	d := api.DirectoryResponse{Index: s.index, Lockds: s.lockdList(), Proxies: s.proxyList(), Tenants: s.tenantList()}
+	d := api.DirectoryResponse{Index: s.index, Lockds: s.lockdList(), Proxies: s.proxyList(), Tenants: s.tenantList(), LogCodec: s.codecFloor}
 	names := make([]string, 0, len(s.cells))
 	for n := range s.cells {
 		names = append(names, n)

@@ -20,11 +20,13 @@ type snapshot struct {
 	NextShard uint64            `json:"next_shard"`
 	Proxies   []api.ProxyInfo   `json:"proxies,omitempty"`
 	Tenants   []api.Tenant      `json:"tenants,omitempty"`
+	// LogCodec is the log codec floor (absent before it: 0).
+	LogCodec uint8 `json:"log_codec,omitempty"`
 }
 
 // Save writes the state.
 func (s *State) Save(w io.Writer) error {
-	snap := snapshot{Index: s.index, Lockds: s.lockdList(), DirLockds: s.dirLockds, NextShard: s.nextShard, Proxies: s.proxyList(), Tenants: s.tenantList()}
+	snap := snapshot{Index: s.index, Lockds: s.lockdList(), DirLockds: s.dirLockds, NextShard: s.nextShard, Proxies: s.proxyList(), Tenants: s.tenantList(), LogCodec: s.codecFloor}
 	for _, c := range s.cells {
 		snap.Cells = append(snap.Cells, c)
 	}
@@ -44,6 +46,7 @@ func (s *State) Load(r io.Reader) error {
 	}
 	next := NewState()
 	next.index, next.dirLockds, next.nextShard = snap.Index, snap.DirLockds, snap.NextShard
+	next.codecFloor = snap.LogCodec
 	for _, l := range snap.Lockds {
 		next.lockds[l.ID] = l
 	}

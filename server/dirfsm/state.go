@@ -21,6 +21,9 @@ const (
 	OpRegisterProxy = "register_proxy"
 	// OpTenant creates, changes or deletes a tenant (TenantChange).
 	OpTenant = "tenant"
+	// OpRaiseCodec raises the cluster's log codec floor to Codec, once
+	// every registered lockd decodes it (codecfloor.go).
+	OpRaiseCodec = "raise_codec"
 )
 
 // Command is one entry of the directory group's log.
@@ -35,6 +38,8 @@ type Command struct {
 	Restore    *api.RestoreCellRequest  `json:"restore,omitempty"`
 	Proxy      *api.ProxyInfo           `json:"proxy,omitempty"`
 	Tenant     *TenantChange            `json:"tenant,omitempty"`
+	// Codec: for raise_codec, the floor it raises to.
+	Codec uint8 `json:"codec,omitempty"`
 }
 
 // Encode serialises a command for the log.
@@ -66,6 +71,9 @@ type State struct {
 	nextShard uint64
 	proxies   map[string]api.ProxyInfo // by name
 	tenants   map[string]api.Tenant    // by name
+	// codecFloor is the cluster's log codec floor (codecfloor.go): only
+	// raised, and a lockd decoding less is refused registration.
+	codecFloor uint8
 }
 
 // NewState returns an empty directory.
@@ -122,6 +130,8 @@ func (s *State) apply(c *Command) Result {
 		return s.registerProxy(*c.Proxy)
 	case c.Op == OpTenant && c.Tenant != nil:
 		return s.tenant(c.Tenant)
+	case c.Op == OpRaiseCodec:
+		return s.raiseCodec(c.Codec)
 	}
 	return Result{Err: api.Errorf(api.CodeBadRequest, "unknown or incomplete directory op %q", c.Op)}
 }

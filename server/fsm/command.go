@@ -7,9 +7,6 @@
 package fsm
 
 import (
-	"encoding/json"
-	"fmt"
-
 	"github.com/lockservice/lockd/api"
 )
 
@@ -112,7 +109,7 @@ type Command struct {
 
 	// Epoch: for expire_session, the leader epoch it was decided under; for
 	// ensure_prefix, the directory epoch; for leader_start, the leader epoch
-	// PrevLeadershipMS measures.
+	// PrevLeadershipMS measures; for set_codec, the log codec (codecgate.go).
 	Epoch uint64 `json:"epoch,omitempty"`
 	// Target is the session an expire_session ends.
 	Target uint64 `json:"target,omitempty"`
@@ -155,20 +152,17 @@ type Command struct {
 	Restored *RestoreStart `json:"restored,omitempty"`
 }
 
-// Encode serialises a command for the log.
+// Encode serialises a command in the binary codec's version 1 (codec.go).
+// A cell proposes with EncodeFor its state's codec instead (codecgate.go):
+// a replica of an older build cannot read version 1.
 func (c *Command) Encode() []byte {
-	b, err := json.Marshal(c)
-	if err != nil {
-		panic(fmt.Sprintf("fsm: encode command: %v", err)) // only plain types: cannot fail
-	}
-	return b
+	return encodeCommand(c)
 }
 
-// DecodeCommand parses a log entry.
+// DecodeCommand parses a log entry: version 1 (binary), or version 0
+// (JSON) as entries were written before it (codec.go).
 func DecodeCommand(b []byte) (Command, error) {
-	var c Command
-	err := json.Unmarshal(b, &c)
-	return c, err
+	return decodeCommand(b)
 }
 
 // Result is what applying a command returns to its proposer. Err is set on
@@ -189,20 +183,15 @@ type Result struct {
 	Digest string `json:"digest,omitempty"`
 }
 
-// Encode serialises a result (results are kept per session for dedupe).
+// Encode serialises a result (results are kept per session for dedupe),
+// in the binary codec's version 1 (codec.go).
 func (r *Result) Encode() []byte {
-	b, err := json.Marshal(r)
-	if err != nil {
-		panic(fmt.Sprintf("fsm: encode result: %v", err))
-	}
-	return b
+	return encodeResult(r)
 }
 
-// DecodeResult parses a result.
+// DecodeResult parses a result of either codec version (codec.go).
 func DecodeResult(b []byte) (Result, error) {
-	var r Result
-	err := json.Unmarshal(b, &r)
-	return r, err
+	return decodeResult(b)
 }
 
 // ChangeType is what a committed command did to a path, as far as watches care.

@@ -86,10 +86,13 @@ func (s *State) checkTree() error {
 // checkSubtree verifies n's children, each one's own fields (checkNodeFields)
 // and their subtrees, then n's lock order; count counts the nodes reached.
 func (s *State) checkSubtree(n *node, count *int) error {
-	for name, k := range n.children {
+	for i, k := range n.children() {
 		*count++
-		if k.parent != n || api.Join(n.path, name) != k.path || s.nodes[k.path] != k {
-			return fmt.Errorf("child %s of %s is mislinked", name, n.path)
+		if k.parent != n || api.Parent(k.path) != n.path || s.nodes[k.path] != k {
+			return fmt.Errorf("child %s of %s is mislinked", k.path, n.path)
+		}
+		if i > 0 && n.children()[i-1].path >= k.path {
+			return fmt.Errorf("children of %s out of order at %s", n.path, k.path)
 		}
 		if err := s.checkNodeFields(k); err != nil {
 			return err
@@ -109,7 +112,7 @@ func (s *State) checkNodeFields(k *node) error {
 			return err
 		}
 	}
-	if k.lockDelayMS != 0 && (k.lock == api.LockNone || k.lockDelayMS < 0 || k.lockDelayMS > api.MaxLockDelay.Milliseconds()) {
+	if k.lockDelayMS != 0 && (k.lock == api.LockNone || k.lockDelayMS < 0 || int64(k.lockDelayMS) > api.MaxLockDelay.Milliseconds()) {
 		return fmt.Errorf("node %s has lock-delay %d ms", k.path, k.lockDelayMS)
 	}
 	if k.ephemeral && k.delay != nil && !mutant.On(mutant.EphDelay) {
@@ -123,7 +126,7 @@ func (s *State) checkNodeFields(k *node) error {
 		if _, ok := sess.ephemerals[k.path]; !ok {
 			return fmt.Errorf("ephemeral %s missing from session %d", k.path, k.owner)
 		}
-		if len(k.children) > 0 {
+		if k.numChildren() > 0 {
 			return fmt.Errorf("ephemeral %s has children", k.path)
 		}
 	}
@@ -134,7 +137,7 @@ func (s *State) checkNodeFields(k *node) error {
 // children, in sequence order.
 func checkLockOrder(n *node) error {
 	locks := 0
-	for _, k := range n.children {
+	for _, k := range n.children() {
 		if k.lock != api.LockNone {
 			locks++
 		}

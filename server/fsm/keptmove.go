@@ -110,7 +110,7 @@ func (s *State) sealKept(root *node) {
 // from the stage on.
 func (s *State) incomingKept() int {
 	total := 0
-	for _, p := range s.root.children {
+	for _, p := range s.root.children() {
 		if p.prefixState == PrefixStaging || p.prefixState == PrefixStaged {
 			total += len(p.move.keptList())
 		}
@@ -220,7 +220,7 @@ func (e exportEntry) exported() api.ExportedNode {
 		return api.ExportedNode{Path: e.k.path, NextSeq: e.k.nextSeq, Tenant: exportedOwner(e.k.tenant), DelayMS: e.k.ms, Kept: true}
 	}
 	n := e.n
-	return api.ExportedNode{Path: n.path, Value: cloneBytes(n.value), Version: n.version, NextSeq: n.nextSeq, Tenant: exportedOwner(n.tenant), DelayMS: n.move.delay()}
+	return api.ExportedNode{Path: n.path, Value: valueBytes(n.value), Version: n.version, NextSeq: n.nextSeq, Tenant: exportedOwner(n.tenant), DelayMS: n.move.delay()}
 }
 
 // exportEntries lists root's persistent nodes and the kept delays moving
@@ -246,7 +246,7 @@ func (s *State) exportEntries(root *node) []exportEntry {
 // within its bound.
 func (s *State) checkMovedKept() error {
 	incoming := 0
-	for _, p := range s.root.children {
+	for _, p := range s.root.children() {
 		kept := p.move.keptList()
 		if len(kept) == 0 {
 			continue

@@ -61,7 +61,7 @@ func (s *State) releaseLock(index uint64, n *node, atMS int64) (Change, bool) {
 			keep = k.seq
 		}
 	}
-	ms := n.lockDelayMS
+	ms := int64(n.lockDelayMS)
 	if dir.delay != nil {
 		ms = max(ms, dir.delay.ms)
 	}
@@ -87,7 +87,9 @@ func (s *State) endLockDelay(index uint64, c *Command) (Result, []Change) {
 	}
 	s.touch(dir)
 	dir.delay = nil
-	dir.delayEnded = index
+	r := dir.rareOf()
+	r.delayEnded = index
+	dir.setRare(r)
 	return Result{}, []Change{{Path: dir.path, Type: ChangeLockDelayEnded, Index: index}}
 }
 

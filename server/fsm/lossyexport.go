@@ -19,7 +19,7 @@ const lossyExportEvery = 50
 // lossyExportEvery. Deterministic: every page and every retry drops the
 // same nodes.
 func lossyExportSkips(e exportEntry) bool {
-	if !mutant.On(mutant.LossyExport) || e.n == nil || len(e.n.children) > 0 || e.n.prefixState != "" {
+	if !mutant.On(mutant.LossyExport) || e.n == nil || e.n.numChildren() > 0 || e.n.prefixState != "" {
 		return false
 	}
 	h := fnv.New32a()

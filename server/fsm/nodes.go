@@ -14,42 +14,100 @@ const seqDigits = 10
 
 const maxSeq = 9_999_999_999
 
+// node is one node of the namespace. Its layout is kept compact (224
+// bytes, a size class; footprint_test.go measures it): a leaf holds no
+// child index, and the fields only a sealed prefix root or a lock
+// directory past a lock-delay use hang off rare.
 type node struct {
-	path        string
-	parent      *node
-	value       []byte
+	path   string
+	parent *node
+	// value is the node's value: a string, immutable, so the state holds
+	// one copy without a capacity word (valueBytes copies it out).
+	value       string
 	version     uint64
 	createIndex uint64
 	modifyIndex uint64
 	childIndex  uint64 // last child create/delete; starts at createIndex
-	ephemeral   bool
 	owner       uint64
-	lock        api.LockMode
 	seq         uint64 // sequence number of a sequential node
 	nextSeq     uint64 // counter for this node's sequential children
 	dirEpoch    uint64 // directory epoch, on prefix roots only
+	tokenEpoch  uint64 // directory epoch of a lock node's token
 	// prefixState, on prefix roots only: "" (served here), sealed (moved
-	// to movedTo: every write and read under it is refused with moved),
-	// staging or staged (a migration is copying it here; not served yet).
-	prefixState  string
-	movedTo      string
-	sealDirIndex uint64 // the directory index of the migration that sealed it
-	tokenEpoch   uint64 // directory epoch of a lock node's token
-	tenant       string // the tenant that created it, whose quota it counts against ("": none)
-	children     map[string]*node
+	// to movedTo(): every write and read under it is refused with
+	// moved), staging or staged (a migration is copying it here; not
+	// served yet).
+	prefixState string
+	rare        *nodeRare // nil on most nodes
+	tenant      string    // the tenant that created it, whose quota it counts against ("": none)
+	lock        api.LockMode
+	// kids are its children in path order; nil while it has none
+	// (children.go).
+	kids *kidList
 	// lockKids are the children that are lock nodes, in sequence order
 	// (appended in creation order, which is sequence order).
 	lockKids []*node
-	// lockDelayMS, on a lock node: the lock-delay its unclean release
-	// starts on its directory.
-	lockDelayMS int64
 	// delay, on a lock directory in lock-delay: nil otherwise.
 	delay *lockDelay
 	// move is its part in a prefix move (prefixmove.go), nil if none.
 	move *moveState
-	// delayEnded, on a lock directory: the index of the end_lock_delay
-	// that last ended its delay (a re-armed watch that missed it fires).
-	delayEnded uint64
+	// lockDelayMS, on a lock node: the lock-delay its unclean release
+	// starts on its directory (at most api.MaxLockDelay: an int32 of ms).
+	lockDelayMS int32
+	ephemeral   bool
+}
+
+// nodeRare are the fields few nodes use: where a sealed prefix root
+// moved (the cell, and the directory index of the migration that sealed
+// it), and on a lock directory the index of the end_lock_delay that last
+// ended its delay (a re-armed watch that missed it fires).
+type nodeRare struct {
+	movedTo      string
+	sealDirIndex uint64
+	delayEnded   uint64
+}
+
+// movedTo is the cell a sealed prefix root moved to ("" if not sealed).
+func (n *node) movedTo() string {
+	if n.rare == nil {
+		return ""
+	}
+	return n.rare.movedTo
+}
+
+// sealDirIndex is the directory index of the migration that sealed the
+// prefix root (0 if not sealed).
+func (n *node) sealDirIndex() uint64 {
+	if n.rare == nil {
+		return 0
+	}
+	return n.rare.sealDirIndex
+}
+
+// delayEnded is the index of the end_lock_delay that last ended the lock
+// directory's delay (0: none).
+func (n *node) delayEnded() uint64 {
+	if n.rare == nil {
+		return 0
+	}
+	return n.rare.delayEnded
+}
+
+// setRare sets the rare fields, dropping them when all are zero.
+func (n *node) setRare(r nodeRare) {
+	if r == (nodeRare{}) {
+		n.rare = nil
+		return
+	}
+	n.rare = &r
+}
+
+// rareOf is n's rare fields (zero if none), to change and setRare.
+func (n *node) rareOf() nodeRare {
+	if n.rare == nil {
+		return nodeRare{}
+	}
+	return *n.rare
 }
 
 func checkValue(v []byte) *api.Error {
@@ -279,10 +337,10 @@ func (s *State) applyCreate(index uint64, c *Command, p createPlan) (Result, []C
 		parent, changes = s.makeParents(index, p.parentPath, c.Tenant)
 	}
 	n := &node{
-		path: p.path, parent: parent, value: cloneBytes(c.Value), version: 1,
+		path: p.path, parent: parent, value: string(c.Value), version: 1,
 		createIndex: index, modifyIndex: index, childIndex: index,
-		ephemeral: c.Ephemeral, lock: c.Lock, tenant: c.Tenant, children: map[string]*node{},
-		lockDelayMS: c.LockDelayMS,
+		ephemeral: c.Ephemeral, lock: c.Lock, tenant: c.Tenant,
+		lockDelayMS: int32(c.LockDelayMS), // checkCreateLock: at most api.MaxLockDelay
 	}
 	if c.Sequential {
 		n.seq = p.seq
@@ -299,7 +357,7 @@ func (s *State) applyCreate(index uint64, c *Command, p createPlan) (Result, []C
 	}
 	if p.sess != nil {
 		n.owner = p.sess.id
-		p.sess.ephemerals[p.path] = struct{}{}
+		p.sess.addEphemeral(p.path)
 	}
 	s.link(index, n)
 	changes = append(changes, Change{Path: p.path, Type: ChangeCreated, Index: index}, Change{Path: parent.path, Type: ChangeChildren, Index: index})
@@ -349,7 +407,7 @@ func (s *State) makeParents(index uint64, p, tenant string) (*node, []Change) {
 	var changes []Change
 	for i := len(missing) - 1; i >= 0; i-- {
 		q := missing[i]
-		n := &node{path: q, parent: s.nodes[api.Parent(q)], version: 1, createIndex: index, modifyIndex: index, childIndex: index, tenant: tenant, children: map[string]*node{}}
+		n := &node{path: q, parent: s.nodes[api.Parent(q)], version: 1, createIndex: index, modifyIndex: index, childIndex: index, tenant: tenant}
 		s.link(index, n)
 		changes = append(changes, Change{Path: q, Type: ChangeCreated, Index: index}, Change{Path: n.parent.path, Type: ChangeChildren, Index: index})
 	}
@@ -361,7 +419,7 @@ func (s *State) link(index uint64, n *node) {
 	s.nodes[n.path] = n
 	s.bytes += nodeBytes(n)
 	s.use(n.tenant, 0, 1, nodeBytes(n))
-	n.parent.children[api.Base(n.path)] = n
+	n.parent.addChild(n)
 	s.touch(n.parent)
 	n.parent.childIndex = index
 	if n.lock != api.LockNone {
@@ -411,7 +469,7 @@ func (s *State) put(index uint64, c *Command) (Result, []Change) {
 	s.touch(n)
 	s.bytes += int64(len(c.Value) - len(n.value))
 	s.use(n.tenant, 0, 0, int64(len(c.Value)-len(n.value)))
-	n.value = cloneBytes(c.Value)
+	n.value = string(c.Value)
 	n.version++
 	n.modifyIndex = index
 	return Result{Node: s.meta(n, false)}, []Change{{Path: n.path, Type: ChangeData, Index: index}}
@@ -444,8 +502,8 @@ func (s *State) delete(index uint64, c *Command) (Result, []Change) {
 	if c.Version != nil && *c.Version != n.version {
 		return Result{Err: api.Errorf(api.CodeVersionMismatch, "%s is at version %d, not %d", c.Path, n.version, *c.Version)}, nil
 	}
-	if len(n.children) > 0 {
-		return Result{Err: api.Errorf(api.CodeNotEmpty, "%s has %d children", c.Path, len(n.children))}, nil
+	if n.numChildren() > 0 {
+		return Result{Err: api.Errorf(api.CodeNotEmpty, "%s has %d children", c.Path, n.numChildren())}, nil
 	}
 	if err := s.checkKeepDelay(n); err != nil {
 		return Result{Err: err}, nil
@@ -460,7 +518,7 @@ func (s *State) delete(index uint64, c *Command) (Result, []Change) {
 func (s *State) removeNode(index uint64, n *node) []Change {
 	s.keepDelay(n)
 	p := n.parent
-	delete(p.children, api.Base(n.path))
+	p.removeChild(n)
 	delete(s.nodes, n.path)
 	s.bytes -= nodeBytes(n)
 	s.use(n.tenant, 0, -1, -nodeBytes(n))
@@ -476,7 +534,7 @@ func (s *State) removeNode(index uint64, n *node) []Change {
 	}
 	if n.ephemeral {
 		if sess, ok := s.sessions[n.owner]; ok {
-			delete(sess.ephemerals, n.path)
+			sess.dropEphemeral(n.path)
 		}
 	}
 	return []Change{{Path: n.path, Type: ChangeDeleted, Index: index}, {Path: p.path, Type: ChangeChildren, Index: index}}
@@ -519,7 +577,7 @@ func (s *State) ensurePrefix(index uint64, c *Command) (Result, []Change) {
 	if c.Staged {
 		return Result{Err: noCopy(c.Path, c.Epoch)}, nil
 	}
-	n := &node{path: c.Path, parent: s.root, version: 1, createIndex: index, modifyIndex: index, childIndex: index, dirEpoch: max(c.Epoch, 1), children: map[string]*node{}}
+	n := &node{path: c.Path, parent: s.root, version: 1, createIndex: index, modifyIndex: index, childIndex: index, dirEpoch: max(c.Epoch, 1)}
 	s.link(index, n)
 	return Result{Node: s.meta(n, false), Epoch: n.dirEpoch}, []Change{{Path: n.path, Type: ChangeCreated, Index: index}}
 }
@@ -530,10 +588,3 @@ func noCopy(path string, epoch uint64) *api.Error {
 }
 
 // --- locks ---
-
-func cloneBytes(b []byte) []byte {
-	if len(b) == 0 {
-		return nil
-	}
-	return append([]byte(nil), b...)
-}

@@ -43,8 +43,8 @@ func routingRefusal(e *api.Error) bool {
 }
 
 func movedErr(root *node) *api.Error {
-	e := api.Errorf(api.CodeMoved, "prefix %s moved to cell %s", root.path, root.movedTo)
-	e.Cell = root.movedTo
+	e := api.Errorf(api.CodeMoved, "prefix %s moved to cell %s", root.path, root.movedTo())
+	e.Cell = root.movedTo()
 	return e
 }
 
@@ -67,7 +67,7 @@ func (s *State) PrefixState(prefix string) PrefixInfo {
 	if st == "" {
 		st = PrefixServing
 	}
-	return PrefixInfo{State: st, Epoch: root.dirEpoch, MovedTo: root.movedTo, SealDirIndex: root.sealDirIndex}
+	return PrefixInfo{State: st, Epoch: root.dirEpoch, MovedTo: root.movedTo(), SealDirIndex: root.sealDirIndex()}
 }
 
 // prefixRoot returns the root of a top-level prefix named by a command.
@@ -91,13 +91,7 @@ func (s *State) below(root *node) []*node {
 	var out []*node
 	var walk func(n *node)
 	walk = func(n *node) {
-		names := make([]string, 0, len(n.children))
-		for name := range n.children {
-			names = append(names, name)
-		}
-		sort.Strings(names)
-		for _, name := range names {
-			c := n.children[name]
+		for _, c := range n.children() {
 			walk(c)
 			out = append(out, c)
 		}
@@ -125,8 +119,8 @@ func (s *State) sealPrefix(index uint64, c *Command) (Result, []Change) {
 	}
 	switch root.prefixState {
 	case PrefixSealed:
-		if root.movedTo != c.Cell {
-			return Result{Err: api.Errorf(api.CodeConflict, "prefix %s is sealed for a move to %s, not %s", c.Path, root.movedTo, c.Cell)}, nil
+		if root.movedTo() != c.Cell {
+			return Result{Err: api.Errorf(api.CodeConflict, "prefix %s is sealed for a move to %s, not %s", c.Path, root.movedTo(), c.Cell)}, nil
 		}
 		count, digest := s.prefixDigest(root)
 		return Result{Epoch: root.dirEpoch, Count: count, Digest: digest}, nil
@@ -143,7 +137,10 @@ func (s *State) sealPrefix(index uint64, c *Command) (Result, []Change) {
 	}
 	s.sealKept(root) // after the removals: a delay one kept moves too
 	s.touch(root)
-	root.prefixState, root.movedTo, root.sealDirIndex = PrefixSealed, c.Cell, c.DirIndex
+	r := root.rareOf()
+	r.movedTo, r.sealDirIndex = c.Cell, c.DirIndex
+	root.prefixState = PrefixSealed
+	root.setRare(r)
 	if !mutant.On(mutant.SealKeepsEphemerals) {
 		changes = append(changes, Change{Path: root.path, Type: ChangeMoved, Index: index})
 	}
@@ -168,13 +165,16 @@ func (s *State) unsealPrefix(index uint64, c *Command) (Result, []Change) {
 	case PrefixStaging, PrefixStaged:
 		return Result{Err: api.Errorf(api.CodeConflict, "prefix %s is staged here: drop it instead", c.Path)}, nil
 	case PrefixSealed:
-		if c.DirIndex < root.sealDirIndex {
-			return Result{Err: api.Errorf(api.CodeConflict, "prefix %s was sealed by the migration begun at directory index %d; an unseal from index %d is stale", c.Path, root.sealDirIndex, c.DirIndex)}, nil
+		if c.DirIndex < root.sealDirIndex() {
+			return Result{Err: api.Errorf(api.CodeConflict, "prefix %s was sealed by the migration begun at directory index %d; an unseal from index %d is stale", c.Path, root.sealDirIndex(), c.DirIndex)}, nil
 		}
 		s.setKept(root, nil) // the kept delays under it stay in this cell's table
 		changes = s.startMoveRecords(index, root, c.AtMS, mutant.On(mutant.AbortDelay))
 		s.touch(root)
-		root.prefixState, root.movedTo, root.sealDirIndex = "", "", 0
+		r := root.rareOf()
+		r.movedTo, r.sealDirIndex = "", 0
+		root.prefixState = ""
+		root.setRare(r)
 	}
 	return Result{Epoch: root.dirEpoch}, changes
 }
@@ -290,7 +290,7 @@ func (s *State) applyStage(index uint64, root *node, start bool, c *Command) (*n
 			changes = s.removeSubtree(index, root, true)
 		}
 		s.dropKeptUnder(c.Path) // an earlier move away's: the copy brings the prefix's own
-		root = &node{path: c.Path, parent: s.root, version: 1, createIndex: index, modifyIndex: index, childIndex: index, dirEpoch: c.Epoch, prefixState: PrefixStaging, children: map[string]*node{}}
+		root = &node{path: c.Path, parent: s.root, version: 1, createIndex: index, modifyIndex: index, childIndex: index, dirEpoch: c.Epoch, prefixState: PrefixStaging}
 		s.link(index, root)
 		changes = append(changes, Change{Path: root.path, Type: ChangeCreated, Index: index})
 	}
@@ -304,15 +304,15 @@ func (s *State) applyStage(index uint64, root *node, start bool, c *Command) (*n
 			s.bytes += delta
 			s.use(n.tenant, 0, 0, delta)
 			// link took any counter kept at the path: a counter never goes back.
-			n.value, n.version, n.nextSeq = cloneBytes(en.Value), max(en.Version, 1), max(n.nextSeq, en.NextSeq)
+			n.value, n.version, n.nextSeq = string(en.Value), max(en.Version, 1), max(n.nextSeq, en.NextSeq)
 			gen, next := n.move.genNext()
 			s.setMove(n, gen, next, en.DelayMS)
 			continue
 		}
 		// The node keeps its owner: the tenant's usage here counts it, so
 		// its quota holds across the move.
-		n := &node{path: en.Path, parent: s.nodes[api.Parent(en.Path)], value: cloneBytes(en.Value), version: max(en.Version, 1), nextSeq: en.NextSeq,
-			tenant: en.Tenant, createIndex: index, modifyIndex: index, childIndex: index, children: map[string]*node{}}
+		n := &node{path: en.Path, parent: s.nodes[api.Parent(en.Path)], value: string(en.Value), version: max(en.Version, 1), nextSeq: en.NextSeq,
+			tenant: en.Tenant, createIndex: index, modifyIndex: index, childIndex: index}
 		if en.DelayMS > 0 {
 			n.move = &moveState{delayMS: en.DelayMS}
 		}

@@ -95,7 +95,7 @@ func (s *State) movingDelays(root *node, below []*node) map[*node]int64 {
 			continue
 		}
 		if sess, ok := s.sessions[n.owner]; ok {
-			out[n.parent] = max(out[n.parent], sess.leaseMS+n.lockDelayMS)
+			out[n.parent] = max(out[n.parent], sess.leaseMS+int64(n.lockDelayMS))
 		}
 	}
 	for n, ms := range out {
@@ -181,7 +181,7 @@ func (s *State) prefixDigest(root *node) (int, string) {
 		}
 		count++
 		field([]byte(n.path))
-		field(n.value)
+		field([]byte(n.value))
 		num(max(n.version, 1))
 		num(n.nextSeq)
 		field([]byte(n.tenant))

@@ -39,8 +39,8 @@ func (s *State) checkGrowth(nodes int, bytes int64) *api.Error {
 
 // checkChildren refuses a new child of parent past MaxChildrenPerNode.
 func (s *State) checkChildren(parent *node) *api.Error {
-	if len(parent.children) >= s.limits.children {
-		return api.Errorf(api.CodeLimitExceeded, "%s has %d children, limit %d (MaxChildrenPerNode)", parent.path, len(parent.children), s.limits.children)
+	if parent.numChildren() >= s.limits.children {
+		return api.Errorf(api.CodeLimitExceeded, "%s has %d children, limit %d (MaxChildrenPerNode)", parent.path, parent.numChildren(), s.limits.children)
 	}
 	return nil
 }

@@ -1,18 +1,16 @@
 package fsm
 
 import (
-	"sort"
-
 	"github.com/lockservice/lockd/api"
 )
 
 func (s *State) meta(n *node, withValue bool) *api.Node {
 	m := &api.Node{
 		Path: n.path, Version: n.version, CreateIndex: n.createIndex, ModifyIndex: n.modifyIndex,
-		ChildIndex: n.childIndex, Ephemeral: n.ephemeral, Owner: n.owner, Lock: n.lock, NumChildren: len(n.children),
+		ChildIndex: n.childIndex, Ephemeral: n.ephemeral, Owner: n.owner, Lock: n.lock, NumChildren: n.numChildren(),
 	}
 	if withValue {
-		m.Value = cloneBytes(n.value)
+		m.Value = valueBytes(n.value)
 	}
 	return m
 }
@@ -32,11 +30,10 @@ func (s *State) Children(path string) (api.Node, []string, bool) {
 	if !ok {
 		return api.Node{}, nil, false
 	}
-	names := make([]string, 0, len(n.children))
-	for name := range n.children {
-		names = append(names, name)
+	names := make([]string, 0, n.numChildren())
+	for _, k := range n.children() {
+		names = append(names, api.Base(k.path))
 	}
-	sort.Strings(names)
 	return *s.meta(n, false), names, true
 }
 
@@ -56,7 +53,7 @@ func (s *State) WatchCheck(path string, kind api.WatchKind, since uint64) (api.E
 			if n.modifyIndex > since {
 				return api.EventDataChanged, true
 			}
-			if n.delayEnded > since {
+			if n.delayEnded() > since {
 				return api.EventLockDelayEnded, true
 			}
 		case api.WatchChildren:

@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"slices"
-	"sort"
 
 	"github.com/lockservice/lockd/internal/mutant"
 )
@@ -43,14 +42,8 @@ func (s *State) restoreStart(index uint64, r *RestoreStart) []Change {
 	if mutant.On(mutant.RestoreKeepsPrefixes) {
 		return nil
 	}
-	names := make([]string, 0, len(s.root.children))
-	for name := range s.root.children {
-		names = append(names, name)
-	}
-	sort.Strings(names)
 	var changes []Change
-	for _, name := range names {
-		root := s.root.children[name]
+	for _, root := range slices.Clone(s.root.children()) { // removes some as it goes
 		if slices.Contains(r.Prefixes, root.path) {
 			continue
 		}

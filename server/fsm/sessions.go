@@ -26,6 +26,8 @@ type session struct {
 	// for those ids are forgotten and a request with such an id is stale.
 	ackedBelow uint64
 	results    []requestResult // sorted by id, at most api.MaxSessionRequestWindow
+	// ephemerals are its ephemeral nodes' paths (nil while it has none:
+	// most sessions of a big cell hold none).
 	ephemerals map[string]struct{}
 	// confirmedEpoch is the last leader epoch under which the session
 	// renewed (or was opened); silentMS is the recorded length of the
@@ -112,7 +114,7 @@ func (s *State) openSession(index uint64, c *Command) Result {
 		return Result{Err: api.Errorf(api.CodeBadRequest, "session secret is %d bytes, limit %d", len(c.Secret), api.MaxSecretLen)}
 	}
 	// The session id is the index of its open entry: unique, deterministic.
-	sess := &session{id: index, leaseMS: clampLease(c.LeaseMS), confirmedEpoch: s.epoch, ephemerals: map[string]struct{}{},
+	sess := &session{id: index, leaseMS: clampLease(c.LeaseMS), confirmedEpoch: s.epoch,
 		secret: c.Secret, tenant: c.Tenant}
 	if c.Tenant != "" && c.Quota != nil {
 		sess.maxWatches = c.Quota.Effective().Watches
@@ -277,6 +279,20 @@ func (s *State) endSession(index uint64, id uint64, atMS int64) []Change {
 		s.endedOrder = s.endedOrder[1:]
 	}
 	return changes
+}
+
+// addEphemeral records an ephemeral node of the session.
+func (sess *session) addEphemeral(path string) {
+	if sess.ephemerals == nil {
+		sess.ephemerals = map[string]struct{}{}
+	}
+	sess.ephemerals[path] = struct{}{}
+}
+
+// dropEphemeral forgets an ephemeral node of the session (the set stays:
+// a session that held one will likely hold another).
+func (sess *session) dropEphemeral(path string) {
+	delete(sess.ephemerals, path)
 }
 
 func (sess *session) ack(below uint64) {

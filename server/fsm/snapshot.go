@@ -37,6 +37,9 @@ type snapHeader struct {
 	// KeptDelays are the lock-delays of lock directories deleted in one
 	// (lockdelay.go), by path.
 	KeptDelays []snapKeptDelay `json:"kept_delays,omitempty"`
+	// Codec is the cell's log codec (codecgate.go; absent in snapshots
+	// from before it: JSON). Stored dedupe answers are in it.
+	Codec LogCodec `json:"log_codec,omitempty"`
 }
 
 type snapOpen struct {
@@ -128,7 +131,7 @@ func (s *State) Freeze() *Frozen {
 	f := &Frozen{header: snapHeader{
 		Format: snapshotFormat, Index: s.index, Epoch: s.epoch, LeaderID: s.leaderID, LeaderTerm: s.leaderTerm,
 		RootChild: s.root.childIndex, ElapsedMS: s.leaderElapsedMS, Sessions: len(s.sessions), Nodes: len(s.nodes),
-		Ended: slices.Clone(s.endedOrder),
+		Ended: slices.Clone(s.endedOrder), Codec: s.codec,
 	}, pre: map[*node]snapNode{}}
 	for _, o := range s.openOrder {
 		f.header.Opens = append(f.header.Opens, snapOpen{Nonce: o.nonce, Session: o.session})
@@ -177,11 +180,11 @@ func (s *State) touch(n *node) {
 
 func (n *node) image() snapNode {
 	sn := snapNode{
-		Path: n.path, Value: n.value, Version: n.version, CreateIndex: n.createIndex, ModifyIndex: n.modifyIndex,
+		Path: n.path, Value: valueView(n.value), Version: n.version, CreateIndex: n.createIndex, ModifyIndex: n.modifyIndex,
 		ChildIndex: n.childIndex, Ephemeral: n.ephemeral, Owner: n.owner, Lock: n.lock, Seq: n.seq,
 		NextSeq: n.nextSeq, DirEpoch: n.dirEpoch, TokenEpoch: n.tokenEpoch,
-		PrefixState: n.prefixState, MovedTo: n.movedTo, SealDir: n.sealDirIndex, Tenant: n.tenant,
-		LockDelayMS: n.lockDelayMS, DelayEnded: n.delayEnded, Move: n.move.image(),
+		PrefixState: n.prefixState, MovedTo: n.movedTo(), SealDir: n.sealDirIndex(), Tenant: n.tenant,
+		LockDelayMS: int64(n.lockDelayMS), DelayEnded: n.delayEnded(), Move: n.move.image(),
 	}
 	// A delay is replaced, never changed in place: the image may share it.
 	if d := n.delay; d != nil {
@@ -298,6 +301,10 @@ func (s *State) restoreHeader(h snapHeader) error {
 	s.index, s.epoch, s.leaderID, s.leaderTerm = h.Index, h.Epoch, h.LeaderID, h.LeaderTerm
 	s.root.childIndex = h.RootChild
 	s.leaderElapsedMS = h.ElapsedMS
+	if h.Codec > LogCodecNewest {
+		return fmt.Errorf("snapshot written in log codec %d, newer than this build's %d", h.Codec, LogCodecNewest)
+	}
+	s.codec = h.Codec
 	for _, id := range h.Ended {
 		s.ended[id] = struct{}{}
 	}
@@ -325,9 +332,9 @@ func (s *State) readSnapSession(dec *json.Decoder, i int) error {
 		return fmt.Errorf("snapshot session %d: secret or tenant too long", ss.ID)
 	}
 	sess := &session{id: ss.ID, leaseMS: ss.LeaseMS, ackedBelow: ss.AckedBelow, silentMS: ss.SilentMS, confirmedEpoch: ss.Confirmed, caches: ss.Caches,
-		secret: ss.Secret, tenant: ss.Tenant, maxWatches: ss.MaxWatches, ephemerals: map[string]struct{}{}}
+		secret: ss.Secret, tenant: ss.Tenant, maxWatches: ss.MaxWatches}
 	for _, r := range ss.Results {
-		sess.results = append(sess.results, requestResult{id: r.ID, result: r.Result})
+		sess.results = append(sess.results, requestResult{id: r.ID, result: recodeResult(s.codec, r.Result)}) // in the cell's codec (codecgate.go)
 	}
 	if err := s.readCached(sess, ss); err != nil {
 		return err
@@ -378,13 +385,17 @@ func (s *State) decodeSnapNode(dec *json.Decoder, i int) (snapNode, *node, error
 // nodeFromSnap builds a node from its snapshot image; atRoot says whether
 // it is a prefix root (its parent the root).
 func nodeFromSnap(sn snapNode, parent *node, atRoot bool) (*node, error) {
-	n := &node{
-		path: sn.Path, parent: parent, value: sn.Value, version: sn.Version, createIndex: sn.CreateIndex,
-		modifyIndex: sn.ModifyIndex, childIndex: sn.ChildIndex, ephemeral: sn.Ephemeral, owner: sn.Owner,
-		lock: sn.Lock, seq: sn.Seq, nextSeq: sn.NextSeq, dirEpoch: sn.DirEpoch, tokenEpoch: sn.TokenEpoch, children: map[string]*node{},
-		prefixState: sn.PrefixState, movedTo: sn.MovedTo, sealDirIndex: sn.SealDir, tenant: sn.Tenant,
-		lockDelayMS: sn.LockDelayMS, delayEnded: sn.DelayEnded, move: sn.Move.state(),
+	if sn.LockDelayMS < 0 || sn.LockDelayMS > api.MaxLockDelay.Milliseconds() {
+		return nil, fmt.Errorf("snapshot node %s has lock-delay %d ms", sn.Path, sn.LockDelayMS)
 	}
+	n := &node{
+		path: sn.Path, parent: parent, value: string(sn.Value), version: sn.Version, createIndex: sn.CreateIndex,
+		modifyIndex: sn.ModifyIndex, childIndex: sn.ChildIndex, ephemeral: sn.Ephemeral, owner: sn.Owner,
+		lock: sn.Lock, seq: sn.Seq, nextSeq: sn.NextSeq, dirEpoch: sn.DirEpoch, tokenEpoch: sn.TokenEpoch,
+		prefixState: sn.PrefixState, tenant: sn.Tenant,
+		lockDelayMS: int32(sn.LockDelayMS), move: sn.Move.state(),
+	}
+	n.setRare(nodeRare{movedTo: sn.MovedTo, sealDirIndex: sn.SealDir, delayEnded: sn.DelayEnded})
 	if sn.Move != nil && len(sn.Move.Kept) > 0 && !atRoot {
 		return nil, fmt.Errorf("snapshot node %s keeps moving lock-delays, but is no prefix root", sn.Path)
 	}
@@ -404,7 +415,7 @@ func (s *State) linkSnapNode(n, parent *node) error {
 	s.nodes[n.path] = n
 	s.bytes += nodeBytes(n)
 	s.use(n.tenant, 0, 1, nodeBytes(n))
-	parent.children[api.Base(n.path)] = n
+	parent.addChild(n) // in path order: appended
 	if n.lock != api.LockNone {
 		parent.lockKids = append(parent.lockKids, n)
 	}
@@ -413,7 +424,7 @@ func (s *State) linkSnapNode(n, parent *node) error {
 		if !ok {
 			return fmt.Errorf("snapshot ephemeral %s owned by unknown session %d", n.path, n.owner)
 		}
-		sess.ephemerals[n.path] = struct{}{}
+		sess.addEphemeral(n.path)
 	}
 	return nil
 }

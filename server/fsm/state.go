@@ -45,12 +45,15 @@ type State struct {
 	limits cellLimits
 	// tenants is each tenant's usage, for its quota (derived, like bytes).
 	tenants map[string]*usage
+	// codec is the log codec the cell's entries are written in, raised by
+	// set_codec (codecgate.go); stored dedupe answers are kept in it.
+	codec LogCodec
 }
 
 // New returns an empty state: just the root.
 func New() *State {
 	return &State{
-		root:     &node{path: "/", children: map[string]*node{}},
+		root:     &node{path: "/"},
 		nodes:    map[string]*node{},
 		sessions: map[uint64]*session{},
 		ended:    map[uint64]struct{}{},
@@ -124,18 +127,24 @@ func (s *State) ApplyEntry(index uint64, data []byte) Applied {
 			return refused(index, cmd, api.Errorf(api.CodeStaleRequest, "request %d of session %d was already answered", cmd.Request, cmd.Session))
 		}
 		if prev, ok := sess.lookup(cmd.Request); ok {
-			res, _ := DecodeResult(prev) // written by Encode: cannot fail
-			return Applied{Cmd: cmd, Result: res, Encoded: prev}
+			// Stored in the state's codec; answered in version 1, which
+			// the proposer's own build reads. Written by EncodeFor: cannot fail.
+			res, _ := DecodeResult(prev)
+			return Applied{Cmd: cmd, Result: res, Encoded: res.Encode()}
 		}
 		res, changes := s.apply(index, &cmd)
 		s.uncache(changes)
 		enc := res.Encode()
+		stored := enc // the state's bytes: in the cell's codec (codecgate.go)
+		if s.codec != LogCodecV1 {
+			stored = res.EncodeFor(s.codec)
+		}
 		// The op may have ended the session (close); only a live one
 		// records. A refusal because the prefix is not served here (moved,
 		// not yet, never) is not recorded: it applied nothing, and a retry
 		// of the same request once the prefix is served must apply.
 		if _, live := s.sessions[cmd.Session]; live && !routingRefusal(res.Err) {
-			sess.record(cmd.Request, enc)
+			sess.record(cmd.Request, stored)
 		}
 		return Applied{Cmd: cmd, Result: res, Encoded: enc, Changes: changes}
 	}
@@ -195,6 +204,8 @@ func (s *State) apply(index uint64, c *Command) (Result, []Change) {
 		res, changes = s.dropPrefix(index, c)
 	case OpEndLockDelay:
 		res, changes = s.endLockDelay(index, c)
+	case OpSetCodec:
+		res = s.setCodec(c)
 	default:
 		res = Result{Err: api.Errorf(api.CodeBadRequest, "unknown op %q", c.Op)}
 	}

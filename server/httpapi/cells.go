@@ -111,6 +111,10 @@ func waitUsable(ctx *fasthttp.RequestCtx, c *cell.Cell) error {
 func (s *Server) untilServed(ctx *fasthttp.RequestCtx, c *cell.Cell, path string, op func(context.Context) (any, error)) (any, error) {
 	cctx, cancel := context.WithTimeout(context.Background(), RequestTimeout)
 	defer cancel()
+	if tr := traceOf(ctx); tr != nil {
+		tr.Mark(cell.MarkOpStart)
+		cctx = cell.WithTrace(cctx, tr)
+	}
 	var holdUntil time.Time // set at the first hold: most requests need none
 	refreshed := false
 	for attempt := 0; ; attempt++ {

@@ -142,6 +142,7 @@ var getRoutes = map[string]bool{api.RouteStatus: true, api.RouteDirectory: true,
 // route serves one request and returns the result code for metrics ("-" to
 // skip recording, for unknown routes).
 func (s *Server) route(ctx *fasthttp.RequestCtx, route string) string {
+	startTrace(ctx)
 	if bodyless(route) && !mutant.On(mutant.BodyLimit) {
 		// Only a POST route takes a body (read by httpbody.Read, after the
 		// caller is known); any other route's body is refused unread: a
@@ -184,7 +185,9 @@ func (s *Server) route(ctx *fasthttp.RequestCtx, route string) string {
 		return s.reply(ctx, nil, err)
 	}
 	v, err := h(s, ctx, p)
-	return s.reply(ctx, v, err)
+	code := s.reply(ctx, v, err)
+	finishTrace(ctx)
+	return code
 }
 
 // servePublic answers the routes that need no credential, and reports
@@ -305,6 +308,9 @@ func (s *Server) reply(ctx *fasthttp.RequestCtx, v any, err error) string {
 		}
 		writeError(ctx, ae.Code.HTTPStatus(), ae)
 		return string(ae.Code)
+	}
+	if replyWire(ctx, v) {
+		return "ok"
 	}
 	b, merr := json.Marshal(v)
 	if merr != nil {

@@ -39,7 +39,7 @@ func (s *Server) openSession(ctx *fasthttp.RequestCtx, p principal) (any, error)
 // keepAlive renews a client's session; its deadline covers the long poll.
 func (s *Server) keepAlive(ctx *fasthttp.RequestCtx, p principal) (any, error) {
 	var req api.KeepAliveRequest
-	if err := decode(ctx, &req); err != nil {
+	if err := decodeWire(ctx, &req); err != nil {
 		return nil, err
 	}
 	if err := needSession(req.Session, "keepalive"); err != nil {
@@ -62,7 +62,7 @@ func (s *Server) keepAliveBatch(ctx *fasthttp.RequestCtx, p principal) (any, err
 		return nil, err
 	}
 	var req api.KeepAliveBatchRequest
-	if err := decode(ctx, &req); err != nil {
+	if err := decodeWire(ctx, &req); err != nil {
 		return nil, err
 	}
 	c, err := s.readyCell(ctx, req.Cell)

@@ -56,6 +56,11 @@ type Config struct {
 	// NoLeaderBalance stops this lockd, when it leads the directory group,
 	// from moving cells' leaderships to even them out over the lockds.
 	NoLeaderBalance bool `json:"no_leader_balance,omitempty"`
+	// JSONLog makes this lockd stand for a build from before the binary
+	// log codec (tests of rolling upgrades only; lockd serve
+	// --log-codec-max 0): it advertises log codec 0 to the directory, and
+	// its replicas propose JSON and never raise their cell's codec.
+	JSONLog bool `json:"json_log,omitempty"`
 
 	// Lease is the default session lease (spec: 12 s).
 	Lease Duration `json:"lease,omitempty"`
@@ -72,6 +77,11 @@ type Config struct {
 	// LogDB is dragonboat's LogDB memory preset: tiny (≤256 MB), small
 	// (≤1 GB), medium (≤4 GB) or large (≤8 GB).
 	LogDB string `json:"logdb,omitempty"`
+	// MemoryLimitMB is the Go runtime's soft memory limit (0: the
+	// default, DefaultMemoryLimitMB); GCPercent its GC target (0: the
+	// default, DefaultGCPercent; -1: collect only at the limit). memory.go.
+	MemoryLimitMB int `json:"memory_limit_mb,omitempty"`
+	GCPercent     int `json:"gc_percent,omitempty"`
 	// DeploymentID keeps unrelated clusters on one network from talking.
 	DeploymentID uint64 `json:"deployment_id,omitempty"`
 	// BackupDir is the backup store (server/backup.Dir): where exported
@@ -221,6 +231,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: lease %v outside [%v, %v]", lease, api.MinLease, api.MaxLease)
 	}
 	if _, err := logDBConfig(c.LogDB); err != nil {
+		return err
+	}
+	if _, err := memoryFor(c); err != nil {
 		return err
 	}
 	return c.validateTLS()

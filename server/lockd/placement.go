@@ -19,6 +19,7 @@ import (
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/directory"
 	"github.com/lockservice/lockd/server/cell"
+	"github.com/lockservice/lockd/server/fsm"
 )
 
 // bootView is the directory a new cluster starts from: the bootstrap
@@ -169,7 +170,7 @@ func (p *Process) startCell(info api.CellInfo, replicaID uint64, members map[uin
 		ElectionRTT: p.cfg.ElectionRTT, HeartbeatRTT: p.cfg.HeartbeatRTT,
 		SnapshotEntries: p.cfg.SnapshotEntries, CompactionOverhead: p.cfg.CompactionOverhead,
 		DefaultLease: time.Duration(p.cfg.Lease), Logger: p.log,
-		Fanout: observeFanout(p.fanout, info.Name),
+		Fanout: observeFanout(p.fanout, info.Name), JSONLog: p.cfg.JSONLog,
 	}
 	if t := info.Timing; t != nil {
 		// The cell's own timing, in this NodeHost's ticks.
@@ -223,6 +224,9 @@ func (p *Process) stopCell(c *cell.Cell) {
 func (p *Process) reconcile(view *directory.Directory) error {
 	p.cellsMu.Lock()
 	defer p.cellsMu.Unlock()
+	if p.belowFloor(view) {
+		return p.leaveCells(view)
+	}
 	self := p.cfg.ReplicaID
 	lockds := map[uint64]api.LockdInfo{}
 	for _, l := range view.Response().Lockds {
@@ -281,7 +285,7 @@ func (p *Process) reconcile(view *directory.Directory) error {
 			continue
 		}
 		if c, ok := p.cells[info.Name]; ok {
-			c.SetPlacement(cell.Placement{APIAddrs: apiAddrs, Prefixes: prefixes[info.Name], Index: view.Index()})
+			c.SetPlacement(cell.Placement{APIAddrs: apiAddrs, Prefixes: prefixes[info.Name], Index: view.Index(), LogCodec: fsm.LogCodec(view.LogCodec())})
 		}
 	}
 	return firstErr
@@ -327,8 +331,10 @@ func (p *Process) followDirectory() {
 			p.proposeBackground(bootstrapCommand(p.cfg))
 		case view.Index() > 0 && !p.registered(view):
 			lastAsk = time.Now()
-			self := p.cfg.Self()
-			p.proposeBackground(&dirfsm.Command{Op: dirfsm.OpRegister, Lockd: &api.LockdInfo{ID: self.ID, RaftAddr: self.RaftAddr, APIAddr: self.APIAddr, Zone: p.cfg.Zone}})
+			p.proposeBackground(&dirfsm.Command{Op: dirfsm.OpRegister, Lockd: ptr(p.selfInfo())})
+		case view.Index() > 0:
+			lastAsk = time.Now()
+			p.raiseCodecFloor(view)
 		}
 	}
 }
@@ -351,9 +357,10 @@ func (p *Process) adoptView(resp api.DirectoryResponse) {
 
 func (p *Process) registered(view *directory.Directory) bool {
 	l, ok := view.Lockd(p.cfg.ReplicaID)
-	self := p.cfg.Self()
-	return ok && l.RaftAddr == self.RaftAddr && l.APIAddr == self.APIAddr && l.Zone == p.cfg.Zone
+	return ok && l == p.selfInfo()
 }
+
+func ptr[T any](v T) *T { return &v }
 
 func (p *Process) proposeBackground(c *dirfsm.Command) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)

@@ -52,6 +52,8 @@ func Start(cfg Config, log *slog.Logger) (*Process, error) {
 	quietDragonboat()
 	self := cfg.Self()
 	log = log.With("replica", self.ID)
+	mem, _ := memoryFor(cfg) // Validate checked it
+	applyMemory(mem, log)
 
 	p := &Process{cfg: cfg, log: log, cells: map[string]*cell.Cell{}, cellMetrics: map[string][]prometheus.Collector{}, served: make(chan error, 1), stop: make(chan struct{})}
 	serverTLS, err := p.clientsAndTLS()
@@ -169,7 +171,7 @@ func (p *Process) startCells(view *directory.Directory) error {
 // (serverTLS on it when set), and the goroutine that serves.
 func (p *Process) serveAPI(serverTLS *tls.Config) error {
 	srv := p.newAPI(serverTLS)
-	p.http = newHTTPServer(srv)
+	p.http = newHTTPServer(srv.Handler)
 	ln, err := p.listenAPI(serverTLS)
 	if err != nil {
 		return err
@@ -204,10 +206,10 @@ func (p *Process) newAPI(serverTLS *tls.Config) *httpapi.Server {
 	return srv
 }
 
-// newHTTPServer is the API's HTTP server over srv.
-func newHTTPServer(srv *httpapi.Server) *fasthttp.Server {
+// newHTTPServer is the API's HTTP server over handler (httpapi's).
+func newHTTPServer(handler fasthttp.RequestHandler) *fasthttp.Server {
 	return &fasthttp.Server{
-		Handler:      srv.Handler,
+		Handler:      handler,
 		ErrorHandler: httpapi.ErrorHandler,
 		Name:         "lockd",
 		// At most MaxRequestBody is read before the request is
@@ -221,6 +223,10 @@ func newHTTPServer(srv *httpapi.Server) *fasthttp.Server {
 		CloseOnShutdown:    true,
 		// Past it a new connection is answered 503 and closed.
 		Concurrency: api.MaxConnectionsPerLockd,
+		// An idle keep-alive connection gives its read and write buffers
+		// back between requests: 10 000 sessions' connections cost under
+		// 8 KB each (TestIdleConnCost) instead of about 16 KB.
+		ReduceMemoryUsage: true,
 	}
 }
 

@@ -19,6 +19,7 @@ func (p *Process) Status() api.StatusResponse {
 		st.DirectoryLeader, _ = p.dir.Leader()
 	}
 	st.DirectoryIndex = p.view.Load().Index()
+	st.LogCodec, st.LogCodecFloor = p.cfg.LogCodec(), p.view.Load().LogCodec()
 	cells := p.allCells()
 	sort.Slice(cells, func(i, j int) bool { return cells[i].Info().Name < cells[j].Info().Name })
 	for _, c := range cells {

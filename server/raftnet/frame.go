@@ -53,6 +53,11 @@ const (
 	keepAlive   = 10 * time.Second
 )
 
+// smallFrame: a payload up to this size is written with its magic number
+// and header at once (writeFrame), within the deadlines of both
+// (magicWait + headerWait + pieceWait).
+const smallFrame = 64 << 10
+
 var (
 	errBadFrame = errors.New("raftnet: bad frame")
 	errPoison   = errors.New("raftnet: poison received")
@@ -104,6 +109,16 @@ func writeFrame(conn net.Conn, method uint16, payload []byte, encrypted bool) er
 	var head [len(magicNumber) + headerSize]byte
 	copy(head[:], magicNumber[:])
 	h.encode(head[len(magicNumber):])
+	if len(payload) <= smallFrame {
+		// Most Raft message batches: one writev, one segment (Nagle is
+		// off), instead of a write for the head and one for the payload.
+		if err := conn.SetWriteDeadline(time.Now().Add(magicWait + headerWait + pieceWait)); err != nil {
+			return err
+		}
+		bufs := net.Buffers{head[:], payload}
+		_, err := bufs.WriteTo(conn)
+		return err
+	}
 	if err := conn.SetWriteDeadline(time.Now().Add(magicWait + headerWait)); err != nil {
 		return err
 	}

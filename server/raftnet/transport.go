@@ -1,6 +1,7 @@
 package raftnet
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -157,8 +158,11 @@ func (t *Transport) serve(conn net.Conn) {
 			return
 		}
 	}
+	// Reads through a buffer: a frame's magic number, header and payload
+	// (one segment from writeFrame) in one read call, not three.
+	in := bufferedConn{Conn: conn, r: bufio.NewReaderSize(conn, frameReadBuffer)}
 	for {
-		if err := readMagic(conn); err != nil {
+		if err := readMagic(in); err != nil {
 			var ne net.Error
 			switch {
 			case errors.Is(err, errPoison):
@@ -170,7 +174,7 @@ func (t *Transport) serve(conn net.Conn) {
 			}
 			return
 		}
-		method, payload, err := readFrame(conn, t.encrypted)
+		method, payload, err := readFrame(in, t.encrypted)
 		if err != nil {
 			t.log.Debug("raft connection dropped", "remote", conn.RemoteAddr(), "err", err)
 			return
@@ -180,6 +184,19 @@ func (t *Transport) serve(conn net.Conn) {
 		}
 	}
 }
+
+// frameReadBuffer is the read buffer of one accepted connection
+// (MaxInboundConns of them at most).
+const frameReadBuffer = 4 << 10
+
+// bufferedConn is a connection read through a buffer; deadlines and
+// writes go to the connection itself.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (b bufferedConn) Read(p []byte) (int, error) { return b.r.Read(p) }
 
 // dispatch hands one frame to the NodeHost; false ends the connection.
 func (t *Transport) dispatch(method uint16, payload []byte) bool {

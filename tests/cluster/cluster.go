@@ -105,6 +105,9 @@ func New(opts Options) (*Cluster, error) {
 	if err := c.waitCellLeaders(ctx); err != nil {
 		return c, err
 	}
+	if err := c.waitCodecFloor(ctx); err != nil {
+		return c, err
+	}
 	return c, nil
 }
 

@@ -51,6 +51,9 @@ type Options struct {
 	LogLevel string
 	// ExtraArgs are appended to every `lockd serve` command line.
 	ExtraArgs []string
+	// ReplicaArgs are appended, after ExtraArgs, to lockd id's command
+	// line only (SetReplicaArgs changes them for its next start).
+	ReplicaArgs map[int][]string
 	// AdminToken turns auth on: every lockd gets it as its bootstrap
 	// admin token (--admin-token-file), and the harness sends it.
 	AdminToken string

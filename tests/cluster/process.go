@@ -34,6 +34,8 @@ type proc struct {
 	paused bool
 	starts int
 	exit   error
+	// extra replaces Options.ReplicaArgs once SetReplicaArgs set it.
+	extra []string
 }
 
 func (p *proc) runningLocked() bool {
@@ -84,7 +86,8 @@ func (c *Cluster) args(id int) []string {
 		f := c.opts.tlsRaft
 		args = append(args, "--raft-tls-cert", f.Cert, "--raft-tls-key", f.Key, "--raft-tls-ca", f.CA)
 	}
-	return append(args, c.opts.ExtraArgs...)
+	args = append(args, c.opts.ExtraArgs...)
+	return append(args, c.replicaArgs(id)...)
 }
 
 func (c *Cluster) proc(id int) (*proc, error) {

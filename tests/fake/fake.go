@@ -55,14 +55,19 @@ type Options struct {
 	// session open's reply carries its keepalive and grace (server/cell
 	// sessions.go). New refuses one api.CellTiming.Check refuses.
 	Timing *api.CellTiming
+	// NoWire makes the cell a lockd older than the binary KeepAlive
+	// encoding (wire.go): it reads every body as JSON.
+	NoWire bool
 }
 
 // Request is one request a replica received.
 type Request struct {
 	Replica int
 	Route   string
-	Body    []byte
+	Body    []byte // as JSON when it came in the binary encoding, unless NoWire
 	Auth    string // Authorization header
+	// Wire: the request came in the binary encoding (api.ContentTypeWire).
+	Wire bool
 }
 
 // WatchKey names a watch: a path and its kind.
@@ -90,6 +95,7 @@ type Cell struct {
 	name     string
 	prefixes []string
 	timing   *api.CellTiming // nil: the defaults
+	noWire   bool            // Options.NoWire
 
 	mu        sync.Mutex
 	replicas  []*replica
@@ -140,6 +146,7 @@ func New(o Options) (*Cell, error) {
 		name:     o.Name,
 		prefixes: slices.Clone(o.Prefixes),
 		timing:   o.Timing,
+		noWire:   o.NoWire,
 		hint:     true,
 		st:       fsm.New(),
 		sessions: map[uint64]*session{},

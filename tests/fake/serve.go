@@ -46,18 +46,37 @@ func Fail(code api.Code, format string, args ...any) (int, any) {
 func (c *Cell) serve(rep int, ctx *fasthttp.RequestCtx) {
 	route := string(ctx.Path())
 	body := append([]byte(nil), ctx.PostBody()...)
+	wire := isWire(route, ctx.Request.Header.ContentType())
+	var werr *api.Error
+	if wire && !c.noWire {
+		var j []byte
+		if j, werr = fromWire(route, body); werr == nil {
+			body = j
+		}
+	}
 	c.mu.Lock()
-	c.reqs = append(c.reqs, Request{Replica: rep, Route: route, Body: body, Auth: string(ctx.Request.Header.Peek("Authorization"))})
+	c.reqs = append(c.reqs, Request{Replica: rep, Route: route, Body: body, Auth: string(ctx.Request.Header.Peek("Authorization")), Wire: wire})
 	hook := c.hook
 	c.mu.Unlock()
 
 	next := func() (int, any) { return c.handle(rep, route, body) }
 	var status int
 	var resp any
-	if hook != nil {
+	switch {
+	case werr != nil:
+		status, resp = werr.Code.HTTPStatus(), werr
+	case hook != nil:
 		status, resp = hook(rep, route, body, next)
-	} else {
+	default:
 		status, resp = next()
+	}
+	if wire && !c.noWire && status == fasthttp.StatusOK {
+		if b, err := toWire(route, resp); err == nil {
+			ctx.SetStatusCode(status)
+			ctx.SetContentType(api.ContentTypeWire)
+			ctx.SetBody(b)
+			return
+		}
 	}
 	if e, ok := resp.(*api.Error); ok {
 		resp = api.ErrorResponse{Error: e}

@@ -26,7 +26,7 @@ import (
 //   - replica addresses in bodies (the directory, not_leader hints) become
 //     relay addresses, and a client seeded with relays reaches replicas only
 //     through them;
-//   - the first response whose body holds `"deleted"` (the waiter's event
+//   - the first response carrying a deleted event, JSON or binary (the waiter's event
 //     for its released predecessor) is dropped: both sides are closed without
 //     forwarding it, as when the cell wrote a reply its client never reads.
 type dropRelay struct {
@@ -157,7 +157,7 @@ func (r *dropRelay) responses(client, server net.Conn) {
 			}
 			return
 		}
-		if bytes.Contains(body, []byte(`"deleted"`)) && r.budget.Add(-1) >= 0 {
+		if carriesDeleted(body) && r.budget.Add(-1) >= 0 {
 			r.dropped.Add(1)
 			return
 		}
@@ -281,4 +281,23 @@ func TestLostKeepAliveReply(t *testing.T) {
 	t.Logf("granted %v after the release; %d KeepAlive reply with the deleted event dropped; %d wake-ups by event",
 		r.at.Sub(released).Round(time.Millisecond), relay.dropped.Load(), waiter.Wakeups())
 	must(t, waiter.Unlock(ctx))
+}
+
+// carriesDeleted reports whether a response body holds a deleted event: a
+// JSON body naming it, or a binary KeepAlive reply (the SDK's default,
+// api/wire.go) with one.
+func carriesDeleted(body []byte) bool {
+	if !api.IsWire(body) {
+		return bytes.Contains(body, []byte(`"deleted"`))
+	}
+	var resp api.SessionResponse
+	if resp.UnmarshalWire(body) != nil {
+		return false
+	}
+	for _, ev := range resp.Events {
+		if ev.Type == api.EventDeleted {
+			return true
+		}
+	}
+	return false
 }

@@ -55,7 +55,7 @@ type cacheBench struct {
 
 // setUpCache connects the writer and the readers and creates both values.
 func setUpCache(ctx context.Context, e *env, n int) (*cacheBench, error) {
-	writer, err := sdk.New(ctx, sdk.Config{Endpoints: e.endpoints, Lease: e.lease, NoCache: true})
+	writer, err := sdk.New(ctx, writerConfig(e))
 	if err != nil {
 		return nil, err
 	}
@@ -74,6 +74,14 @@ func setUpCache(ctx context.Context, e *env, n int) (*cacheBench, error) {
 		}
 	}
 	return cb, nil
+}
+
+// writerConfig is the cache writer's client: the run's admin client (its
+// token, its route), with no cache of its own.
+func writerConfig(e *env) sdk.Config {
+	cfg := e.config()
+	cfg.NoCache = true
+	return cfg
 }
 
 // close closes the readers, then the writer.

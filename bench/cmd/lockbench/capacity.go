@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -28,12 +29,14 @@ func capacityCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			per.Headroom = headroomP / 100
 			if from != "" {
-				rate, err := measuredCellWrites(from)
+				measured, inputs, err := measuredFrom(from, per.Headroom)
 				if err != nil {
 					return err
 				}
-				per.WritesPerSec = rate
-				fmt.Fprintf(cmd.ErrOrStderr(), "per-cell writes from %s: %.0f/s\n", from, rate)
+				per = measured
+				for _, in := range inputs {
+					fmt.Fprintf(cmd.ErrOrStderr(), "from %s: %s\n", from, in)
+				}
 			}
 			p, err := capacity.Compute(t, per)
 			if err != nil {
@@ -59,29 +62,25 @@ func capacityCommand() *cobra.Command {
 	f.IntVar(&t.Zones, "zones", 3, "availability zones")
 	f.Float64Var(&per.WritesPerSec, "cell-writes-per-s", 10_000, "writes one cell sustains (the spec's figure; --from takes a measured one)")
 	f.Float64Var(&headroomP, "headroom", 50, "percent of a cell's measured writes to plan for")
-	f.StringVar(&from, "from", "", "a lockbench --json file: use its highest per-cell writes rate")
+	f.StringVar(&from, "from", "", "a lockbench --json file: use its measured figures (per-cell writes, acquires, KeepAlives and leader CPU per session, sessions per proxy)")
 	f.BoolVar(&jsonOut, "json", false, "print the plan as JSON")
 	return cmd
 }
 
-// measuredCellWrites is the highest per-cell rate of a writes run.
-func measuredCellWrites(path string) (float64, error) {
+// measuredFrom reads a lockbench --json file's own figures
+// (measuredPerCell); it must hold a per-cell writes result.
+func measuredFrom(path string, headroom float64) (capacity.PerCell, []string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0, err
+		return capacity.PerCell{}, nil, err
 	}
 	var r report.Run
 	if err := json.Unmarshal(b, &r); err != nil {
-		return 0, fmt.Errorf("%s: %w", path, err)
+		return capacity.PerCell{}, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	best := 0.0
-	for _, res := range r.Results {
-		if res.Scenario == "writes" && res.Params["prefix"] != "" {
-			best = max(best, res.Summary.Rate)
-		}
+	per, inputs := measuredPerCell(&r, headroom)
+	if !slices.ContainsFunc(r.Results, func(res report.Result) bool { return res.Scenario == "writes" && res.Params["prefix"] != "" }) {
+		return capacity.PerCell{}, nil, fmt.Errorf("%s has no per-cell writes result (run lockbench run writes)", path)
 	}
-	if best == 0 {
-		return 0, fmt.Errorf("%s has no per-cell writes result (run lockbench run writes)", path)
-	}
-	return best, nil
+	return per, inputs, nil
 }

@@ -65,15 +65,20 @@ func flood(ctx context.Context, e *env, writers, quota int) ([]report.Result, er
 	return out, nil
 }
 
-// floodTenants makes the two tenants as the admin: the quiet one may lock
-// and write under base/quiet, the noisy one write under base/noisy within
-// quota. It returns their tokens by name.
+// floodTenants makes the two tenants as the admin (floodTenantSpecs) and
+// creates each grant's root node first: a tenant's make_parents creates
+// ancestors only at or below its grant, so on a fresh cluster its first
+// write under base/… was refused (forbidden) until something else had
+// made base. It returns their tokens by name.
 func floodTenants(ctx context.Context, adm *sdk.Client, base, quietName, noisyName string, quota int) (map[string]string, error) {
-	quietT := api.Tenant{Name: quietName, Grants: []api.Grant{{Prefix: base + "/quiet", Roles: []api.Role{api.RoleLock, api.RoleWrite}}}}
-	noisyT := api.Tenant{Name: noisyName, Grants: []api.Grant{{Prefix: base + "/noisy", Roles: []api.Role{api.RoleWrite}}},
-		Quota: api.Quota{WritesPerSec: quota}}
+	tenants := floodTenantSpecs(base, quietName, noisyName, quota)
+	for _, root := range grantRoots(tenants) {
+		if _, err := adm.Put(ctx, root, nil, sdk.MakeParents()); err != nil {
+			return nil, fmt.Errorf("grant root %s: %w", root, err)
+		}
+	}
 	tokens := map[string]string{}
-	for _, t := range []api.Tenant{quietT, noisyT} {
+	for _, t := range tenants {
 		resp, err := adm.PutTenant(ctx, t, true)
 		if err != nil {
 			return nil, fmt.Errorf("tenant %s: %w", t.Name, err)
@@ -82,6 +87,35 @@ func floodTenants(ctx context.Context, adm *sdk.Client, base, quietName, noisyNa
 	}
 	return tokens, nil
 }
+
+// floodTenantSpecs are the two tenants: the quiet one may lock and write
+// under base/quiet, the noisy one write under base/noisy within quota.
+func floodTenantSpecs(base, quietName, noisyName string, quota int) []api.Tenant {
+	return []api.Tenant{
+		{Name: quietName, Grants: []api.Grant{{Prefix: base + "/quiet", Roles: []api.Role{api.RoleLock, api.RoleWrite}}}},
+		{Name: noisyName, Grants: []api.Grant{{Prefix: base + "/noisy", Roles: []api.Role{api.RoleWrite}}},
+			Quota: api.Quota{WritesPerSec: quota}},
+	}
+}
+
+// grantRoots are the nodes the admin creates before the tenants write:
+// every grant's prefix.
+func grantRoots(tenants []api.Tenant) []string {
+	var roots []string
+	for _, t := range tenants {
+		for _, g := range t.Grants {
+			roots = append(roots, g.Prefix)
+		}
+	}
+	return roots
+}
+
+// quietLockPath is the lock the quiet tenant takes and releases.
+func quietLockPath(base string) string { return base + "/quiet/lock" }
+
+// noisyPath is the value writer w of the noisy tenant puts on its i-th
+// write (64 values per writer).
+func noisyPath(base string, w, i int) string { return fmt.Sprintf("%s/noisy/w%d-%d", base, w, i%64) }
 
 // floodBench is the two tenants' clients.
 type floodBench struct {
@@ -116,7 +150,7 @@ func (fb *floodBench) close() {
 // quietLoop is the quiet tenant's Lock+Unlock on one worker for the run's
 // duration.
 func (fb *floodBench) quietLoop(ctx context.Context, name string) stats.Summary {
-	lockPath := fb.base + "/quiet/lock"
+	lockPath := quietLockPath(fb.base)
 	rec := stats.NewRecorder(time.Now())
 	elapsed := fb.e.loop(ctx, name, 1, rec, func(ctx context.Context, _, _ int) error {
 		m := fb.quiet.NewMutex(lockPath)
@@ -147,7 +181,7 @@ func (fb *floodBench) duringFlood(ctx context.Context, writers int) (stats.Summa
 		go func(w int) {
 			defer wg.Done()
 			for i := 0; fctx.Err() == nil; i++ {
-				_, err := fb.noisy.Put(fctx, fmt.Sprintf("%s/noisy/w%d-%d", fb.base, w, i%64), value, sdk.MakeParents())
+				_, err := fb.noisy.Put(fctx, noisyPath(fb.base, w, i), value, sdk.MakeParents())
 				switch {
 				case err == nil:
 					accepted.Add(1)

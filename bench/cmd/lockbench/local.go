@@ -29,12 +29,13 @@ type localCluster struct {
 
 // startLocal runs `lockd dev` with five replicas on free loopback ports and
 // waits until every replica answers /v1/status.
-func startLocal(ctx context.Context, lockd string, lease time.Duration, cells int, logdb string, proxies int, auth bool) (*localCluster, error) {
+// Its data goes in a new folder under dataDir ("": $TMPDIR).
+func startLocal(ctx context.Context, lockd, dataDir string, lease time.Duration, cells int, logdb string, proxies int, auth bool) (*localCluster, error) {
 	lockd, proxyBin, err := localBinaries(lockd, proxies)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "lockbench-")
+	dir, err := os.MkdirTemp(dataDir, "lockbench-")
 	if err != nil {
 		return nil, err
 	}

@@ -53,6 +53,10 @@ type options struct {
 	jsonFile    string
 	htmlFile    string
 	profileDir  string
+	// stagesN: the stages scenario's Lock+Unlock per route; dataDir: the
+	// parent folder of --start's cluster data ("": $TMPDIR).
+	stagesN int
+	dataDir string
 	// proxies: lockproxy processes with --start; viaProxies: scenarios
 	// send through them; proxySessions: the proxy scenario's cases.
 	proxies       int
@@ -65,6 +69,10 @@ type options struct {
 	adminToken   string
 	floodWriters int
 	floodQuota   int
+	// target: the system measured (lockd or etcd, target.go); etcd: the
+	// etcd binary of --target etcd --start.
+	target string
+	etcd   string
 }
 
 func rootCommand() *cobra.Command {
@@ -74,11 +82,11 @@ func rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(runCommand(), capacityCommand())
+	root.AddCommand(runCommand(), capacityCommand(), compareCommand())
 	return root
 }
 
-var scenarioNames = []string{"acquire", "writes", "herd", "sessions", "cache", "state", "migrate", "takeover", "failover", "disk", "proxy", "flood"}
+var scenarioNames = []string{"acquire", "writes", "herd", "sessions", "cache", "state", "migrate", "takeover", "failover", "disk", "proxy", "flood", "stages"}
 
 func runCommand() *cobra.Command {
 	var o options
@@ -100,6 +108,9 @@ func runCommand() *cobra.Command {
 			}
 			if o.output != "table" && o.output != "json" {
 				return fmt.Errorf("-o must be table or json")
+			}
+			if err := checkTarget(o.target, args, changedFlags(cmd)); err != nil {
+				return err
 			}
 			if o.start && !cmd.Flags().Changed("prefixes") {
 				o.prefixes = localPrefixes(o.cells)
@@ -144,6 +155,10 @@ func runCommand() *cobra.Command {
 	f.IntVar(&o.floodWriters, "flood-writers", 64, "flood: the noisy tenant's concurrent writers")
 	f.IntVar(&o.floodQuota, "flood-quota", 0, "flood: the noisy tenant's writes per second (0: the default quota)")
 	f.StringVar(&o.profileDir, "profile-dir", "", "save a CPU profile of the demo cell's leader per case in this folder (the cluster must run with --pprof, as --start's does)")
+	f.IntVar(&o.stagesN, "stages-n", 200, "stages: traced Lock+Unlock per route (direct, via proxy)")
+	f.StringVar(&o.dataDir, "data-dir", "", "with --start: the folder the cluster's data goes under (/dev/shm: tmpfs; default $TMPDIR)")
+	f.StringVar(&o.target, "target", targetLockd, "the system measured: lockd, or etcd (acquire, writes, herd, sessions through etcd's client; --start runs five local etcd members)")
+	f.StringVar(&o.etcd, "etcd", "", "with --target etcd --start: the etcd binary (default: etcd on PATH, else /usr/bin/etcd)")
 	return cmd
 }
 
@@ -151,9 +166,18 @@ func run(ctx context.Context, o options, scenarios []string, stdout, stderr io.W
 	e := &env{adminToken: o.adminToken, endpoints: o.endpoints, lease: o.lease, duration: o.duration, viaProxies: o.viaProxies,
 		run: fmt.Sprintf("%d", time.Now().UnixNano()), progress: progressLine(stderr), profileDir: o.profileDir}
 	var procs []int // the replicas' PIDs, when lockbench started them
-	if o.start {
+	if o.start && o.target == targetEtcd {
+		fmt.Fprintln(stderr, "starting a local five-member etcd cluster…")
+		ec, err := startEtcd(ctx, o.etcd, o.dataDir)
+		if err != nil {
+			return err
+		}
+		defer ec.stop()
+		e.endpoints, procs = ec.layout.endpoints(), ec.pids()
+	}
+	if o.start && o.target != targetEtcd {
 		fmt.Fprintln(stderr, "starting a local five-replica cluster (lockd dev)…")
-		lc, err := startLocal(ctx, o.lockd, o.lease, o.cells, o.logdb, o.proxies, o.auth)
+		lc, err := startLocal(ctx, o.lockd, o.dataDir, o.lease, o.cells, o.logdb, o.proxies, o.auth)
 		if err != nil {
 			return err
 		}
@@ -169,6 +193,8 @@ func run(ctx context.Context, o options, scenarios []string, stdout, stderr io.W
 	host, _ := os.Hostname()
 	r := &report.Run{Started: time.Now(), Endpoints: e.endpoints,
 		Host: fmt.Sprintf("%s (%d CPUs, %s/%s)", host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH)}
+	e.target = newTarget(o.target, e)
+	rec := newRunRecord(ctx, r, o.target, e.target, stderr)
 	for _, sc := range scenarios {
 		fmt.Fprintf(stderr, "running %s…\n", sc)
 		res, err := runScenario(ctx, e, o, sc, procs)
@@ -180,7 +206,7 @@ func run(ctx context.Context, o options, scenarios []string, stdout, stderr io.W
 	if err := e.firstErr.Load(); err != nil {
 		fmt.Fprintf(stderr, "first failed operation: %v\n", *err)
 	}
-	return writeRun(r, o, stdout)
+	return writeRun(rec, o, stdout)
 }
 
 // runScenario runs one scenario by its name.
@@ -208,6 +234,8 @@ func runScenario(ctx context.Context, e *env, o options, sc string, procs []int)
 		return disk(ctx, e, o.diskDir)
 	case "proxy":
 		return proxyScenario(ctx, e, o.proxySessions, procs)
+	case "stages":
+		return stagesScenario(ctx, e, o.stagesN)
 	case "flood":
 		return flood(ctx, e, o.floodWriters, o.floodQuota)
 	}
@@ -216,7 +244,10 @@ func runScenario(ctx context.Context, e *env, o options, sc string, procs []int)
 
 // writeRun writes the run's report: to the JSON and HTML files asked for,
 // and to stdout as a table or JSON.
-func writeRun(r *report.Run, o options, stdout io.Writer) error {
+func writeRun(r *runRecord, o options, stdout io.Writer) error {
+	if r.Target != targetEtcd { // an etcd run's figures size no lockd deployment
+		r.Capacity = runCapacityPlan(r.Run)
+	}
 	if o.jsonFile != "" {
 		if err := writeFile(o.jsonFile, r.JSON); err != nil {
 			return err

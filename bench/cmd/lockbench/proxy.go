@@ -157,10 +157,19 @@ func (s *sessionSim) each(ctx context.Context, what string, f func(i int) error)
 	return ctx.Err()
 }
 
+// maxKeepAliveWorkers bounds the goroutines sending the simulated
+// sessions' KeepAlives.
+const maxKeepAliveWorkers = 1024
+
+// keepAliveWorkers is how many goroutines send n sessions' KeepAlives:
+// one per session up to the bound. A worker with no session of its own
+// would loop without ever waiting (it spun a core when n < 1024).
+func keepAliveWorkers(n int) int { return min(max(n, 0), maxKeepAliveWorkers) }
+
 // keepAlives sends every session a KeepAlive every interval, each at its
 // own offset, until ctx ends.
 func (s *sessionSim) keepAlives(ctx context.Context, interval time.Duration, rec *stats.Recorder) {
-	const workers = 1024
+	workers := keepAliveWorkers(len(s.ids))
 	start := time.Now()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -168,7 +177,7 @@ func (s *sessionSim) keepAlives(ctx context.Context, interval time.Duration, rec
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for round := 0; ; round++ {
+			for round := 0; ctx.Err() == nil; round++ { // until the run ends
 				for i := w; i < len(s.ids); i += workers {
 					at := start.Add(time.Duration(round)*interval + time.Duration(int64(interval)*int64(i)/int64(len(s.ids))))
 					if d := time.Until(at); d > 0 {
@@ -299,6 +308,7 @@ func (s *sessionSim) closeAll(ctx context.Context) {
 // process is known) and of the proxies before and after, and the
 // simulator's own counters when it began.
 type leaderLoad struct {
+	start                         time.Time // when the measurement began
 	elapsed                       time.Duration
 	ka, batches, renewed          float64
 	cpuBefore, cpuAfter           []float64
@@ -339,15 +349,17 @@ func (s *sessionSim) measureLeader(ctx context.Context, procs []int) (leaderLoad
 	case <-time.After(measure):
 	}
 	stop()
-	l.elapsed = time.Since(start)
+	l.start, l.elapsed = start, time.Since(start)
 	waitProfile()
 	l.ka, l.batches, l.renewed = metric("lockd_keepalives_total")-kaBefore, metric("lockd_keepalive_batches_total")-batchesBefore, metric("lockd_keepalive_batched_sessions_total")-renewedBefore
 	l.cpuAfter, l.proxyCPUAfter = cpuTimes(leaderPID), cpuTimes(l.proxyPIDs)
 	return l, nil
 }
 
-// result reports one measurement: the clients' KeepAlive latency (kaRec),
-// the leader's RPCs and CPU, the proxies' CPU, false expiries.
+// result reports one measurement: the clients' KeepAlive latency (kaRec,
+// the KeepAlives completed within the measurement alone: it also recorded
+// those sent while the sessions opened and until they stopped), the
+// leader's RPCs and CPU, the proxies' CPU, false expiries.
 func (s *sessionSim) result(l leaderLoad, kaRec *stats.Recorder, openP99 float64) report.Result {
 	n, nProxies, elapsed := len(s.ids), len(s.proxies), l.elapsed
 	extra := map[string]float64{
@@ -375,7 +387,7 @@ func (s *sessionSim) result(l leaderLoad, kaRec *stats.Recorder, openP99 float64
 		params["first_keepalive_error"] = *m
 	}
 	return report.Result{Scenario: "proxy", Case: fmt.Sprintf("%d sessions via %d proxies (client KeepAlive latency)", n, nProxies),
-		Params: params, Summary: kaRec.Summarise(elapsed), Extra: extra}
+		Params: params, Summary: kaRec.SummariseWindow(l.start, elapsed), Extra: extra}
 }
 
 // proxyAcquire is Lock+Unlock on distinct fresh locks, direct or through

@@ -33,13 +33,22 @@ type env struct {
 	// adminToken: the cluster requires tokens; the scenarios' clients act
 	// as its admin, and flood makes its tenants with it.
 	adminToken string
+	// target is the system acquire, writes, herd and sessions measure.
+	target target
 }
 
 // atExit runs f when the run ends.
 func (e *env) atExit(f func()) { e.exitFns = append(e.exitFns, f) }
 
 func (e *env) client(ctx context.Context) (*sdk.Client, error) {
-	return sdk.New(ctx, sdk.Config{Endpoints: e.endpoints, Lease: e.lease, Direct: !e.viaProxies, AuthToken: e.adminToken})
+	return sdk.New(ctx, e.config())
+}
+
+// config is the SDK configuration of every client a scenario opens as
+// the admin: the run's endpoints, lease, route and token (a client made
+// without it has no token on a cluster that requires one).
+func (e *env) config() sdk.Config {
+	return sdk.Config{Endpoints: e.endpoints, Lease: e.lease, Direct: !e.viaProxies, AuthToken: e.adminToken}
 }
 
 // clients opens n clients (each with its own sessions and connections).
@@ -193,8 +202,7 @@ func acquire(ctx context.Context, e *env, concurrency []int) ([]report.Result, e
 			if contended && c == 1 {
 				continue // one worker cannot contend
 			}
-			nClients := min(c, 8)
-			cs, closeAll, err := e.clients(ctx, nClients)
+			cs, closeAll, err := e.target.lockers(ctx, min(c, 8), c)
 			if err != nil {
 				return out, err
 			}
@@ -205,11 +213,11 @@ func acquire(ctx context.Context, e *env, concurrency []int) ([]report.Result, e
 				if !contended {
 					path = fmt.Sprintf("%s/w%d-%d", base, w, i)
 				}
-				m := cs[w%nClients].NewMutex(path)
-				if err := m.Lock(ctx); err != nil {
+				unlock, err := cs[w].lock(ctx, path)
+				if err != nil {
 					return err
 				}
-				return m.Unlock(context.WithoutCancel(ctx))
+				return unlock(context.WithoutCancel(ctx))
 			})
 			closeAll()
 			kind := "distinct"
@@ -250,7 +258,7 @@ func scalingSteps(n int) []int {
 }
 
 func writesOver(ctx context.Context, e *env, writers int, prefixes []string) ([]report.Result, error) {
-	cs, closeAll, err := e.clients(ctx, min(writers, 16))
+	cs, closeAll, err := e.target.writers(ctx, min(writers, 16), writers)
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +274,7 @@ func writesOver(ctx context.Context, e *env, writers int, prefixes []string) ([]
 		p := w % len(prefixes)
 		t0 := time.Now()
 		path := fmt.Sprintf("%s/lockbench/%s/writes/w%d", prefixes[p], e.run, w)
-		_, err := cs[w%len(cs)].Put(ctx, path, value, sdk.MakeParents())
+		err := cs[w].put(ctx, path, value)
 		if err == nil {
 			mu.Lock()
 			per[p].Add(time.Since(t0), time.Now())
@@ -290,12 +298,12 @@ func writesOver(ctx context.Context, e *env, writers int, prefixes []string) ([]
 // the time from one holder's release to the next grant. Watch events per
 // release come from the cell's own counter.
 func herd(ctx context.Context, e *env, contenders, handoffs int) ([]report.Result, error) {
-	cs, closeAll, err := e.clients(ctx, min(contenders, 16))
+	cs, closeAll, err := e.target.lockers(ctx, min(contenders, 16), contenders)
 	if err != nil {
 		return nil, err
 	}
 	defer closeAll()
-	eventsBefore, err := metricSum(ctx, e.endpoints, "lockd_watch_events_total", `cell="demo"`)
+	eventsBefore, err := e.target.watchEvents(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -313,7 +321,7 @@ func herd(ctx context.Context, e *env, contenders, handoffs int) ([]report.Resul
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			h.contend(ctx, rctx, cs[w%len(cs)])
+			h.contend(ctx, rctx, cs[w])
 		}(w)
 	}
 	wg.Wait()
@@ -348,12 +356,12 @@ type herdRun struct {
 	countErr    error
 }
 
-// contend takes the lock on c, holds it briefly and releases it, until
+// contend takes the lock with l, holds it briefly and releases it, until
 // the run ends; the contender granted after the last handoff ends it.
-func (h *herdRun) contend(ctx, rctx context.Context, c *sdk.Client) {
+func (h *herdRun) contend(ctx, rctx context.Context, l locker) {
 	for rctx.Err() == nil {
-		m := c.NewMutex(h.path)
-		if err := m.Lock(rctx); err != nil {
+		unlock, err := l.lock(rctx, h.path)
+		if err != nil {
 			return
 		}
 		h.mu.Lock()
@@ -366,13 +374,13 @@ func (h *herdRun) contend(ctx, rctx context.Context, c *sdk.Client) {
 		if last {
 			// Count events now: the give-ups of the waiters left
 			// when the run ends fire events that are no handoff's.
-			h.eventsAfter, h.countErr = metricSum(ctx, h.e.endpoints, "lockd_watch_events_total", `cell="demo"`)
+			h.eventsAfter, h.countErr = h.e.target.watchEvents(ctx)
 		}
 		time.Sleep(time.Millisecond) // hold briefly
 		h.mu.Lock()
 		h.released = time.Now()
 		h.mu.Unlock()
-		_ = m.Unlock(context.WithoutCancel(rctx))
+		_ = unlock(context.WithoutCancel(rctx))
 		if last {
 			h.cancel()
 			return
@@ -418,7 +426,7 @@ func metricSum(ctx context.Context, endpoints []string, name, label string) (flo
 func sessionsScenario(ctx context.Context, e *env, n int, procs []int) ([]report.Result, error) {
 	rec := stats.NewRecorder(time.Now())
 	var mu sync.Mutex
-	clients, closeAll, err := e.sessionClients(ctx, n, "demo", func(d time.Duration) {
+	sessions, closeAll, err := e.target.sessions(ctx, n, func(d time.Duration) {
 		mu.Lock()
 		rec.Add(d, time.Now())
 		mu.Unlock()
@@ -427,13 +435,7 @@ func sessionsScenario(ctx context.Context, e *env, n int, procs []int) ([]report
 		return nil, err
 	}
 	defer closeAll()
-	sessions := make([]*sdk.Session, n)
-	for i, c := range clients {
-		if sessions[i], err = c.Session(ctx, "demo"); err != nil {
-			return nil, err
-		}
-	}
-	kaBefore, err := metricSum(ctx, e.endpoints, "lockd_keepalives_total", `cell="demo"`)
+	kaBefore, err := e.target.keepAlives(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -448,13 +450,13 @@ func sessionsScenario(ctx context.Context, e *env, n int, procs []int) ([]report
 	stop()
 	elapsed := time.Since(start)
 	waitProfile()
-	kaAfter, err := metricSum(ctx, e.endpoints, "lockd_keepalives_total", `cell="demo"`)
+	kaAfter, err := e.target.keepAlives(ctx)
 	if err != nil {
 		return nil, err
 	}
 	lost := 0
 	for _, s := range sessions {
-		if s.Err() != nil {
+		if s.lost() {
 			lost++
 		}
 	}

@@ -40,6 +40,8 @@ type serveFlags struct {
 	backupEvery time.Duration
 	logLevel    string
 	balance     bool
+	// logCodecMax is the hidden --log-codec-max (rolling-upgrade tests).
+	logCodecMax int
 }
 
 func (sf *serveFlags) register(f *pflag.FlagSet) {
@@ -56,6 +58,8 @@ func (sf *serveFlags) register(f *pflag.FlagSet) {
 	f.DurationVar(&sf.lease, "lease", 12*time.Second, "default session lease")
 	f.Uint64Var(&sf.cfg.RTTMillisecond, "rtt-ms", 100, "Raft tick; heartbeat every tick, election timeout 10–20 ticks")
 	f.StringVar(&sf.cfg.LogDB, "logdb", "small", "LogDB memory preset: tiny, small, medium, large")
+	f.IntVar(&sf.cfg.MemoryLimitMB, "memory-limit-mb", 0, "the Go runtime's soft memory limit in MB (0: 2048, twice the spec's 1 GB state bound)")
+	f.IntVar(&sf.cfg.GCPercent, "gc-percent", 0, "the Go collector's target percent (0: 50; -1: collect only at --memory-limit-mb)")
 	f.Uint64Var(&sf.cfg.SnapshotEntries, "snapshot-entries", 100_000, "snapshot every N applied entries")
 	f.Uint64Var(&sf.cfg.DeploymentID, "deployment-id", 1, "cluster id; lockds with different ids ignore each other")
 	f.StringVar(&sf.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -70,6 +74,8 @@ func (sf *serveFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&sf.cfg.RaftTLSCA, "raft-tls-ca", "", "the Raft CA (PEM): a CA of its own, not --tls-ca, that signs only lockds' Raft certificates; replicas must present a certificate it signed")
 	f.BoolVar(&sf.cfg.PlainHTTP, "plain-http", false, "run the API and Raft without TLS (development only; without TLS files lockd refuses to start unless given this)")
 	f.StringVar(&sf.cfg.AdminTokenFile, "admin-token-file", "", "require API tokens: this file holds the cluster's bootstrap admin token (the same on every lockd); tenants' tokens come from lockctl tenant")
+	f.IntVar(&sf.logCodecMax, "log-codec-max", int(lockd.NewestLogCodec), "tests only: 0 makes this lockd stand for a build from before the binary log codec (it advertises codec 0 and proposes JSON)")
+	_ = f.MarkHidden("log-codec-max")
 }
 
 // config builds the lockd's configuration: the file, then the flags given.
@@ -101,6 +107,13 @@ func (sf *serveFlags) config(cmd *cobra.Command) (lockd.Config, error) {
 	if f.Changed("balance-leaders") {
 		cfg.NoLeaderBalance = !sf.balance
 	}
+	switch sf.logCodecMax {
+	case 0:
+		cfg.JSONLog = true
+	case int(lockd.NewestLogCodec):
+	default:
+		return cfg, fmt.Errorf("--log-codec-max %d: 0 (JSON only) or %d (this build's newest)", sf.logCodecMax, lockd.NewestLogCodec)
+	}
 	if f.Changed("lease") || cfg.Lease == 0 {
 		cfg.Lease = lockd.Duration(sf.lease)
 	}
@@ -121,6 +134,8 @@ func overrideFromFlags(cfg *lockd.Config, flags lockd.Config, f *pflag.FlagSet) 
 		{"data-dir", func() { cfg.DataDir = flags.DataDir }},
 		{"rtt-ms", func() { cfg.RTTMillisecond = flags.RTTMillisecond }},
 		{"logdb", func() { cfg.LogDB = flags.LogDB }},
+		{"memory-limit-mb", func() { cfg.MemoryLimitMB = flags.MemoryLimitMB }},
+		{"gc-percent", func() { cfg.GCPercent = flags.GCPercent }},
 		{"snapshot-entries", func() { cfg.SnapshotEntries = flags.SnapshotEntries }},
 		{"deployment-id", func() { cfg.DeploymentID = flags.DeploymentID }},
 		{"pprof", func() { cfg.Pprof = flags.Pprof }},

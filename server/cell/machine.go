@@ -32,31 +32,30 @@ func (m *machine) Update(ents []sm.Entry) ([]sm.Entry, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	defer m.cell.noteCodec(m.state) // after the batch: proposals read it (codec.go)
-	if m.cell.applies.on() {
-		for i := range ents {
-			m.cell.checkEntryCodec(m.state, ents[i].Index, ents[i].Cmd)
-			m.applyTimed(&ents[i])
-		}
-		return ents, nil
-	}
+	timed := m.cell.applies.on()
 	for i := range ents {
-		m.cell.checkEntryCodec(m.state, ents[i].Index, ents[i].Cmd)
-		a := m.state.ApplyEntry(ents[i].Index, ents[i].Cmd)
-		m.cell.afterApply(m.state, &a)
-		ents[i].Result = sm.Result{Value: ents[i].Index, Data: a.Encoded}
+		m.apply(&ents[i], timed)
 	}
 	return ents, nil
 }
 
-// applyTimed is Update's apply of one entry while a traced proposal
-// waits: the clock is read around the state machine and afterApply, never
-// inside them, and the times kept in the cell's applyClock.
-func (m *machine) applyTimed(e *sm.Entry) {
-	start := monoNow()
+// apply is Update's apply of one entry. timed (a traced proposal waits):
+// the clock is read around the state machine and afterApply, never inside
+// them, and the times kept in the cell's applyClock.
+func (m *machine) apply(e *sm.Entry, timed bool) {
+	m.cell.checkEntryCodec(m.state, e.Index, e.Cmd)
+	var start, applied int64
+	if timed {
+		start = monoNow()
+	}
 	a := m.state.ApplyEntry(e.Index, e.Cmd)
-	applied := monoNow()
+	if timed {
+		applied = monoNow()
+	}
 	m.cell.afterApply(m.state, &a)
-	m.cell.applies.record(e.Index, start, applied, monoNow())
+	if timed {
+		m.cell.applies.record(e.Index, start, applied, monoNow())
+	}
 	e.Result = sm.Result{Value: e.Index, Data: a.Encoded}
 }
 

@@ -315,3 +315,28 @@ func (d *decoder) done(what string, s *decoder) {
 func (d *decoder) count(what string, limit int) int {
 	return d.length(what+" count", limit)
 }
+
+// decodeVersioned decodes a command or result of any version: JSON
+// (version 0), or version 1 field by field (field reads one tagged field
+// into the value).
+func decodeVersioned[T any](b []byte, field func(*decoder, *T, byte)) (T, error) {
+	var v T
+	if len(b) == 0 {
+		return v, errCodecEmpty
+	}
+	switch b[0] {
+	case codecJSON:
+		return decodeJSON[T](b)
+	case codecV1:
+		d := decoder{b: b[1:], top: true}
+		for t := d.next(); t != 0; t = d.next() {
+			field(&d, &v, t)
+		}
+		if d.err != nil {
+			var zero T
+			return zero, d.err
+		}
+		return v, nil
+	}
+	return v, codecVersionError(b[0])
+}

@@ -240,24 +240,7 @@ func commandSizeHint(c *Command) int {
 
 // decodeCommand decodes a command of any version.
 func decodeCommand(b []byte) (Command, error) {
-	if len(b) == 0 {
-		return Command{}, errCodecEmpty
-	}
-	switch b[0] {
-	case codecJSON:
-		return decodeJSON[Command](b)
-	case codecV1:
-		var c Command
-		d := decoder{b: b[1:], top: true}
-		for t := d.next(); t != 0; t = d.next() {
-			decodeCommandField(&d, &c, t)
-		}
-		if d.err != nil {
-			return Command{}, d.err
-		}
-		return c, nil
-	}
-	return Command{}, codecVersionError(b[0])
+	return decodeVersioned(b, decodeCommandField)
 }
 
 // decodeCommandField reads the field tagged t into c.

@@ -102,24 +102,7 @@ func encodeNode(e *encoder, n *api.Node) {
 
 // decodeResult decodes a result of any version.
 func decodeResult(b []byte) (Result, error) {
-	if len(b) == 0 {
-		return Result{}, errCodecEmpty
-	}
-	switch b[0] {
-	case codecJSON:
-		return decodeJSON[Result](b)
-	case codecV1:
-		var r Result
-		d := decoder{b: b[1:], top: true}
-		for t := d.next(); t != 0; t = d.next() {
-			decodeResultField(&d, &r, t)
-		}
-		if d.err != nil {
-			return Result{}, d.err
-		}
-		return r, nil
-	}
-	return Result{}, codecVersionError(b[0])
+	return decodeVersioned(b, decodeResultField)
 }
 
 // decodeResultField reads the field tagged t into r.

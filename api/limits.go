@@ -68,6 +68,11 @@ const (
 	// MaxBatchSessions bounds the sessions of one KeepAlive batch (a
 	// lockproxy with more sends several).
 	MaxBatchSessions = 200_000
+	// MaxBatchReplyEvents bounds the events of one batch reply, over all
+	// its sessions (8 × MaxPendingEvents): with MaxPathLen paths it stays
+	// well under MaxReplyBody. A session whose events do not fit is
+	// reported in a later reply (they stay queued until acknowledged).
+	MaxBatchReplyEvents = 8 * MaxPendingEvents
 	// MaxLeaderWait bounds how long a replica holds a request for a usable
 	// leader (HeaderWaitLeaderMS): an election timeout is 1 to 2 s.
 	MaxLeaderWait = 2500 * time.Millisecond

@@ -6,14 +6,16 @@ package sdk
 // it before; its reply is decoded from it when the reply came so (the
 // version byte tells). An endpoint that refuses a binary request (415, or
 // bad_request: a server older than the encoding reads the body as JSON)
-// gets the call again at once in JSON, and JSON from then on: the client
-// remembers it (up to maxJSONEndpoints endpoints; past that, each call
-// learns it again).
+// gets the call again at once in JSON, and JSON for wireRetryAfter: the
+// client remembers it (up to maxJSONEndpoints endpoints; past that, each
+// call learns it again), then tries binary again, so an endpoint upgraded
+// since (or one that refused a single malformed request) gets it back.
 
 import (
 	"encoding/json"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/lockservice/lockd/api"
 )
@@ -22,30 +24,42 @@ import (
 // only (a cell's replicas and the proxies: a handful each).
 const maxJSONEndpoints = 1024
 
-// wireEndpoints remembers the endpoints that refused the binary encoding.
+// wireRetryAfter is how long an endpoint that refused the binary
+// encoding gets JSON before the client tries binary with it again.
+const wireRetryAfter = 10 * time.Minute
+
+// wireEndpoints remembers the endpoints that refused the binary encoding,
+// and when.
 type wireEndpoints struct {
 	mu       sync.Mutex
-	jsonOnly map[string]bool
+	jsonOnly map[string]time.Time
 }
 
-func (w *wireEndpoints) refused(addr string) bool {
+// refused reports whether addr refused the binary encoding less than
+// wireRetryAfter before now; a refusal older than that is forgotten.
+func (w *wireEndpoints) refused(addr string, now time.Time) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.jsonOnly[addr]
+	at, ok := w.jsonOnly[addr]
+	if ok && now.Sub(at) >= wireRetryAfter {
+		delete(w.jsonOnly, addr)
+		return false
+	}
+	return ok
 }
 
-// remember records addr as taking JSON only; false when it was already,
-// or the table is full.
-func (w *wireEndpoints) remember(addr string) bool {
+// remember records that addr refused the binary encoding at now; false
+// when it was already remembered, or the table is full.
+func (w *wireEndpoints) remember(addr string, now time.Time) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.jsonOnly[addr] || len(w.jsonOnly) >= maxJSONEndpoints {
+	if _, ok := w.jsonOnly[addr]; ok || len(w.jsonOnly) >= maxJSONEndpoints {
 		return false
 	}
 	if w.jsonOnly == nil {
-		w.jsonOnly = map[string]bool{}
+		w.jsonOnly = map[string]time.Time{}
 	}
-	w.jsonOnly[addr] = true
+	w.jsonOnly[addr] = now
 	return true
 }
 
@@ -55,7 +69,7 @@ func (c *Client) encodeRequest(cl *call, addr string) ([]byte, string, error) {
 	if cl.req == nil {
 		return nil, "", nil
 	}
-	if m, ok := cl.req.(api.WireEncoder); ok && !cl.json && !c.cfg.JSONKeepAlives && !c.wire.refused(addr) {
+	if m, ok := cl.req.(api.WireEncoder); ok && !cl.json && !c.cfg.JSONKeepAlives && !c.wire.refused(addr, time.Now()) {
 		return m.AppendWire(nil), api.ContentTypeWire, nil
 	}
 	b, err := json.Marshal(cl.req)
@@ -85,7 +99,7 @@ func (c *Client) fellBack(cl *call, r attemptResult) bool {
 		return false
 	}
 	cl.json = true
-	if c.wire.remember(r.addr) {
+	if c.wire.remember(r.addr, time.Now()) {
 		c.log.Info("endpoint refused the binary KeepAlive encoding; using JSON with it", "endpoint", r.addr, "route", cl.route)
 	}
 	return true

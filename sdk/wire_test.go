@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"testing"
+	"time"
 
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/tests/fake"
@@ -10,7 +11,7 @@ import (
 // TestKeepAliveEncoding: KeepAlives go in the binary encoding by default;
 // in JSON with Config.JSONKeepAlives; and to a server older than the
 // encoding (it refuses the body bad_request) once in binary, then in JSON
-// at once and from then on, the session renewed throughout.
+// at once and for wireRetryAfter, the session renewed throughout.
 func TestKeepAliveEncoding(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -46,7 +47,7 @@ func TestKeepAliveEncoding(t *testing.T) {
 				if tc.noWire && !kas[0].Wire {
 					t.Fatal("the first KeepAlive to an old server did not try binary")
 				}
-				if got := c.wire.refused(fc.addr(0)); got != tc.remembers {
+				if got := c.wire.refused(fc.addr(0), time.Now()); got != tc.remembers {
 					t.Fatalf("endpoint remembered as JSON-only: %v, want %v", got, tc.remembers)
 				}
 				if _, err := c.Create(ctx, "/demo/f", nil, Ephemeral()); err != nil {
@@ -77,5 +78,30 @@ func TestWireRefusal(t *testing.T) {
 		if got := wireRefusal(tc.r); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// A refusal of the binary encoding is remembered for wireRetryAfter, then
+// forgotten: an endpoint upgraded since gets binary again.
+func TestWireRefusalExpires(t *testing.T) {
+	var w wireEndpoints
+	t0 := time.Unix(1_000, 0)
+	if !w.remember("a:1", t0) || w.remember("a:1", t0) {
+		t.Fatal("remember: first true, second false")
+	}
+	for _, tc := range []struct {
+		after time.Duration
+		want  bool
+	}{
+		{0, true},
+		{wireRetryAfter - time.Second, true},
+		{wireRetryAfter, false},
+	} {
+		if got := w.refused("a:1", t0.Add(tc.after)); got != tc.want {
+			t.Errorf("%v after the refusal: refused = %v, want %v", tc.after, got, tc.want)
+		}
+	}
+	if w.refused("a:1", t0) {
+		t.Error("an expired refusal must be forgotten, not revived")
 	}
 }

@@ -342,6 +342,11 @@ const (
 	// TestRedirectFollowsOnlyEndpoints.
 	ForeignHint Mutant = "sdk_broken_foreignhint"
 
+	// BatchReplyEvents lets a KeepAlive batch reply carry every session's
+	// events, past api.MaxBatchReplyEvents (and so past what a proxy
+	// decodes). Caught by server/session TestBatchReplyEventsBounded.
+	BatchReplyEvents Mutant = "lockd_broken_batchreplyevents"
+
 	// --- api (the binary KeepAlive encoding) ---
 
 	// WireCount makes the binary decoder take a list's count past its
@@ -371,7 +376,7 @@ var all = []Mutant{
 	ProxyWatchQuota, RenewOnError, ProxyRevoke, SharedAck, TenantLapses,
 	WatchKey, ProxyEventCap,
 	GrantEarly, LendToken, MovedAway, NoCellRefresh, ForeignHint,
-	WireCount,
+	WireCount, BatchReplyEvents,
 }
 
 // parse reads a LOCKD_MUTANT value: empty (none), one mutant name, or

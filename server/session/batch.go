@@ -230,9 +230,21 @@ func (m *Manager) reportAfterWait(b *batchRun) (BatchRenewal, error) {
 // the batch with events after what the proxy has seen, new ones or failed
 // ones, and the proxy's other sessions that got events since its last
 // batch answered (it dedupes events by seq).
+//
+// The reply carries at most api.MaxBatchReplyEvents events: a session
+// whose events do not fit is left for a later reply (a new one is still
+// reported, without them; a pending one stays pending).
 func (m *Manager) batchReportsLocked(items []batchItem, sub *subscriber, epoch uint64) []api.BatchSession {
 	var out []api.BatchSession
 	reported := make(map[uint64]bool, len(sub.pending))
+	budget := api.MaxBatchReplyEvents
+	take := func(l *lease) []api.Event {
+		if len(l.events) > budget && !mutant.On(mutant.BatchReplyEvents) {
+			return nil
+		}
+		budget -= len(l.events)
+		return slices.Clone(l.events)
+	}
 	for _, it := range items {
 		if err := m.changedLocked(it.id, it.l, epoch); err != nil {
 			out = append(out, api.BatchSession{Session: it.id, Error: api.AsError(err)})
@@ -240,18 +252,26 @@ func (m *Manager) batchReportsLocked(items []batchItem, sub *subscriber, epoch u
 			continue
 		}
 		n := len(it.l.events)
-		if it.new || (n > 0 && it.l.events[n-1].Seq > it.seen) {
-			out = append(out, api.BatchSession{Session: it.id, LeaseMS: it.l.dur.Milliseconds(), Events: slices.Clone(it.l.events)})
-			reported[it.id] = true
+		if !it.new && (n == 0 || it.l.events[n-1].Seq <= it.seen) {
+			continue
 		}
+		evs := take(it.l)
+		if evs == nil && n > 0 && !it.new {
+			continue // over the budget: the next reply
+		}
+		out = append(out, api.BatchSession{Session: it.id, LeaseMS: it.l.dur.Milliseconds(), Events: evs})
+		reported[it.id] = true
 	}
 	for id := range sub.pending {
-		delete(sub.pending, id)
 		l, ok := m.leases[id]
 		if reported[id] || !ok || l.sub != sub || len(l.events) == 0 {
+			delete(sub.pending, id)
 			continue // ended (its next renewal says so), moved to another proxy, or acknowledged
 		}
-		out = append(out, api.BatchSession{Session: id, LeaseMS: l.dur.Milliseconds(), Events: slices.Clone(l.events)})
+		if evs := take(l); evs != nil {
+			delete(sub.pending, id)
+			out = append(out, api.BatchSession{Session: id, LeaseMS: l.dur.Milliseconds(), Events: evs})
+		}
 	}
 	return out
 }

@@ -169,3 +169,48 @@ func TestBatchPollGetsTheProxysEvents(t *testing.T) {
 		}
 	})
 }
+
+// A batch reply carries at most api.MaxBatchReplyEvents events; the
+// sessions left out get theirs in the next reply, none lost.
+func TestBatchReplyEventsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, f := newTestManager(t)
+		const n = api.MaxBatchReplyEvents/api.MaxPendingEvents + 2
+		ids := make([]uint64, n)
+		entries := make([]BatchEntry, n)
+		for i := range ids {
+			ids[i] = uint64(i + 1)
+			entries[i] = BatchEntry{Session: ids[i]}
+		}
+		m.Start(1, f.sessions(ids...))
+		ctx := context.Background()
+		if _, err := m.RenewBatch(ctx, "p1", 1, entries, 0); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			for range api.MaxPendingEvents - 1 {
+				m.Deliver(id, api.Event{Type: api.EventDataChanged, Path: "/demo/x"})
+			}
+		}
+		got := map[uint64]int{}
+		for round := 0; round < 4 && len(got) < n; round++ {
+			r, err := m.RenewBatch(ctx, "p1", 1, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			total := 0
+			for _, s := range r.Reports {
+				total += len(s.Events)
+				if len(s.Events) > 0 {
+					got[s.Session] = len(s.Events)
+				}
+			}
+			if total > api.MaxBatchReplyEvents {
+				t.Fatalf("round %d: one reply carries %d events, over %d", round, total, api.MaxBatchReplyEvents)
+			}
+		}
+		if len(got) != n {
+			t.Fatalf("after 4 replies, %d of %d sessions got their events", len(got), n)
+		}
+	})
+}

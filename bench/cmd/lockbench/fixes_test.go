@@ -3,6 +3,7 @@ package main
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/lockservice/lockd/api"
 )
@@ -71,6 +72,44 @@ func TestClientsCarryTheToken(t *testing.T) {
 		}
 		if name == "cache writer" && !cfg.noCache {
 			t.Errorf("the cache writer caches")
+		}
+	}
+}
+
+// The proxy scenario's false expiries are judged on the lease as the
+// replies date it (the sdk's confirmedSend) and on when the verdict came.
+// The simulator counted an expiry false when the KeepAlive that got it was
+// sent under a lease after the last successful one's send, ignoring the
+// reply's lease age: a reply given before its batch was confirmed (at
+// about lease/6) dates the lease from an earlier KeepAlive, often a lease
+// or more back when the simulator fell behind, and 413–539 of the 10 000
+// sessions' expiries were counted false although none came while the lease
+// the replies confirmed still ran.
+func TestProxyFalseExpiryJudgedOnConfirmedLease(t *testing.T) {
+	const lease = 12 * time.Second
+	t0 := time.Unix(1_000_000, 0)
+	cases := []struct {
+		name    string
+		ageMS   int64         // the last successful reply's lease age
+		told    time.Duration // when the expiry came, after t0
+		isFalse bool
+	}{
+		// The reply said the lease began 15.6 s before the send: it had
+		// run out; an expiry 5 s later is the simulator's lateness.
+		{"stale reply", 15_600, 5 * time.Second, false},
+		// Confirmed from 3 s before the send: over at t0+9 s.
+		{"aged reply, told after", 3_000, 10 * time.Second, false},
+		{"aged reply, told before", 3_000, 8 * time.Second, true},
+		// Confirmed from its own send: the cell must keep it a lease.
+		{"fresh reply, told within", 0, 11 * time.Second, true},
+		// A KeepAlive sent at t0+11.5 s cannot reach the leader in a
+		// batch before t0+12 s: told at t0+13 s, not false.
+		{"fresh reply, told after", 0, 13 * time.Second, false},
+	}
+	for _, c := range cases {
+		from := confirmedFrom(t0, c.ageMS)
+		if got := falseExpiry(from, lease, t0.Add(c.told)); got != c.isFalse {
+			t.Errorf("%s: falseExpiry = %v, want %v", c.name, got, c.isFalse)
 		}
 	}
 }

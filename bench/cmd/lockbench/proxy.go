@@ -56,7 +56,8 @@ func proxyScenario(ctx context.Context, e *env, counts []int, procs []int) ([]re
 // sessionSim speaks the client API for many sessions over a few
 // connections per proxy, as that many client processes would: it opens
 // them, sends each a KeepAlive every lease/3 (wait 0: the proxy answers
-// from its last confirmed batch) and closes them.
+// once the batch that carries it is confirmed, or after about lease/6
+// with the age of the lease it last confirmed) and closes them.
 type sessionSim struct {
 	e       *env
 	proxies []*fasthttp.HostClient
@@ -65,12 +66,17 @@ type sessionSim struct {
 	// secrets[i] is written before ids[i] is stored, read after it is loaded.
 	secrets []string
 	gone    []atomic.Bool
-	// lastOK is when each session's last confirmed KeepAlive was sent
-	// (unix ns): an expiry with a gap under the lease is false, one after
-	// a longer gap is the simulator falling behind (CPU-starved).
-	lastOK []atomic.Int64
-	late   atomic.Int64
-	errMsg atomic.Pointer[string]
+	// leaseFrom is, per session, the send its lease is confirmed from
+	// (unix ns), as the sdk dates it (confirmedSend): the open's send,
+	// then each successful KeepAlive's send less the lease's age its
+	// reply gives (a reply sent before its batch was confirmed dates the
+	// lease from an earlier KeepAlive, a lease or more back when the
+	// simulator fell behind). An expiry the simulator hears of before
+	// leaseFrom + lease is false; one after is the simulator's KeepAlive
+	// coming too late.
+	leaseFrom []atomic.Int64
+	late      atomic.Int64
+	errMsg    atomic.Pointer[string]
 
 	falseExpiries atomic.Int64
 	kaOK          atomic.Int64
@@ -79,9 +85,12 @@ type sessionSim struct {
 }
 
 func newSessionSim(e *env, proxies []api.ProxyInfo, n int) *sessionSim {
-	s := &sessionSim{e: e, ids: make([]atomic.Uint64, n), secrets: make([]string, n), gone: make([]atomic.Bool, n), lastOK: make([]atomic.Int64, n)}
+	s := &sessionSim{e: e, ids: make([]atomic.Uint64, n), secrets: make([]string, n), gone: make([]atomic.Bool, n), leaseFrom: make([]atomic.Int64, n)}
 	for _, p := range proxies {
-		s.proxies = append(s.proxies, &fasthttp.HostClient{Addr: p.APIAddr, MaxConns: 1024, MaxConnWaitTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 10 * time.Second})
+		// A connection for each KeepAlive worker (each holds one
+		// KeepAlive at a time), spread over the proxies.
+		conns := max(1024, keepAliveWorkers(n)/len(proxies)+256)
+		s.proxies = append(s.proxies, &fasthttp.HostClient{Addr: p.APIAddr, MaxConns: conns, MaxConnWaitTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 10 * time.Second})
 	}
 	return s
 }
@@ -158,8 +167,14 @@ func (s *sessionSim) each(ctx context.Context, what string, f func(i int) error)
 }
 
 // maxKeepAliveWorkers bounds the goroutines sending the simulated
-// sessions' KeepAlives.
-const maxKeepAliveWorkers = 1024
+// sessions' KeepAlives (each holds one KeepAlive, and one connection, at
+// a time). The proxy holds a wait-0 KeepAlive until the batch carrying it
+// is confirmed, up to about lease/6 (1.9 s of a 12 s lease), so a worker
+// keeps its sessions on their lease/3 schedule only with about two
+// sessions or fewer: 1 024 workers sent 10 000 sessions' KeepAlives every
+// 17 s or so, over the lease. At 100 000 sessions 8 192 still fall behind
+// (the simulator's file descriptors bound them).
+const maxKeepAliveWorkers = 8192
 
 // keepAliveWorkers is how many goroutines send n sessions' KeepAlives:
 // one per session up to the bound. A worker with no session of its own
@@ -200,14 +215,14 @@ func (s *sessionSim) keepAlives(ctx context.Context, interval time.Duration, rec
 					switch code := api.CodeOf(err); {
 					case err == nil:
 						s.kaOK.Add(1)
-						s.lastOK[i].Store(t0.UnixNano())
+						s.renewed(i, confirmedFrom(t0, resp.LeaseAgeMS))
 						mu.Lock()
 						rec.Add(time.Since(t0), time.Now())
 						mu.Unlock()
 						for age := s.maxLeaseAge.Load(); resp.LeaseAgeMS > age && !s.maxLeaseAge.CompareAndSwap(age, resp.LeaseAgeMS); age = s.maxLeaseAge.Load() {
 						}
 					case code == api.CodeSessionExpired || code == api.CodeNoSession:
-						if gap := t0.Sub(time.Unix(0, s.lastOK[i].Load())); gap < s.e.lease {
+						if falseExpiry(time.Unix(0, s.leaseFrom[i].Load()), s.e.lease, time.Now()) {
 							s.falseExpiries.Add(1)
 						} else {
 							s.late.Add(1)
@@ -226,6 +241,28 @@ func (s *sessionSim) keepAlives(ctx context.Context, interval time.Duration, rec
 		}()
 	}
 	wg.Wait()
+}
+
+// confirmedFrom is the send a KeepAlive reply confirms the lease from:
+// sentAt less the lease's age the reply gives (sdk's confirmedSend).
+func confirmedFrom(sentAt time.Time, leaseAgeMS int64) time.Time {
+	return sentAt.Add(-time.Duration(max(leaseAgeMS, 0)) * time.Millisecond)
+}
+
+// renewed records that session i's lease is confirmed from from (never
+// moving it back).
+func (s *sessionSim) renewed(i int, from time.Time) {
+	for cur := s.leaseFrom[i].Load(); from.UnixNano() > cur && !s.leaseFrom[i].CompareAndSwap(cur, from.UnixNano()); cur = s.leaseFrom[i].Load() {
+	}
+}
+
+// falseExpiry reports whether an expiry the simulator heard of at told is
+// false: its lease, confirmed from leaseFrom, still ran then. Judged by
+// when the verdict came, not by when the KeepAlive that got it was sent:
+// one sent in a lease's last second or two cannot reach the leader in a
+// batch before the lease ends.
+func falseExpiry(leaseFrom time.Time, lease time.Duration, told time.Time) bool {
+	return told.Before(leaseFrom.Add(lease))
 }
 
 // proxySessions is one case of proxyScenario: n sessions renewed through
@@ -276,7 +313,7 @@ func (s *sessionSim) openAll(ctx context.Context, rec *stats.Recorder) error {
 		if err := s.post(i, api.RouteSessionOpen, api.OpenSessionRequest{Cell: "demo", LeaseMS: s.e.lease.Milliseconds(), Nonce: fmt.Sprintf("%s-%d", s.e.run, i)}, &resp); err != nil {
 			return err
 		}
-		s.lastOK[i].Store(t0.UnixNano())
+		s.renewed(i, t0)
 		s.secrets[i] = resp.Secret
 		s.ids[i].Store(resp.Session)
 		mu.Lock()

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -226,27 +225,14 @@ func runBounded(t *testing.T, d time.Duration, bin string, args ...string) (stri
 
 // freePortRun finds n consecutive free ports on 127.0.0.1 (dev numbers its
 // replicas' ports from a base).
+// freePortRun is cluster.FreePortRun, or the test fails.
 func freePortRun(t *testing.T, n int) int {
 	t.Helper()
-	for attempt := 0; attempt < 200; attempt++ {
-		base := 20000 + rand.IntN(30000)
-		var lns []net.Listener
-		for i := 0; i < n; i++ {
-			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+i))
-			if err != nil {
-				break
-			}
-			lns = append(lns, ln)
-		}
-		for _, ln := range lns {
-			_ = ln.Close()
-		}
-		if len(lns) == n {
-			return base
-		}
+	base, err := cluster.FreePortRun(n)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("no %d consecutive free ports in 200 attempts", n)
-	return 0
+	return base
 }
 
 // procID names a process by PID and start time, so a reused PID is not

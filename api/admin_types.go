@@ -325,6 +325,9 @@ type ExportedNode struct {
 	// keeps them on the path, the delay timed from its first serving
 	// entry. Value and Version are empty.
 	Kept bool `json:"kept,omitempty"`
+	// Container: the node is a container (a lock recipe's directory,
+	// deleted with its last child); the new cell keeps it one.
+	Container bool `json:"container,omitempty"`
 }
 
 // PrefixOpResponse is a prefix operation's result: the cell's log index

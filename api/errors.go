@@ -75,6 +75,12 @@ func (c Code) HTTPStatus() int {
 		return http.StatusNotFound
 	case CodeConflict, CodeMigrationInProgress, CodeCopyMismatch, CodeCodecTooOld:
 		return http.StatusConflict
+	case CodePermitsMismatch:
+		return http.StatusConflict
+	case CodeUpgradableTaken:
+		return http.StatusConflict
+	case CodeConditionFailed: // txn_types.go: inside a /v1/txn answer; 412 if ever sent alone
+		return http.StatusPreconditionFailed
 	case CodeNotLeader, CodeUnavailable:
 		return http.StatusServiceUnavailable
 	default:

@@ -13,7 +13,8 @@ const (
 
 // Valid reports whether m is a known mode.
 func (m LockMode) Valid() bool {
-	return m == LockNone || m == LockExclusive || m == LockShared
+	return m == LockNone || m == LockExclusive || m == LockShared ||
+		m == LockPermit || m == LockUpgradable
 }
 
 // LockStateRequest re-checks a lock node after a wake-up: does it still
@@ -57,6 +58,10 @@ type LockQueueResponse struct {
 	More    bool        `json:"more,omitempty"`
 	// Delay is set while the lock is in lock-delay.
 	Delay *LockDelayInfo `json:"delay,omitempty"`
+	// Permits, on a semaphore (permit nodes), is its N, and InUse how
+	// many permits hold now (0 and 0 on any other lock).
+	Permits int `json:"permits,omitempty"`
+	InUse   int `json:"in_use,omitempty"`
 }
 
 // LockDelayInfo is a lock in lock-delay: its holder's session ended while

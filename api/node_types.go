@@ -28,6 +28,9 @@ type Node struct {
 	Owner       uint64   `json:"owner,omitempty"` // owning session of an ephemeral node
 	Lock        LockMode `json:"lock,omitempty"`
 	NumChildren int      `json:"num_children"`
+	// Container: a directory a lock recipe made (CreateRequest.Container),
+	// deleted by the cell with its last child (docs/design/recipes.md).
+	Container bool `json:"container,omitempty"`
 }
 
 // CreateRequest creates a node. A Sequential node gets a 10-digit per-parent
@@ -45,6 +48,13 @@ type CreateRequest struct {
 	// holds the lock (an expiry or a close, not a delete), nobody is
 	// granted the lock for this long. 0 to MaxLockDelay.
 	LockDelayMS int64 `json:"lock_delay_ms,omitempty"`
+	// Permits, for a permit lock node (LockPermit): the semaphore's N,
+	// 1 to MaxPermits; every permit of one semaphore names the same.
+	Permits int `json:"permits,omitempty"`
+	// Container, with MakeParents: the ancestors this create makes are
+	// containers, deleted by the cell when their last child goes (a lock
+	// recipe's directory). A directory that exists is left as it is.
+	Container bool `json:"container,omitempty"`
 }
 
 // CreateResponse answers a create.
@@ -124,6 +134,10 @@ type GetResponse struct {
 	// (from its shared cache): the client may cache it only while its
 	// KeepAlives go through that instance, which invalidates it.
 	Proxy string `json:"proxy,omitempty"`
+	// Shared: a lockproxy answered from its shared cache, with no read at
+	// the cell (a value the leader will invalidate before it changes, so
+	// as fresh as a read at the leader).
+	Shared bool `json:"shared,omitempty"`
 }
 
 // ChildrenResponse answers children: names sorted by byte value (sequential

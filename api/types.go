@@ -86,7 +86,15 @@ const (
 	// HeaderForwarded marks a request one lockd makes to another for its
 	// own client (the status page's lock queue): it is not forwarded again.
 	HeaderForwarded = "Lockd-Forwarded"
+	// HeaderClientAddr is the client address a lockproxy forwards a
+	// request for (the lockd sees the proxy's): the audit log records it
+	// as claimed, never as checked. At most api.MaxClientAddrHeader bytes
+	// are kept.
+	HeaderClientAddr = "Lockd-Client-Addr"
 )
+
+// MaxClientAddrHeader bounds the HeaderClientAddr value a lockd keeps.
+const MaxClientAddrHeader = 128
 
 // ErrorResponse is the body of every non-2xx reply.
 type ErrorResponse struct {

@@ -45,6 +45,7 @@ func (g *globals) withLongClient(cmd *cobra.Command, fn func(ctx context.Context
 		return err
 	}
 	defer c.Close()
+	defer g.reportLease(c, cmd.ErrOrStderr())() // runs before Close: the sessions still live
 	return fn(cmd.Context(), c)
 }
 
@@ -53,12 +54,14 @@ func lockCmd(g *globals) *cobra.Command {
 		shared    bool
 		timeout   time.Duration
 		lockDelay time.Duration
+		permits   int
 	)
 	cmd := &cobra.Command{
-		Use:     "lock PATH [--shared] [--timeout DUR] [--lock-delay DUR] -- COMMAND [ARGS...]",
-		Example: "  lockctl lock /demo/locks/nightly -- ./nightly-job.sh\n  lockctl lock /demo/locks/nightly --timeout 30s -- sh -c 'echo token $LOCK_TOKEN'\n  lockctl lock /demo/locks/billing --lock-delay 30s -- ./billing-run\n  lockctl lock /demo/locks/cache --shared -- ./read-only-job",
+		Use:     "lock PATH [--shared | --permits N] [--timeout DUR] [--lock-delay DUR] -- COMMAND [ARGS...]",
+		Example: "  lockctl lock /demo/locks/nightly -- ./nightly-job.sh\n  lockctl lock /demo/locks/nightly --timeout 30s -- sh -c 'echo token $LOCK_TOKEN'\n  lockctl lock /demo/locks/billing --lock-delay 30s -- ./billing-run\n  lockctl lock /demo/locks/cache --shared -- ./read-only-job\n  lockctl lock /demo/locks/uploads --permits 3 -- ./upload-batch",
 		Short:   "Run COMMAND while holding the lock PATH",
-		Long: "Acquire the lock PATH (exclusive, or shared with --shared), run COMMAND with the\n" +
+		Long: "Acquire the lock PATH (exclusive, shared with --shared, or one of N permits of\n" +
+			"the semaphore PATH with --permits N), run COMMAND with the\n" +
 			"fencing token in LOCK_TOKEN, release the lock when COMMAND exits and exit with\n" +
 			"its status. With --timeout, give up if the lock is not acquired in time.\n" +
 			"If the lock is lost or its lease falls into jeopardy, COMMAND gets SIGTERM\n" +
@@ -81,11 +84,16 @@ func lockCmd(g *globals) *cobra.Command {
 				opts = append(opts, sdk.WithLockDelay(lockDelay.Truncate(time.Millisecond)))
 			}
 			return g.withLongClient(cmd, func(ctx context.Context, c *sdk.Client) error {
-				return runLocked(ctx, c.NewMutex(args[0], opts...), timeout, args[1:], cmd.OutOrStdout(), cmd.ErrOrStderr())
+				h, err := lockHolder(c, args[0], permits, shared, opts) // semaphore.go
+				if err != nil {
+					return err
+				}
+				return runLocked(ctx, h, timeout, args[1:], cmd.OutOrStdout(), cmd.ErrOrStderr())
 			})
 		},
 	}
 	cmd.Flags().BoolVar(&shared, "shared", false, "take a shared (read) lock")
+	cmd.Flags().IntVar(&permits, "permits", 0, "take one permit of the semaphore PATH of N permits (at most N holders at once; every client must name the same N; at most "+fmt.Sprint(api.MaxPermits)+")")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up if the lock is not held within this time (0: wait)")
 	cmd.Flags().DurationVar(&lockDelay, "lock-delay", 0, "if this holder dies holding the lock (lockctl killed, its lease expired), nobody gets the lock for this long (at most "+api.MaxLockDelay.String()+"); a clean exit releases at once")
 	return cmd
@@ -123,6 +131,7 @@ func printQueue(w io.Writer, q api.LockQueueResponse, now time.Time) error {
 		fmt.Fprintf(w, "lock-delay: its holder's session ended while holding (index %d): nobody is granted %s for %v%s\n",
 			d.Since, q.Path, time.Duration(d.MS)*time.Millisecond, left)
 	}
+	printPermits(w, q) // semaphore.go
 	if len(q.Entries) == 0 {
 		_, err := fmt.Fprintf(w, "%s: no holder, no waiter\n", q.Path)
 		return err
@@ -142,7 +151,7 @@ func printQueue(w io.Writer, q api.LockQueueResponse, now time.Time) error {
 	return tw.Flush()
 }
 
-func runLocked(ctx context.Context, m *sdk.Mutex, timeout time.Duration, argv []string, stdout, stderr io.Writer) error {
+func runLocked(ctx context.Context, m holder, timeout time.Duration, argv []string, stdout, stderr io.Writer) error {
 	var err error
 	if timeout > 0 {
 		err = m.TryLock(ctx, timeout)

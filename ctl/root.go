@@ -39,6 +39,7 @@ type globals struct {
 	timeout   time.Duration
 	output    string
 	direct    bool
+	verbose   bool // -v: lease telemetry of the sessions a command holds (leasestats.go)
 	tlsFiles  tlsutil.Files
 	tls       *tls.Config // loaded from tlsFiles before any command runs
 }
@@ -129,12 +130,14 @@ func NewRootCommand() *cobra.Command {
 	pf.StringVar(&g.tlsFiles.CA, "tls-ca", os.Getenv(EnvTLSCA), "the cluster's CA (PEM) (env "+EnvTLSCA+")")
 	pf.DurationVar(&g.timeout, "timeout", 10*time.Second, "deadline for the whole command")
 	pf.StringVarP(&g.output, "output", "o", "text", "output format: text or json")
+	pf.BoolVarP(&g.verbose, "verbose", "v", false, "commands that hold a session (lock, elect, watch): print its lease figures on stderr every "+leaseReportEvery.String()+" and at the end")
 	pf.BoolVar(&g.direct, "direct", false, "talk to the cells' replicas even when the directory lists lockproxies (by default calls go through the proxies)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usagef("%v", err) })
 
 	root.AddCommand(putCmd(g), getCmd(g), lsCmd(g), rmCmd(g), statusCmd(g), backupCmd(g), restoreCmd(g),
 		lockCmd(g), queueCmd(g), electCmd(g), leaderCmd(g), membersCmd(g), watchCmd(g),
 		cellsCmd(g), cellCmd(g), prefixCmd(g), migrateCmd(g), memberCmd(g), tenantCmd(g))
+	root.AddCommand(txnCmd(g)) // txn.go
 	return root
 }
 

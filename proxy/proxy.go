@@ -355,7 +355,8 @@ func (p *Proxy) serveLocal(ctx *fasthttp.RequestCtx, route string) bool {
 		// in the directory are for admins only).
 		cctx, cancel := p.requestContext(ctx)
 		defer cancel()
-		body, err := p.up.Forward(cctx, "", route, nil, sdk.ForwardOptions{Method: "GET", RetryUnsure: true, Authorization: string(ctx.Request.Header.Peek(api.HeaderAuth))})
+		body, err := p.up.Forward(cctx, "", route, nil, sdk.ForwardOptions{Method: "GET", RetryUnsure: true, Authorization: string(ctx.Request.Header.Peek(api.HeaderAuth)),
+			ClientAddr: ctx.RemoteAddr().String()})
 		replyRaw(ctx, body, err)
 		return true
 	}
@@ -413,7 +414,8 @@ func (p *Proxy) forwardToCell(ctx *fasthttp.RequestCtx, route string, arrived ti
 	cctx, cancel := p.requestContext(ctx)
 	defer cancel()
 	cctx, tr := traceForward(cctx, ctx)
-	body, err := p.up.Forward(cctx, cell, route, ctx.PostBody(), sdk.ForwardOptions{Authorization: string(ctx.Request.Header.Peek(api.HeaderAuth))})
+	body, err := p.up.Forward(cctx, cell, route, ctx.PostBody(), sdk.ForwardOptions{Authorization: string(ctx.Request.Header.Peek(api.HeaderAuth)),
+		ClientAddr: ctx.RemoteAddr().String()})
 	switch c := api.CodeOf(err); {
 	case err == nil && route == api.RouteSessionOpen:
 		p.opened(ctx, cell, body, arrived)
@@ -521,6 +523,7 @@ func routeLabel(route string) string {
 var knownRoutes = map[string]bool{
 	api.RouteSessionOpen: true, api.RouteSessionKeepAlive: true, api.RouteSessionClose: true, api.RouteKeepAliveBatch: true,
 	api.RouteCreate: true, api.RoutePut: true, api.RouteDelete: true, api.RouteGet: true, api.RouteChildren: true,
+	api.RouteTxn: true, api.RouteLockMode: true,
 	api.RouteLockState: true, api.RouteLockQueue: true, api.RouteLockCheck: true, api.RouteWatch: true,
 	api.RouteAdminSnapshot: true, api.RouteAdminBackup: true, api.RouteAdminCellCreate: true, api.RouteAdminPrefixAssign: true,
 	api.RouteAdminRegister: true, api.RouteAdminMigrate: true, api.RouteAdminMember: true, api.RouteAdminRestore: true,
@@ -554,6 +557,10 @@ func (p *Proxy) cellOf(ctx *fasthttp.RequestCtx) (string, error) {
 	var probe struct {
 		Cell string `json:"cell"`
 		Path string `json:"path"`
+		// Then: a transaction's writes; its first one's path routes it.
+		Then []struct {
+			Path string `json:"path"`
+		} `json:"then"`
 	}
 	if err := decode(ctx, &probe); err != nil {
 		return "", err
@@ -563,6 +570,8 @@ func (p *Proxy) cellOf(ctx *fasthttp.RequestCtx) (string, error) {
 		return probe.Cell, nil
 	case probe.Path != "":
 		return p.up.CellFor(probe.Path)
+	case len(probe.Then) > 0 && probe.Then[0].Path != "":
+		return p.up.CellFor(probe.Then[0].Path)
 	}
 	return "", nil
 }

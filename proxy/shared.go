@@ -443,7 +443,7 @@ func (p *Proxy) cachedGet(ctx context.Context, t *cellTable, req api.ReadRequest
 	} else {
 		p.m.cacheMisses.Inc()
 	}
-	resp.Proxy = ""
+	resp.Proxy, resp.Shared = "", f.hit
 	if !resp.Cacheable {
 		return resp, nil
 	}

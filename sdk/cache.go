@@ -161,6 +161,9 @@ func (s *Session) store(path string, r api.GetResponse, gen uint64) {
 // CacheStats are a client's cache figures since it was created.
 type CacheStats struct {
 	Hits, Misses uint64
+	// SharedHits are the misses a lockproxy answered from its shared
+	// cache, with no read at the cell.
+	SharedHits uint64
 }
 
 // HitRate is Hits / (Hits + Misses), 0 with no reads.
@@ -171,12 +174,12 @@ func (s CacheStats) HitRate() float64 {
 	return float64(s.Hits) / float64(s.Hits+s.Misses)
 }
 
-type cacheCounters struct{ hits, misses atomic.Uint64 }
+type cacheCounters struct{ hits, misses, shared atomic.Uint64 }
 
 // CacheStats reports the client's cache hits (reads served with no RPC)
 // and misses (reads sent to the cell).
 func (c *Client) CacheStats() CacheStats {
-	return CacheStats{Hits: c.cacheCount.hits.Load(), Misses: c.cacheCount.misses.Load()}
+	return CacheStats{Hits: c.cacheCount.hits.Load(), Misses: c.cacheCount.misses.Load(), SharedHits: c.cacheCount.shared.Load()}
 }
 
 // KeepAlivesSent reports how many KeepAlive requests the client's sessions
@@ -187,7 +190,9 @@ func (c *Client) KeepAlivesSent() uint64 { return c.keepAlivesSent.Load() }
 // application to register on its /metrics: lockd_sdk_cache_hits_total
 // (reads served from the cache, no RPC), lockd_sdk_cache_misses_total
 // (reads sent to the cell or a proxy) and lockd_sdk_keepalives_total
-// (KeepAlive requests sent).
+// (KeepAlive requests sent); and each session's lease telemetry
+// (lockd_sdk_session_*, labelled by cell and session up to
+// MaxLabelledSessions: see SessionStats).
 func (c *Client) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "lockd_sdk_cache_hits_total",
@@ -199,5 +204,6 @@ func (c *Client) Collectors() []prometheus.Collector {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "lockd_sdk_keepalives_total",
 			Help: "KeepAlive requests the client's sessions sent (every attempt)."},
 			func() float64 { return float64(c.keepAlivesSent.Load()) }),
+		sessionCollector{c}, // per-session lease telemetry (telemetry_metrics.go)
 	}
 }

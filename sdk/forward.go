@@ -27,7 +27,7 @@ func (c *Client) Forward(ctx context.Context, cell, route string, body []byte, o
 	}
 	var resp json.RawMessage
 	cl := &call{route: route, req: json.RawMessage(body), resp: &resp, keepAlive: o.KeepAlive, timeout: o.Timeout,
-		retryUnsure: o.RetryUnsure, anyReplica: cell == "", auth: authHeader{value: o.Authorization, forward: !o.Own}}
+		retryUnsure: o.RetryUnsure, anyReplica: cell == "", auth: authHeader{value: o.Authorization, forward: !o.Own, client: o.ClientAddr}}
 	if o.Method != "" {
 		cl.method, cl.req = o.Method, nil
 	}
@@ -51,7 +51,7 @@ func (c *Client) ForwardWire(ctx context.Context, cell, route string, req api.Wi
 		return err
 	}
 	cl := &call{route: route, req: req, resp: resp, keepAlive: o.KeepAlive, timeout: o.Timeout,
-		retryUnsure: o.RetryUnsure, auth: authHeader{value: o.Authorization, forward: !o.Own}}
+		retryUnsure: o.RetryUnsure, auth: authHeader{value: o.Authorization, forward: !o.Own, client: o.ClientAddr}}
 	return c.do(ctx, cs, cl)
 }
 
@@ -68,6 +68,9 @@ type ForwardOptions struct {
 	// Own sends the Client's own token instead: for a proxy's own calls
 	// (its KeepAlive batches), never for a request a client made.
 	Own bool
+	// ClientAddr is the proxy's client's address, sent as
+	// api.HeaderClientAddr for the lockd's audit log ("" sends none).
+	ClientAddr string
 }
 
 // ErrorOf returns err as the *api.Error a proxy answers with.

@@ -23,12 +23,13 @@ func (s *Session) keepAliveLoop() {
 		// cache holds values (renewWait).
 		wait := s.renewWait()
 		var resp api.SessionResponse
-		cl := s.keepAliveCall(&req, &resp, wait)
+		cl := s.tel.countSends(s.keepAliveCall(&req, &resp, wait))
 		// Bound a round by the lease so the loop regains control (and can
 		// judge the lease) even while no replica answers.
 		rctx, cancel := context.WithTimeout(s.ctx, s.lease)
 		err := s.c.do(rctx, s.cs, cl)
 		cancel()
+		s.tel.noteRound(cl.attempts, err)
 		if s.ctx.Err() != nil {
 			return
 		}
@@ -139,13 +140,14 @@ func (s *Session) ackLoop() {
 		}
 		req := api.KeepAliveRequest{Cell: s.cs.name, Session: s.id, Secret: s.secret}
 		var resp api.SessionResponse
-		cl := &call{route: api.RouteSessionKeepAlive, req: &req, resp: &resp, keepAlive: true, retryUnsure: true,
+		cl := s.tel.countSends(&call{route: api.RouteSessionKeepAlive, req: &req, resp: &resp, keepAlive: true, retryUnsure: true,
 			before: func() {
 				s.fillAck(&req)
-			}}
+			}})
 		rctx, cancel := context.WithTimeout(s.ctx, s.lease/3)
 		err := s.c.do(rctx, s.cs, cl)
 		cancel()
+		s.tel.noteRound(cl.attempts, err)
 		if err == nil {
 			s.confirmed(cl.sent, &resp)
 		}
@@ -214,10 +216,12 @@ func (s *Session) renewedLocked(sentAt time.Time, leaseAgeMS int64) {
 	if sent.After(s.lastConfirmedSend) {
 		s.lastConfirmedSend = sent
 	}
+	s.tel.confirmedAt = time.Now()
 	if s.clockLocked().safeAgain(time.Now()) {
 		// Confirmed again within the grace period: same session, same
 		// locks and tokens.
 		s.log.Info("session safe again", "jeopardy_for", time.Since(s.jeopardySince))
+		s.tel.jeopardyEnded(time.Since(s.jeopardySince))
 		s.jeopardySince = time.Time{}
 		s.leaseCtx, s.leaseCancel = context.WithCancel(s.ctx)
 		s.signalLeaseLocked()

@@ -156,6 +156,7 @@ func (s *Session) leaseWatchdog() {
 		switch step {
 		case leaseJeopardy:
 			s.jeopardySince = now
+			s.tel.jeopardies++
 			s.leaseCancel()
 			s.signalLeaseLocked()
 			s.emitLocked(SessionEvent{Type: SessionJeopardy})

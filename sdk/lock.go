@@ -21,6 +21,12 @@ func lockNodePrefix(mode api.LockMode) string {
 	if mode == api.LockShared {
 		return SharedLockNodePrefix
 	}
+	if mode == api.LockPermit {
+		return PermitNodePrefix // semaphore.go
+	}
+	if mode == api.LockUpgradable {
+		return UpgradableLockNodePrefix // rwlock.go
+	}
 	return LockNodePrefix
 }
 
@@ -39,6 +45,7 @@ func lockCreateRequest(parent string, mode api.LockMode, value []byte) (*api.Cre
 		Sequential:  true,
 		Lock:        mode,
 		MakeParents: true,
+		Container:   true, // the directory goes with its last lock node (fsm/container.go)
 	}, nil
 }
 
@@ -81,21 +88,34 @@ func (c *Client) CreateLockNode(ctx context.Context, parent string, mode api.Loc
 	return resp, ch, err
 }
 
+// beginArming starts a write that arms a watch in the same apply: the
+// session's generation it is sent under, or the session's error.
+func (s *Session) beginArming() (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return 0, s.err
+	}
+	s.w.beginRead()
+	return s.gen, nil
+}
+
 // createLockNode sends a lock node's create on this session under request
 // id (the caller ends it), registering the predecessor watch the cell arms
 // with it so that an event racing ahead of the reply is kept.
 func (s *Session) createLockNode(ctx context.Context, id uint64, req *api.CreateRequest) (api.CreateResponse, <-chan api.Event, error) {
 	var resp api.CreateResponse
-	s.mu.Lock()
-	if s.err != nil {
-		err := s.err
-		s.mu.Unlock()
+	gen, err := s.beginArming()
+	if err != nil {
 		return resp, nil, err
 	}
-	s.w.beginRead()
-	gen := s.gen
-	s.mu.Unlock()
-	err := s.writeID(ctx, id, &req.WriteHeader, api.RouteCreate, req, &resp)
+	err = s.writeID(ctx, id, &req.WriteHeader, api.RouteCreate, req, &resp)
+	if api.CodeOf(err) == api.CodeCodecTooOld && req.Container {
+		// A cluster not all upgraded yet: the directory stays (refused
+		// before any proposal, so the id is resent for the same create).
+		req.Container = false
+		err = s.writeID(ctx, id, &req.WriteHeader, api.RouteCreate, req, &resp)
+	}
 	// The cell armed, in the create's own apply, the deletion watch on the
 	// predecessor (if it must wait) or on the node itself (if it holds).
 	ch := s.finishArming(err, func() (watchKey, uint64, bool) {

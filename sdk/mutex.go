@@ -60,6 +60,8 @@ type Mutex struct {
 	mode  api.LockMode
 	value []byte
 	delay time.Duration // lock-delay (WithLockDelay)
+	// permits is a Semaphore's N (mode api.LockPermit), 0 otherwise.
+	permits int
 
 	wakeups atomic.Int64 // predecessor events that woke this Mutex while it waited
 	relists atomic.Int64 // LockState re-lists while waiting
@@ -83,9 +85,11 @@ type grant struct {
 	done   chan struct{}
 
 	// Guarded by Mutex.mu.
-	version    uint64 // the node's data version (Proclaim is conditional on it)
-	lost       error  // set once the lock is lost
-	released   bool   // Unlock was called
+	mode       api.LockMode // the node's mode now (Downgrade and Upgrade change it: rwlock.go)
+	upgrading  bool         // an Upgrade is waiting: Context is over, no re-check loses the grant
+	version    uint64       // the node's data version (Proclaim is conditional on it)
+	lost       error        // set once the lock is lost
+	released   bool         // Unlock was called
 	base       context.Context
 	live       context.Context // Context(): derived from base, a LeaseContext
 	liveCancel context.CancelFunc

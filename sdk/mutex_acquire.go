@@ -59,7 +59,7 @@ func (m *Mutex) acquire(ctx context.Context, timeout time.Duration) error {
 		if err != nil {
 			return err
 		}
-		err = m.wait(wctx, ctx)
+		err = m.waitUpgradable(wctx, ctx) // rwlock.go: m.wait, again while another upgradable node is there
 		if attempt >= maxReroutes || !m.c.rerouted(wctx, m.path, from, err) {
 			break
 		}
@@ -130,6 +130,10 @@ func (m *Mutex) createRequest() (*api.CreateRequest, error) {
 	if err == nil {
 		err = checkLockDelay(m.delay)
 		req.LockDelayMS = m.delay.Milliseconds()
+	}
+	if err == nil {
+		err = checkPermits(m.mode, m.permits) // semaphore.go
+		req.Permits = m.permits
 	}
 	return req, err
 }
@@ -283,7 +287,7 @@ func (m *Mutex) grant(ctx context.Context, s *Session, node string, token, versi
 		}
 		return false, nil
 	}
-	g := &grant{s: s, node: node, token: token, version: version, done: make(chan struct{}), base: lc, changed: make(chan struct{})}
+	g := &grant{s: s, node: node, token: token, mode: m.mode, version: version, done: make(chan struct{}), base: lc, changed: make(chan struct{})}
 	g.ctx, g.cancel = context.WithCancel(s.ctx)
 	g.live, g.liveCancel = context.WithCancel(lc)
 	m.mu.Lock()

@@ -82,8 +82,8 @@ func (m *Mutex) recheckDue(g *grant) context.Context {
 	lc := g.s.LeaseContext()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !g.activeLocked() || lc == g.base || !g.s.certain(lc) {
-		return nil
+	if !g.activeLocked() || g.upgrading || lc == g.base || !g.s.certain(lc) {
+		return nil // an Upgrade re-checks the grant itself (rwlock.go)
 	}
 	return lc
 }

@@ -246,6 +246,9 @@ func (c *Client) Get(ctx context.Context, path string) (api.Node, error) {
 		if err := c.do(ctx, cs, &call{route: api.RouteGet, req: req, resp: &resp, retryUnsure: true}); err != nil {
 			return err
 		}
+		if resp.Shared {
+			c.cacheCount.shared.Add(1)
+		}
 		if s != nil && resp.Cacheable {
 			s.store(path, resp, gen)
 		}

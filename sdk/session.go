@@ -131,6 +131,7 @@ type Session struct {
 	sentAck         [2]uint64     // the last acknowledgement sent (epoch, seq)
 	events          chan SessionEvent
 	done            chan struct{}
+	tel             telemetry // Stats' counters (telemetry.go)
 }
 
 // openSession asks the cell for a session and starts its goroutines.
@@ -166,6 +167,7 @@ func (c *Client) openSession(ctx context.Context, cs *cellState) (*Session, erro
 		// earlier attempt than the one answered (the retry is answered
 		// from the nonce window): count from the first send.
 		lastConfirmedSend: cl.firstSent,
+		tel:               telemetry{confirmedAt: time.Now()}, // the open confirms the lease
 		index:             resp.Index,
 		events:            make(chan SessionEvent, sessionEventBuffer),
 		done:              make(chan struct{}),

@@ -219,6 +219,7 @@ type exchange struct {
 type authHeader struct {
 	value   string
 	forward bool
+	client  string // api.HeaderClientAddr: the proxy's client's address ("" none)
 }
 
 // header is the Authorization value to send, given the transport's own.
@@ -245,33 +246,7 @@ func (t *transport) roundTrip(ctx context.Context, x exchange) (status int, body
 	}
 	req := fasthttp.AcquireRequest()
 	resp := fasthttp.AcquireResponse()
-	req.Header.SetMethod(x.method)
-	req.SetRequestURI(t.scheme + "://" + x.addr + x.path)
-	if h := x.auth.header(t.auth); h != "" {
-		req.Header.Set("Authorization", h)
-	}
-	if x.body != nil {
-		ct := x.contentType
-		if ct == "" {
-			ct = "application/json"
-		}
-		req.Header.SetContentType(ct)
-		req.SetBodyRaw(x.body)
-	}
-	if x.cell != "" {
-		req.Header.Set(api.HeaderCell, x.cell)
-	}
-	if x.trace != nil {
-		req.Header.Set(api.HeaderTrace, "1")
-	}
-	if x.waitLeader {
-		if hold := min(time.Until(deadline)/2, api.MaxLeaderWait); hold >= time.Millisecond {
-			req.Header.Set(api.HeaderWaitLeaderMS, strconv.FormatInt(hold.Milliseconds(), 10))
-			if len(x.unreachable) > 0 {
-				req.Header.Set(api.HeaderUnreachable, strings.Join(x.unreachable, ","))
-			}
-		}
-	}
+	t.prepare(req, x, deadline)
 
 	sent = time.Now()
 	if ctx.Done() == nil {
@@ -306,6 +281,41 @@ func (t *transport) roundTrip(ctx context.Context, x exchange) (status int, body
 	fasthttp.ReleaseRequest(req)
 	fasthttp.ReleaseResponse(resp)
 	return status, body, sent, err
+}
+
+// prepare writes exchange x's method, address, headers and body into
+// req; a hold for a leader is bounded by deadline.
+func (t *transport) prepare(req *fasthttp.Request, x exchange, deadline time.Time) {
+	req.Header.SetMethod(x.method)
+	req.SetRequestURI(t.scheme + "://" + x.addr + x.path)
+	if h := x.auth.header(t.auth); h != "" {
+		req.Header.Set("Authorization", h)
+	}
+	if x.auth.client != "" {
+		req.Header.Set(api.HeaderClientAddr, x.auth.client)
+	}
+	if x.body != nil {
+		ct := x.contentType
+		if ct == "" {
+			ct = "application/json"
+		}
+		req.Header.SetContentType(ct)
+		req.SetBodyRaw(x.body)
+	}
+	if x.cell != "" {
+		req.Header.Set(api.HeaderCell, x.cell)
+	}
+	if x.trace != nil {
+		req.Header.Set(api.HeaderTrace, "1")
+	}
+	if x.waitLeader {
+		if hold := min(time.Until(deadline)/2, api.MaxLeaderWait); hold >= time.Millisecond {
+			req.Header.Set(api.HeaderWaitLeaderMS, strconv.FormatInt(hold.Milliseconds(), 10))
+			if len(x.unreachable) > 0 {
+				req.Header.Set(api.HeaderUnreachable, strings.Join(x.unreachable, ","))
+			}
+		}
+	}
 }
 
 // close refuses new requests, closes every connection (failing requests in

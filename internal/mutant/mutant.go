@@ -45,6 +45,52 @@ const (
 	// lock-delay. Caught by server/fsm TestCodecRoundTrip (also
 	// TestOldLogReplays).
 	CodecDropsField Mutant = "lockd_broken_codecfield"
+	// TxnHolds makes a transaction's "token holds the lock" condition
+	// always pass: a holder whose lock expired still writes through
+	// Mutex.Guard. Caught by server/fsm TestTxnTranscript (also
+	// tests/chaos TestChaosBrokenGuard).
+	TxnHolds Mutant = "lockd_broken_txnholds"
+	// TxnContainerNow makes a transaction's delete drop the container it
+	// empties at once: a later write of the same transaction under it
+	// finds no parent after the delete applied (half a transaction).
+	// Caught by server/fsm TestAttackTxnContainerEmptied.
+	TxnContainerNow Mutant = "lockd_broken_txn_container_now"
+	// PermitOffByOne lets a semaphore's permit hold with N permits ahead
+	// of it: N+1 holders. Caught by server/fsm TestTranscripts/semaphore
+	// (also tests/chaos TestChaosBrokenSemaphore).
+	PermitOffByOne Mutant = "lockd_broken_permits"
+	// PermitsMixed skips the check that a permit's create names its
+	// semaphore's N and lock kind: clients of different N mix in one
+	// directory. Caught by server/fsm TestTranscripts/semaphore.
+	PermitsMixed Mutant = "lockd_broken_permits_mixed"
+	// RWDowngradeUnheld lets a lock node that does not hold downgrade:
+	// a waiting writer jumps to shared. Caught by server/fsm
+	// TestLockModeRefusals.
+	RWDowngradeUnheld Mutant = "lockd_broken_rw_downgrade_unheld"
+	// RWModeAnySession lets any session change another's lock node's
+	// mode. Caught by server/fsm TestLockModeRefusals.
+	RWModeAnySession Mutant = "lockd_broken_rw_mode_any_session"
+	// RWUpgradeKeepsAll lets every shared node behind an upgraded one
+	// hold, those created after the upgrade too: readers and the writer
+	// hold together. Caught by server/fsm TestUpgradeQueuesLaterReaders
+	// (also TestRWLockRandom, by its invariants).
+	RWUpgradeKeepsAll Mutant = "lockd_broken_rw_upgrade_keeps_all"
+	// RWUpgradeNewToken gives an upgraded writer a new token, the
+	// upgrade entry's index: above the writers queued behind it, which
+	// are granted after it with their lower create indexes. Caught by
+	// server/fsm TestUpgradeTokenOrder.
+	RWUpgradeNewToken Mutant = "lockd_broken_rw_upgrade_new_token"
+	// RWSecondUpgradable lets a second upgradable node into a
+	// directory: two upgrades wait for each other. Caught by server/fsm
+	// TestSecondUpgradableRefused.
+	RWSecondUpgradable Mutant = "lockd_broken_rw_second_upgradable"
+	// ContainerSeqFromZero starts a container's sequence counter at 0:
+	// one deleted and made again hands out w-0000000000 again. Caught by
+	// server/fsm TestContainerRecreateNeverReusesSeq.
+	ContainerSeqFromZero Mutant = "lockd_broken_container_seq_from_zero"
+	// ContainerIgnoresDelay deletes an empty container in lock-delay.
+	// Caught by server/fsm TestContainerKeptThroughLockDelay.
+	ContainerIgnoresDelay Mutant = "lockd_broken_container_ignores_delay"
 	// DirDelay drops a lock directory's lock-delay and sequence counter
 	// when the empty directory is deleted. Caught by server/fsm
 	// TestLockDelayOutlivesItsDirectory (also tests/integration
@@ -353,6 +399,22 @@ const (
 	// named limit (MaxReplyEvents, MaxBatchSessions): only the bytes
 	// left bound it. Caught by api TestWireDecodeRefusesOverLimit.
 	WireCount Mutant = "api_broken_wirecount"
+
+	// --- the audit log (issue 26) ---
+
+	// AuditToken names the caller in an audit record by its token itself
+	// instead of the token's id. Caught by server/httpapi
+	// TestAdminRoutesAreAudited (it scans every record for the tokens).
+	AuditToken Mutant = "lockd_broken_audittoken"
+	// AuditReadsStream lets the audit log's session probe read a request
+	// body that still streams (refused before its caller was known):
+	// PostBody reads it whole, without a bound. Caught by server/httpapi
+	// TestAuditUnauthenticatedReadsNoBody.
+	AuditReadsStream Mutant = "lockd_broken_audit_reads_stream"
+	// StageContainerUngated lets a prefix move stage container
+	// directories onto a cell below log codec 2, whose older replicas
+	// would drop them. Caught by server/cell TestStageGateContainers.
+	StageContainerUngated Mutant = "lockd_broken_stage_container_ungated"
 )
 
 // all is every mutant (TestAllListsEveryConstant holds it to the
@@ -364,6 +426,10 @@ var all = []Mutant{
 	Secret, StageGen,
 	CopyDigest, MigrationDriver, RestoreKeepsEpoch, CodecFloorIgnored,
 	CodecUngated,
+	TxnHolds, TxnContainerNow,
+	PermitOffByOne, PermitsMixed,
+	RWDowngradeUnheld, RWModeAnySession, RWUpgradeKeepsAll, RWUpgradeNewToken, RWSecondUpgradable,
+	ContainerSeqFromZero, ContainerIgnoresDelay,
 	SkipsInvalidation, SkipsFence, UnrecordedGrant, SkipsParent,
 	CachesParents, CacheSettle, CacheWindow, DeclaredWindow, FenceCachers,
 	LockDelayLostOnFailover, WatchQuota,
@@ -377,6 +443,8 @@ var all = []Mutant{
 	WatchKey, ProxyEventCap,
 	GrantEarly, LendToken, MovedAway, NoCellRefresh, ForeignHint,
 	WireCount, BatchReplyEvents,
+	AuditToken,
+	AuditReadsStream, StageContainerUngated,
 }
 
 // parse reads a LOCKD_MUTANT value: empty (none), one mutant name, or

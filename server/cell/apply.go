@@ -90,6 +90,15 @@ func (c *Cell) afterApply(s *fsm.State, a *fsm.Applied) {
 				c.armOwn(s, cmd.Session, res.Node.Path)
 			}
 		}
+	case fsm.OpSetLockMode:
+		// An upgrade that must wait gets the watch on what it waits for
+		// in the same apply (its own node's watch stays, as a holder's).
+		if res.Err != nil || res.WaitFor == "" {
+			break
+		}
+		if active, epoch := c.sessions.Active(); active && epoch == s.Epoch() {
+			c.armPredecessor(s, cmd.Session, res.WaitFor)
+		}
 	}
 }
 

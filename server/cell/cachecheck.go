@@ -54,5 +54,5 @@ func cacheableNode(n api.Node) bool {
 	if mutant.On(mutant.CachesParents) {
 		return !n.Ephemeral
 	}
-	return !n.Ephemeral && n.NumChildren == 0 && n.ChildIndex == n.CreateIndex
+	return !n.Ephemeral && n.NumChildren == 0 && n.ChildIndex == n.CreateIndex && !n.Container // a container goes without invalidation (fsm/container.go)
 }

@@ -9,6 +9,12 @@ import (
 
 // Create creates a node.
 func (c *Cell) Create(ctx context.Context, req api.CreateRequest, who Caller) (api.CreateResponse, error) {
+	if err := c.permitGate(&req); err != nil {
+		return api.CreateResponse{}, err
+	}
+	if err := c.rwCreateGate(&req); err != nil { // rwlock.go
+		return api.CreateResponse{}, err
+	}
 	done, err := c.beforeCreate(ctx, req.Path, req.MakeParents)
 	if err != nil {
 		return api.CreateResponse{}, err
@@ -16,6 +22,7 @@ func (c *Cell) Create(ctx context.Context, req api.CreateRequest, who Caller) (a
 	res, err := c.propose(ctx, who.stamp(&fsm.Command{
 		Op: fsm.OpCreate, WriteHeader: req.WriteHeader, Path: req.Path, Value: req.Value,
 		Ephemeral: req.Ephemeral, Sequential: req.Sequential, Lock: req.Lock, MakeParents: req.MakeParents, LockDelayMS: req.LockDelayMS,
+		Permits: int64(req.Permits), Container: req.Container,
 	}))
 	done(err)
 	if err != nil {

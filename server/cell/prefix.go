@@ -16,6 +16,9 @@ const MaxExportPage = 1000
 // export, stage, unseal or drop. Each is one committed entry (export: one
 // linearizable read) and safe to repeat.
 func (c *Cell) PrefixOp(ctx context.Context, req api.PrefixOpRequest) (api.PrefixOpResponse, error) {
+	if err := c.stageGate(&req); err != nil { // rwlock.go
+		return api.PrefixOpResponse{}, err
+	}
 	var cmd fsm.Command
 	switch req.Op {
 	case api.PrefixSeal:

@@ -231,6 +231,7 @@ func (q lockQueueQuery) run(s *fsm.State) (api.LockQueueResponse, error) {
 		return api.LockQueueResponse{}, err
 	}
 	resp := api.LockQueueResponse{Path: q.path, Index: s.Index(), Entries: entries, More: more}
+	semaphoreInfo(s, &resp)
 	if d, ok := s.LockDelayOf(q.path); ok {
 		resp.Delay = d.Info()
 	}

@@ -49,6 +49,8 @@ const (
 	cmdTerm             byte = 37 // uvarint
 	cmdPrevLeadershipMS byte = 38 // varint
 	cmdRestored         byte = 39 // message (restore tags), written when non-nil
+	cmdPermits          byte = 40 // varint (semaphores, codec V2)
+	cmdContainer        byte = 55 // flag (container directories, codec V2)
 )
 
 // Version-1 tags of an api.Quota message.
@@ -62,13 +64,14 @@ const (
 
 // Version-1 tags of an api.ExportedNode message.
 const (
-	expPath    byte = 1 // string
-	expValue   byte = 2 // bytes
-	expVersion byte = 3 // uvarint
-	expNextSeq byte = 4 // uvarint
-	expTenant  byte = 5 // string
-	expDelayMS byte = 6 // varint
-	expKept    byte = 7 // flag
+	expPath      byte = 1 // string
+	expValue     byte = 2 // bytes
+	expVersion   byte = 3 // uvarint
+	expNextSeq   byte = 4 // uvarint
+	expTenant    byte = 5 // string
+	expDelayMS   byte = 6 // varint
+	expKept      byte = 7 // flag
+	expContainer byte = 9 // flag (codec V2)
 )
 
 // Version-1 tags of a RestoreStart message.
@@ -85,11 +88,13 @@ var codecOps = [...]Op{
 	10: OpCacheSession, 11: OpEnsurePrefix, 12: OpSealPrefix,
 	13: OpUnsealPrefix, 14: OpStagePrefix, 15: OpDropPrefix,
 	16: OpEndLockDelay,
+	19: OpTxn,         // codec V2 (txn.go)
+	21: OpSetLockMode, // codec V2 (rwlock.go)
 }
 
 // codecLocks are the lock modes' version-1 codes (the index); 0 is none.
 // Append only.
-var codecLocks = [...]api.LockMode{1: api.LockExclusive, 2: api.LockShared}
+var codecLocks = [...]api.LockMode{1: api.LockExclusive, 2: api.LockShared, 3: api.LockPermit, 4: api.LockUpgradable}
 
 // codeOf returns v's index in table, or 0 (v is "" or has no code).
 func codeOf[T comparable](table []T, v T) uint64 {
@@ -208,6 +213,9 @@ func encodeCommandRest(e *encoder, c *Command) {
 		}
 		e.end(start)
 	}
+	e.varint(cmdPermits, c.Permits) // tags from 40 on follow here, ascending
+	encodeTxnCommand(e, c)          // tags 45-54 (codec_txn.go)
+	e.flag(cmdContainer, c.Container)
 }
 
 // encodeExported writes one exported node as a length-prefixed message.
@@ -220,6 +228,7 @@ func encodeExported(e *encoder, n *api.ExportedNode) {
 	e.str(expTenant, n.Tenant)
 	e.varint(expDelayMS, n.DelayMS)
 	e.flag(expKept, n.Kept)
+	e.flag(expContainer, n.Container)
 	e.end(start)
 }
 
@@ -325,6 +334,12 @@ func decodeCommandField(d *decoder, c *Command, t byte) {
 		c.PrevLeadershipMS = d.varint()
 	case cmdRestored:
 		c.Restored = decodeRestoreStart(d)
+	case cmdPermits:
+		c.Permits = d.varint()
+	case cmdTxnIf, cmdTxnThen:
+		decodeTxnCommandField(d, c, t)
+	case cmdContainer:
+		c.Container = true
 	default:
 		d.unknown("command", t)
 	}
@@ -395,6 +410,8 @@ func decodeExported(d *decoder, n *api.ExportedNode) {
 			n.DelayMS = s.varint()
 		case expKept:
 			n.Kept = true
+		case expContainer:
+			n.Container = true
 		default:
 			s.unknown("node", t)
 		}

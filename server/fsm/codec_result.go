@@ -39,6 +39,7 @@ const (
 	nodeLockCode    byte = 9  // uvarint: a code of codecLocks
 	nodeLockName    byte = 10 // string: a lock mode without a code
 	nodeNumChildren byte = 11 // varint
+	nodeContainer   byte = 13 // flag (codec V2)
 )
 
 // encodeResult writes r in version 1.
@@ -73,6 +74,7 @@ func encodeResult(r *Result) []byte {
 	e.uvarint(resEpoch, r.Epoch)
 	e.varint(resCount, int64(r.Count))
 	e.str(resDigest, r.Digest)
+	encodeTxnResult(&e, r) // tags 14-16 (codec_txn.go)
 	if e.over {
 		return mustJSON(r) // past a decoder bound: JSON, which every version reads
 	}
@@ -97,6 +99,7 @@ func encodeNode(e *encoder, n *api.Node) {
 		e.str(nodeLockName, string(n.Lock))
 	}
 	e.varint(nodeNumChildren, int64(n.NumChildren))
+	e.flag(nodeContainer, n.Container)
 	e.end(start)
 }
 
@@ -130,6 +133,8 @@ func decodeResultField(d *decoder, r *Result, t byte) {
 		r.Count = d.int()
 	case resDigest:
 		r.Digest = d.str()
+	case resTxnNodes, resFailedIf, resFailedThen:
+		decodeTxnResultField(d, r, t)
 	default:
 		d.unknown("result", t)
 	}
@@ -183,6 +188,8 @@ func decodeNode(d *decoder) *api.Node {
 			n.Lock = api.LockMode(s.str())
 		case nodeNumChildren:
 			n.NumChildren = s.int()
+		case nodeContainer:
+			n.Container = true
 		default:
 			s.unknown("node", t)
 		}

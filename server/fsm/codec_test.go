@@ -27,11 +27,15 @@ func fullCommand(op Op) Command {
 		Sessions: []uint64{1, 1 << 63, 0, 300}, Cell: "cell2", DirIndex: 8, Staged: true, First: true, Last: true,
 		Nodes: []api.ExportedNode{
 			{Path: "/demo", Version: 1},
-			{Path: "/demo/a", Value: bytes.Repeat([]byte("x"), 300), Version: 3, NextSeq: 4, Tenant: "t", DelayMS: -1, Kept: true},
+			{Path: "/demo/a", Value: bytes.Repeat([]byte("x"), 300), Version: 3, NextSeq: 4, Tenant: "t", DelayMS: -1, Kept: true, Container: true},
 			{},
 		},
 		Page: 2, ReplicaID: 3, Term: 4, PrevLeadershipMS: 4000,
-		Restored: &RestoreStart{Floor: 1 << 20, Prefixes: []string{"/demo", "", "/moved"}},
+		Restored:  &RestoreStart{Floor: 1 << 20, Prefixes: []string{"/demo", "", "/moved"}},
+		If:        fullTxnConds(),
+		Then:      fullTxnOps(),
+		Container: true, // rwlock/containers (R)
+		Permits:   1024, // semaphores (S)
 	}
 }
 
@@ -41,9 +45,11 @@ func fullResult() Result {
 		Err:   &api.Error{Code: api.CodeMoved, Message: strings.Repeat("m", 200), Leader: "10.0.0.1:7000", Cell: "cell2"},
 		Index: 1 << 62,
 		Node: &api.Node{Path: "/demo/l/lock-0000000001", Value: bytes.Repeat([]byte{1}, 150), Version: 2, CreateIndex: 3,
-			ModifyIndex: 4, ChildIndex: 5, Ephemeral: true, Owner: 6, Lock: api.LockExclusive, NumChildren: -7},
+			ModifyIndex: 4, ChildIndex: 5, Ephemeral: true, Owner: 6, Lock: api.LockExclusive, NumChildren: -7, Container: true},
 		Token: 1<<40 + 9, WaitFor: "/demo/l/lock-0000000000", Session: 11, Secret: "s", LeaseMS: -12, Epoch: 13,
 		Count: 14, Digest: "abcdef",
+		TxnNodes: []api.Node{{Path: "/demo/a", Version: 3}, {}, {Path: "/demo/q-0000000001", Value: bytes.Repeat([]byte{2}, 150), Lock: "bogus"}},
+		FailedIf: 3, FailedThen: 17,
 	}
 }
 
@@ -114,6 +120,10 @@ func TestCodecRoundTrip(t *testing.T) {
 		"restored no prefixes": {Op: OpLeaderStart, Restored: &RestoreStart{}},
 		"lock mode unknown":    {Op: OpCreate, Lock: "bogus"},
 		"lock exclusive":       {Op: OpCreate, Lock: api.LockExclusive},
+		"lock permit":          {Op: OpCreate, Lock: api.LockPermit, Permits: 3, Ephemeral: true, Sequential: true},
+		"permits negative":     {Op: OpCreate, Lock: api.LockPermit, Permits: -1},
+		"lock upgradable":      {Op: OpCreate, Lock: api.LockUpgradable, MakeParents: true, Container: true},
+		"set lock mode":        {Op: OpSetLockMode, Path: "/demo/l/w-0000000001", Lock: api.LockShared, WriteHeader: api.WriteHeader{Session: 4, Request: 2}},
 		"value of 200 KiB":     {Op: OpPut, Value: bytes.Repeat([]byte("v"), 200<<10)},
 		"stage of 1000 nodes":  {Op: OpStagePrefix, Nodes: make([]api.ExportedNode, 1000)},
 	}
@@ -126,6 +136,8 @@ func TestCodecRoundTrip(t *testing.T) {
 	results := map[string]Result{
 		"full": fullResult(), "zero": {}, "empty err": {Err: &api.Error{}}, "empty node": {Node: &api.Node{}},
 		"node lock unknown": {Node: &api.Node{Lock: "bogus"}}, "node shared": {Node: &api.Node{Lock: api.LockShared}},
+		"node upgradable container": {Node: &api.Node{Lock: api.LockUpgradable, Container: true}},
+		"node permit":               {Node: &api.Node{Lock: api.LockPermit, Ephemeral: true}},
 	}
 	for name, r := range results {
 		b := r.Encode()
@@ -162,7 +174,7 @@ func TestCodecRefusesBadInput(t *testing.T) {
 		"field repeated":       cat(v1, []byte{cmdSession, 1, cmdSession, 2}, end),
 		"unknown op code":      cat(v1, []byte{cmdOpCode, 99}, end),
 		"op code 0":            cat(v1, []byte{cmdOpCode, 0}, end),
-		"unknown lock code":    cat(v1, []byte{cmdLockCode, 3}, end),
+		"unknown lock code":    cat(v1, []byte{cmdLockCode, byte(len(codecLocks))}, end),
 		"uvarint overflow":     cat(v1, []byte{cmdSession}, bytes.Repeat([]byte{0xff}, 11), end),
 		"string past the end":  cat(v1, []byte{cmdPath, 5, 'a'}, end),
 		"string over limit":    cat(v1, []byte{cmdPath}, uv(maxCodecBytes+1), make([]byte, maxCodecBytes+1), end),

@@ -29,9 +29,26 @@ const (
 	LogCodecJSON LogCodec = 0
 	// LogCodecV1 is version 1: the binary codec.
 	LogCodecV1 LogCodec = 1
+	// LogCodecV2 is the binary codec (encoded as version 1) with the
+	// vocabulary issue 26 added: semaphores, transactions, lock
+	// downgrade and upgrade, self-cleaning directories. A replica of a
+	// build that knows only version 1 cannot apply those entries, so a
+	// cell proposes them only once its state is at V2 (NeedCodec).
+	LogCodecV2 LogCodec = 2
 	// LogCodecNewest is the highest codec this build encodes and decodes.
-	LogCodecNewest = LogCodecV1
+	LogCodecNewest = LogCodecV2
 )
+
+// NeedCodec refuses a request whose entry needs codec need on a cell
+// whose state is at have: some lockd of the cluster may be of an older
+// build that could not apply it (codec_too_old, retryable once every
+// lockd is upgraded and the directory's floor rose).
+func NeedCodec(have, need LogCodec, what string) *api.Error {
+	if have >= need {
+		return nil
+	}
+	return api.Errorf(api.CodeCodecTooOld, "%s needs log codec %d and this cell writes %d: every lockd of the cluster must run a build that decodes it (upgrade them; the directory raises the floor by itself)", what, need, have)
+}
 
 // OpSetCodec raises the cell's log codec to Epoch (the field carries the
 // codec). Always written in JSON, which every replica decodes, whatever
@@ -108,7 +125,7 @@ func (s *State) setCodec(c *Command) Result {
 // recodeResult is a stored result in codec (an undecodable one is kept
 // as it is).
 func recodeResult(codec LogCodec, b []byte) []byte {
-	if EntryCodec(b) == codec {
+	if EntryCodec(b) == min(codec, LogCodecV1) { // V2 is written as version 1
 		return b
 	}
 	r, err := decodeResult(b)

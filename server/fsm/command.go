@@ -78,6 +78,13 @@ type Command struct {
 	ParentsFrom string `json:"parents_from,omitempty"`
 	// LockDelayMS: for a lock node's create, its lock-delay.
 	LockDelayMS int64 `json:"lock_delay_ms,omitempty"`
+	// Permits: for a permit lock node's create (api.LockPermit), its
+	// semaphore's N, 1 to api.MaxPermits (semaphore.go). Codec V2.
+	Permits int64 `json:"permits,omitempty"`
+	// Container: for a create with MakeParents, the ancestors it makes
+	// are containers, deleted with their last child (container.go).
+	// Codec V2.
+	Container bool `json:"container,omitempty"`
 	// AtMS: for close_session, expire_session and ensure_prefix, the
 	// proposer's wall clock (Unix ms). Shown as the start of a lock-delay
 	// the release (or a moved prefix's first serving entry) begins; the
@@ -150,6 +157,10 @@ type Command struct {
 	// the restore plan it was imported by; only the first leader_start
 	// after the restore applies it (restore.go).
 	Restored *RestoreStart `json:"restored,omitempty"`
+
+	// If and Then: for txn, its conditions and its writes (txn.go).
+	If   []api.TxnCond `json:"if,omitempty"`
+	Then []TxnOp       `json:"then,omitempty"`
 }
 
 // Encode serialises a command in the binary codec's version 1 (codec.go).
@@ -181,6 +192,12 @@ type Result struct {
 	// stage_prefix, the prefix's persistent nodes (prefixDigest).
 	Count  int    `json:"count,omitempty"`
 	Digest string `json:"digest,omitempty"`
+	// TxnNodes: for a txn that applied, one node per write (txn.go).
+	// FailedIf and FailedThen: for a refused txn, the condition or the
+	// write that failed, counted from 1 (0: none).
+	TxnNodes   []api.Node `json:"txn_nodes,omitempty"`
+	FailedIf   int        `json:"failed_if,omitempty"`
+	FailedThen int        `json:"failed_then,omitempty"`
 }
 
 // Encode serialises a result (results are kept per session for dedupe),

@@ -57,9 +57,13 @@ func newDemo(tb testing.TB) *harness {
 func (h *harness) applyBytes(data []byte) Result {
 	h.tb.Helper()
 	h.idx++
+	held := h.s.heldLockNodes() // rwlock.go: a holder never stops holding for another's change
 	h.raw, h.changes = h.s.Apply(h.idx, data)
 	if err := h.s.CheckInvariants(); err != nil {
 		h.tb.Fatalf("index %d: invariants broken: %v", h.idx, err)
+	}
+	if err := h.s.checkStillHeld(held); err != nil {
+		h.tb.Fatalf("index %d: %v", h.idx, err)
 	}
 	if h.s.Index() != h.idx {
 		h.tb.Fatalf("index %d: state index %d", h.idx, h.s.Index())

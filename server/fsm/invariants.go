@@ -50,6 +50,8 @@ func (s *State) CheckInvariants() error {
 		s.checkTree,
 		s.checkOpens,
 		s.checkSessionEphemerals,
+		s.checkContainers, // container.go
+		s.checkRWLocks,    // rwlock.go
 	} {
 		if err := check(); err != nil {
 			return err
@@ -150,7 +152,7 @@ func checkLockOrder(n *node) error {
 			return fmt.Errorf("%s lock order broken", n.path)
 		}
 	}
-	return nil
+	return checkPermitKids(n) // semaphore.go
 }
 
 // checkOpens verifies the open-nonce window: within its limit, and the

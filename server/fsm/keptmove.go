@@ -220,7 +220,8 @@ func (e exportEntry) exported() api.ExportedNode {
 		return api.ExportedNode{Path: e.k.path, NextSeq: e.k.nextSeq, Tenant: exportedOwner(e.k.tenant), DelayMS: e.k.ms, Kept: true}
 	}
 	n := e.n
-	return api.ExportedNode{Path: n.path, Value: valueBytes(n.value), Version: n.version, NextSeq: n.nextSeq, Tenant: exportedOwner(n.tenant), DelayMS: n.move.delay()}
+	return api.ExportedNode{Path: n.path, Value: valueBytes(n.value), Version: n.version, NextSeq: n.nextSeq, Tenant: exportedOwner(n.tenant), DelayMS: n.move.delay(),
+		Container: n.container}
 }
 
 // exportEntries lists root's persistent nodes and the kept delays moving

@@ -54,10 +54,11 @@ func (s *State) releaseLock(index uint64, n *node, atMS int64) (Change, bool) {
 	dir := n.parent
 	var keep uint64
 	for _, k := range dir.lockKids {
-		if waitOn(k) != nil {
-			break // the holders are a prefix of the queue
+		held, more := holding(k) // rwlock.go
+		if !more {
+			break // the holders are a prefix of the queue (but for an upgrade's)
 		}
-		if k != n {
+		if held && k != n {
 			keep = k.seq
 		}
 	}
@@ -90,7 +91,8 @@ func (s *State) endLockDelay(index uint64, c *Command) (Result, []Change) {
 	r := dir.rareOf()
 	r.delayEnded = index
 	dir.setRare(r)
-	return Result{}, []Change{{Path: dir.path, Type: ChangeLockDelayEnded, Index: index}}
+	changes := []Change{{Path: dir.path, Type: ChangeLockDelayEnded, Index: index}}
+	return Result{}, append(changes, s.dropEmptyContainers(index, dir)...) // container.go: one emptied in its delay goes now
 }
 
 // checkKeepDelay refuses, before anything changes, the delete of a

@@ -12,14 +12,17 @@ import (
 // n holds the lock. An exclusive node waits for the nearest lower lock node
 // of either mode; a shared node for the nearest lower exclusive one.
 func waitFor(n *node) *node {
+	if n.lock == api.LockPermit {
+		return permitWaitFor(n) // semaphore.go
+	}
 	kids := n.parent.lockKids
 	i := sort.Search(len(kids), func(i int) bool { return kids[i].seq >= n.seq })
 	for j := i - 1; j >= 0; j-- {
-		if n.lock == api.LockExclusive || kids[j].lock == api.LockExclusive {
+		if blocks(kids[j], n) { // rwlock.go
 			return kids[j]
 		}
 	}
-	return nil
+	return upgradeWaitFor(n, kids, i) // rwlock.go
 }
 
 // waitOn is what lock node n waits for, nil if it holds the lock: its
@@ -30,7 +33,7 @@ func waitOn(n *node) *node {
 	if w := waitFor(n); w != nil {
 		return w
 	}
-	if d := n.parent.delay; d != nil && n.seq > d.keepSeq {
+	if d := n.parent.delay; d != nil && (n.seq > d.keepSeq || upgraded(n)) { // rwlock.go: an upgrade is a new grant
 		return n.parent
 	}
 	return nil
@@ -39,7 +42,7 @@ func waitOn(n *node) *node {
 // token is the fencing token of a lock node: its create index under its
 // prefix's directory epoch.
 func (s *State) token(n *node) uint64 {
-	return api.MakeToken(n.tokenEpoch, n.createIndex)
+	return api.MakeToken(n.tokenEpoch, tokenIndex(n)) // rwlock.go
 }
 
 // --- reads ---
@@ -82,10 +85,15 @@ func (s *State) CheckToken(dir string, token uint64) (valid bool, holders []uint
 		return false, nil
 	}
 	// The holders are a prefix of the queue: one exclusive node, or the
-	// leading shared ones.
+	// leading shared ones (and the shared ones an upgrade let hold on
+	// behind the upgraded node: holding, rwlock.go).
 	for _, k := range n.lockKids {
-		if waitOn(k) != nil {
+		held, more := holding(k)
+		if !more {
 			break
+		}
+		if !held {
+			continue
 		}
 		t := s.token(k)
 		holders = append(holders, t)

@@ -55,6 +55,10 @@ type node struct {
 	// starts on its directory (at most api.MaxLockDelay: an int32 of ms).
 	lockDelayMS int32
 	ephemeral   bool
+	container   bool // a lock recipe's directory, deleted with its last child (container.go)
+	// permits, on a permit lock node: its semaphore's N (semaphore.go),
+	// at most api.MaxPermits.
+	permits uint16
 }
 
 // nodeRare are the fields few nodes use: where a sealed prefix root
@@ -65,6 +69,15 @@ type nodeRare struct {
 	movedTo      string
 	sealDirIndex uint64
 	delayEnded   uint64
+	// On a lock node whose mode changed (rwlock.go): tokenIndex, the
+	// index its token carries from its last upgrade on (0: its create
+	// index); upgradedAt, the index of the upgrade that made it the
+	// exclusive node it is (0: not upgraded); upgradeKeep, the last
+	// sequence number of the shared nodes behind it that held at that
+	// upgrade and hold on until they leave.
+	tokenIndex  uint64
+	upgradedAt  uint64
+	upgradeKeep uint64
 }
 
 // movedTo is the cell a sealed prefix root moved to ("" if not sealed).
@@ -175,6 +188,12 @@ func (s *State) checkCreate(index uint64, c *Command) (createPlan, *api.Error) {
 		return p, err
 	}
 	if err := s.planCreateParent(c, &p); err != nil {
+		return p, err
+	}
+	if err := checkPermits(c, p.parent); err != nil {
+		return p, err
+	}
+	if err := checkUpgradableCreate(c, p.parent); err != nil { // rwlock.go
 		return p, err
 	}
 	if err := s.planCreatePath(c, &p); err != nil {
@@ -293,7 +312,7 @@ func (s *State) planCreatePath(c *Command, p *createPlan) *api.Error {
 		if p.parent != nil {
 			p.seq = p.parent.nextSeq
 		} else {
-			p.seq = s.seqFloor(p.parentPath) // a lock directory deleted in its delay
+			p.seq = max(s.seqFloor(p.parentPath), s.containerSeqStart(c)) // a lock directory deleted in its delay; a container (container.go)
 		}
 		// Skip names a plain node already took, so one clash cannot block
 		// every later sequential create under the parent.
@@ -314,7 +333,7 @@ func (s *State) planCreatePath(c *Command, p *createPlan) *api.Error {
 	if _, exists := s.nodes[p.path]; exists {
 		return api.Errorf(api.CodeNodeExists, "%s exists", p.path)
 	}
-	return nil
+	return checkContainerCreate(c) // container.go
 }
 
 // checkCreateLimits checks the cell's growth limits and the tenant's
@@ -335,12 +354,14 @@ func (s *State) applyCreate(index uint64, c *Command, p createPlan) (Result, []C
 	parent := p.parent
 	if parent == nil {
 		parent, changes = s.makeParents(index, p.parentPath, c.Tenant)
+		s.markContainers(c, changes) // container.go
 	}
 	n := &node{
 		path: p.path, parent: parent, value: string(c.Value), version: 1,
 		createIndex: index, modifyIndex: index, childIndex: index,
 		ephemeral: c.Ephemeral, lock: c.Lock, tenant: c.Tenant,
 		lockDelayMS: int32(c.LockDelayMS), // checkCreateLock: at most api.MaxLockDelay
+		permits:     uint16(c.Permits),    // checkPermits: at most api.MaxPermits
 	}
 	if c.Sequential {
 		n.seq = p.seq
@@ -509,14 +530,16 @@ func (s *State) delete(index uint64, c *Command) (Result, []Change) {
 		return Result{Err: err}, nil
 	}
 	meta := s.meta(n, false)
-	return Result{Node: meta}, s.removeNode(index, n) // a lock-delay outlives its directory
+	return Result{Node: meta}, s.removeWithContainers(index, n) // a lock-delay outlives its directory; container.go
 
 }
 
 // removeNode unlinks a childless node. A lock-delay it holds, with its
 // sequence counter, outlives it (keepDelay), whatever removes it.
 func (s *State) removeNode(index uint64, n *node) []Change {
+	heir := permitHeir(n) // while n is still in the queue
 	s.keepDelay(n)
+	s.foldContainerSeq(n) // container.go
 	p := n.parent
 	p.removeChild(n)
 	delete(s.nodes, n.path)
@@ -537,7 +560,8 @@ func (s *State) removeNode(index uint64, n *node) []Change {
 			sess.dropEphemeral(n.path)
 		}
 	}
-	return []Change{{Path: n.path, Type: ChangeDeleted, Index: index}, {Path: p.path, Type: ChangeChildren, Index: index}}
+	changes := []Change{{Path: n.path, Type: ChangeDeleted, Index: index}, {Path: p.path, Type: ChangeChildren, Index: index}}
+	return append(changes, s.wakePermit(index, heir)...)
 }
 
 func (s *State) ensurePrefix(index uint64, c *Command) (Result, []Change) {
@@ -566,7 +590,8 @@ func (s *State) ensurePrefix(index uint64, c *Command) (Result, []Change) {
 		var changes []Change
 		if c.Epoch > n.dirEpoch || n.prefixState == PrefixStaged { // the directory epoch only goes up
 			if n.prefixState == PrefixStaged {
-				changes = s.startMovedDelays(index, n, c.AtMS) // the lock-delays that moved with it start here
+				changes = s.startMovedDelays(index, n, c.AtMS)            // the lock-delays that moved with it start here
+				changes = append(changes, s.sweepContainers(index, n)...) // container.go
 			}
 			s.touch(n)
 			n.dirEpoch = max(n.dirEpoch, c.Epoch)

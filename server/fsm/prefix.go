@@ -175,6 +175,7 @@ func (s *State) unsealPrefix(index uint64, c *Command) (Result, []Change) {
 		r.movedTo, r.sealDirIndex = "", 0
 		root.prefixState = ""
 		root.setRare(r)
+		changes = append(changes, s.sweepContainers(index, root)...) // container.go: the seal emptied them
 	}
 	return Result{Epoch: root.dirEpoch}, changes
 }
@@ -312,7 +313,7 @@ func (s *State) applyStage(index uint64, root *node, start bool, c *Command) (*n
 		// The node keeps its owner: the tenant's usage here counts it, so
 		// its quota holds across the move.
 		n := &node{path: en.Path, parent: s.nodes[api.Parent(en.Path)], value: string(en.Value), version: max(en.Version, 1), nextSeq: en.NextSeq,
-			tenant: en.Tenant, createIndex: index, modifyIndex: index, childIndex: index}
+			tenant: en.Tenant, createIndex: index, modifyIndex: index, childIndex: index, container: en.Container}
 		if en.DelayMS > 0 {
 			n.move = &moveState{delayMS: en.DelayMS}
 		}

@@ -186,6 +186,9 @@ func (s *State) prefixDigest(root *node) (int, string) {
 		num(n.nextSeq)
 		field([]byte(n.tenant))
 		num(uint64(n.move.delay()))
+		if n.container { // container.go: absent for other nodes, so their digests are as before
+			field([]byte("container"))
+		}
 	}
 	for _, k := range root.move.keptList() { // "kept" is no path: no node's fields read so
 		field([]byte("kept"))

@@ -8,6 +8,7 @@ func (s *State) meta(n *node, withValue bool) *api.Node {
 	m := &api.Node{
 		Path: n.path, Version: n.version, CreateIndex: n.createIndex, ModifyIndex: n.modifyIndex,
 		ChildIndex: n.childIndex, Ephemeral: n.ephemeral, Owner: n.owner, Lock: n.lock, NumChildren: n.numChildren(),
+		Container: n.container,
 	}
 	if withValue {
 		m.Value = valueBytes(n.value)

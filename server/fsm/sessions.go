@@ -267,7 +267,7 @@ func (s *State) endSession(index uint64, id uint64, atMS int64) []Change {
 				changes = append(changes, ch)
 			}
 		}
-		changes = append(changes, s.removeNode(index, n)...)
+		changes = append(changes, s.removeWithContainers(index, n)...) // container.go
 	}
 	s.forgetCached(sess)
 	delete(s.sessions, id)

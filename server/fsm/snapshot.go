@@ -40,6 +40,9 @@ type snapHeader struct {
 	// Codec is the cell's log codec (codecgate.go; absent in snapshots
 	// from before it: JSON). Stored dedupe answers are in it.
 	Codec LogCodec `json:"log_codec,omitempty"`
+	// ContainerSeq is the state's containerSeq (container.go; absent in
+	// snapshots from before it: 0).
+	ContainerSeq uint64 `json:"container_seq,omitempty"`
 }
 
 type snapOpen struct {
@@ -98,6 +101,15 @@ type snapNode struct {
 	DelayEnded  uint64       `json:"dle,omitempty"`
 	// Move is the node's part in a prefix move (prefixmove.go).
 	Move *snapMove `json:"mv,omitempty"`
+	// Permits: a permit lock node's semaphore N (semaphore.go).
+	Permits int64 `json:"pm,omitempty"`
+	// Container marks a container directory (container.go); TokenIndex,
+	// UpgradedAt and UpgradeKeep are a lock node's mode-change fields
+	// (rwlock.go).
+	Container   bool   `json:"ct,omitempty"`
+	TokenIndex  uint64 `json:"ti,omitempty"`
+	UpgradedAt  uint64 `json:"ua,omitempty"`
+	UpgradeKeep uint64 `json:"uk,omitempty"`
 }
 
 // WriteSnapshot writes the whole state to w.
@@ -131,7 +143,7 @@ func (s *State) Freeze() *Frozen {
 	f := &Frozen{header: snapHeader{
 		Format: snapshotFormat, Index: s.index, Epoch: s.epoch, LeaderID: s.leaderID, LeaderTerm: s.leaderTerm,
 		RootChild: s.root.childIndex, ElapsedMS: s.leaderElapsedMS, Sessions: len(s.sessions), Nodes: len(s.nodes),
-		Ended: slices.Clone(s.endedOrder), Codec: s.codec,
+		Ended: slices.Clone(s.endedOrder), Codec: s.codec, ContainerSeq: s.containerSeq,
 	}, pre: map[*node]snapNode{}}
 	for _, o := range s.openOrder {
 		f.header.Opens = append(f.header.Opens, snapOpen{Nonce: o.nonce, Session: o.session})
@@ -185,6 +197,8 @@ func (n *node) image() snapNode {
 		NextSeq: n.nextSeq, DirEpoch: n.dirEpoch, TokenEpoch: n.tokenEpoch,
 		PrefixState: n.prefixState, MovedTo: n.movedTo(), SealDir: n.sealDirIndex(), Tenant: n.tenant,
 		LockDelayMS: int64(n.lockDelayMS), DelayEnded: n.delayEnded(), Move: n.move.image(),
+		Permits:   int64(n.permits),
+		Container: n.container, TokenIndex: n.rareOf().tokenIndex, UpgradedAt: n.rareOf().upgradedAt, UpgradeKeep: n.rareOf().upgradeKeep,
 	}
 	// A delay is replaced, never changed in place: the image may share it.
 	if d := n.delay; d != nil {
@@ -305,6 +319,7 @@ func (s *State) restoreHeader(h snapHeader) error {
 		return fmt.Errorf("snapshot written in log codec %d, newer than this build's %d", h.Codec, LogCodecNewest)
 	}
 	s.codec = h.Codec
+	s.containerSeq = h.ContainerSeq
 	for _, id := range h.Ended {
 		s.ended[id] = struct{}{}
 	}
@@ -388,14 +403,19 @@ func nodeFromSnap(sn snapNode, parent *node, atRoot bool) (*node, error) {
 	if sn.LockDelayMS < 0 || sn.LockDelayMS > api.MaxLockDelay.Milliseconds() {
 		return nil, fmt.Errorf("snapshot node %s has lock-delay %d ms", sn.Path, sn.LockDelayMS)
 	}
+	if sn.Permits < 0 || sn.Permits > api.MaxPermits {
+		return nil, fmt.Errorf("snapshot node %s has %d permits", sn.Path, sn.Permits)
+	}
 	n := &node{
 		path: sn.Path, parent: parent, value: string(sn.Value), version: sn.Version, createIndex: sn.CreateIndex,
 		modifyIndex: sn.ModifyIndex, childIndex: sn.ChildIndex, ephemeral: sn.Ephemeral, owner: sn.Owner,
 		lock: sn.Lock, seq: sn.Seq, nextSeq: sn.NextSeq, dirEpoch: sn.DirEpoch, tokenEpoch: sn.TokenEpoch,
 		prefixState: sn.PrefixState, tenant: sn.Tenant,
 		lockDelayMS: int32(sn.LockDelayMS), move: sn.Move.state(),
+		permits: uint16(sn.Permits), container: sn.Container,
 	}
-	n.setRare(nodeRare{movedTo: sn.MovedTo, sealDirIndex: sn.SealDir, delayEnded: sn.DelayEnded})
+	n.setRare(nodeRare{movedTo: sn.MovedTo, sealDirIndex: sn.SealDir, delayEnded: sn.DelayEnded,
+		tokenIndex: sn.TokenIndex, upgradedAt: sn.UpgradedAt, upgradeKeep: sn.UpgradeKeep})
 	if sn.Move != nil && len(sn.Move.Kept) > 0 && !atRoot {
 		return nil, fmt.Errorf("snapshot node %s keeps moving lock-delays, but is no prefix root", sn.Path)
 	}

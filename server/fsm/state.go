@@ -48,6 +48,10 @@ type State struct {
 	// codec is the log codec the cell's entries are written in, raised by
 	// set_codec (codecgate.go); stored dedupe answers are kept in it.
 	codec LogCodec
+	// containerSeq is at least the sequence counter of every container
+	// deleted so far: a new container's counter starts there
+	// (container.go). It only rises.
+	containerSeq uint64
 }
 
 // New returns an empty state: just the root.
@@ -136,7 +140,7 @@ func (s *State) ApplyEntry(index uint64, data []byte) Applied {
 		s.uncache(changes)
 		enc := res.Encode()
 		stored := enc // the state's bytes: in the cell's codec (codecgate.go)
-		if s.codec != LogCodecV1 {
+		if s.codec == LogCodecJSON {
 			stored = res.EncodeFor(s.codec)
 		}
 		// The op may have ended the session (close); only a live one
@@ -160,7 +164,9 @@ func refused(index uint64, cmd Command, err *api.Error) Applied {
 
 func isDedupedOp(op Op) bool {
 	switch op {
-	case OpCreate, OpPut, OpDelete:
+	case OpTxn:
+		return true
+	case OpCreate, OpPut, OpDelete, OpSetLockMode:
 		return true
 	}
 	return false
@@ -206,6 +212,10 @@ func (s *State) apply(index uint64, c *Command) (Result, []Change) {
 		res, changes = s.endLockDelay(index, c)
 	case OpSetCodec:
 		res = s.setCodec(c)
+	case OpTxn:
+		res, changes = s.txn(index, c) // txn.go
+	case OpSetLockMode:
+		res, changes = s.setLockMode(index, c) // rwlock.go
 	default:
 		res = Result{Err: api.Errorf(api.CodeBadRequest, "unknown op %q", c.Op)}
 	}

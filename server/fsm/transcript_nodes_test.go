@@ -63,13 +63,14 @@ func (w *world) cmdDelete(c *ddCase) string {
 func (w *world) cmdLock(c *ddCase) string {
 	tc := w.cell(c)
 	mode := api.LockExclusive
-	if m, _ := c.Arg("mode"); m == "shared" {
-		mode = api.LockShared
+	if m, _ := c.Arg("mode"); m == "shared" || m == "permit" {
+		mode = api.LockMode(m)
 	}
 	dir := w.str(c, "dir")
 	id := w.session(c, tc, "s")
 	cmd := delayedLockCmd(id, dir, mode, int64(w.num(c, "delay", 0)))
 	cmd.MakeParents = w.flag(c, "parents")
+	cmd.Permits = int64(w.num(c, "permits", 0))
 	return w.apply(tc, cmd, func(r Result) string {
 		tc.tokens[tc.names[id]+" "+dir] = r.Token
 		out := tc.names[id] + " queued " + api.Base(r.Node.Path) + " (" + string(mode) + "), token " + tokenStr(r.Token) + ", "
@@ -78,6 +79,8 @@ func (w *world) cmdLock(c *ddCase) string {
 			return out + "granted"
 		case r.WaitFor == dir:
 			return out + "waits for the lock-delay of " + dir
+		case r.WaitFor == r.Node.Path:
+			return out + "waits for its grant"
 		}
 		return out + "waits for " + api.Base(r.WaitFor)
 	})

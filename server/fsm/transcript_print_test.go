@@ -64,6 +64,9 @@ func (tc *tcell) queue(dir string) string {
 	if delayed {
 		head += " (lock-delay " + delayStr(d) + ")"
 	}
+	if n, inUse, ok := s.SemaphoreOf(dir); ok {
+		head += " (semaphore, " + strconv.Itoa(inUse) + " of " + strconv.Itoa(n) + " permits in use)"
+	}
 	q, _, err := s.LockQueue(dir, 1<<20)
 	switch {
 	case err != nil && delayed:
@@ -79,6 +82,8 @@ func (tc *tcell) queue(dir string) string {
 		state := "holds"
 		if _, held, wf, _ := s.LockState(e.Node); !held && wf == dir {
 			state = "waits for the lock-delay"
+		} else if !held && wf == e.Node {
+			state = "waits for its grant"
 		} else if !held {
 			state = "waits for " + api.Base(wf)
 		}

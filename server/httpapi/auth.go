@@ -15,6 +15,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/server/audit"
 	"github.com/lockservice/lockd/server/cell"
 )
 
@@ -25,6 +26,9 @@ type principal struct {
 	tenant api.Tenant
 	admin  bool
 	quota  *api.Quota // the tenant's effective quota; nil: none
+	// tokenID names the request's token in the audit log (a prefix of
+	// its digest); "" with auth off.
+	tokenID string
 }
 
 // allows reports whether p holds role on path.
@@ -66,8 +70,9 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (principal, error) {
 	if tok == "" {
 		return principal{}, api.Errorf(api.CodeUnauthorized, "this cluster requires an API token (Authorization: Bearer <token>; lockctl --auth-token)")
 	}
-	if subtle.ConstantTimeCompare([]byte(api.TokenDigest(tok)), []byte(s.adminDigest)) == 1 {
-		return principal{name: api.BootstrapAdmin, admin: true}, nil
+	digest := api.TokenDigest(tok)
+	if subtle.ConstantTimeCompare([]byte(digest), []byte(s.adminDigest)) == 1 {
+		return principal{name: api.BootstrapAdmin, admin: true, tokenID: digest[:audit.TokenIDLen]}, nil
 	}
 	t, ok := s.host.Directory().TenantByToken(tok)
 	if !ok {
@@ -77,7 +82,7 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (principal, error) {
 		}
 	}
 	q := t.Quota.Effective()
-	return principal{name: t.Name, tenant: t, admin: t.IsAdmin(), quota: &q}, nil
+	return principal{name: t.Name, tenant: t, admin: t.IsAdmin(), quota: &q, tokenID: digest[:audit.TokenIDLen]}, nil
 }
 
 // renewCheck decides whose sessions p may have renewed: a tenant only its

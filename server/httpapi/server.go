@@ -25,6 +25,7 @@ import (
 	"github.com/lockservice/lockd/directory"
 	"github.com/lockservice/lockd/internal/httpbody"
 	"github.com/lockservice/lockd/internal/tlsutil"
+	"github.com/lockservice/lockd/server/audit"
 	"github.com/lockservice/lockd/server/cell"
 )
 
@@ -77,6 +78,8 @@ type Server struct {
 	refusals    logLimiter
 	// dir reads the directory for requests naming what the view lacks.
 	dir refresher
+	// audit records admin changes and refusals (audit.go); nil: none.
+	audit *audit.Log
 }
 
 // RequireClientCerts refuses (401) a request on any route but /healthz
@@ -159,6 +162,7 @@ func (s *Server) route(ctx *fasthttp.RequestCtx, route string) string {
 	}
 	p, err := s.authenticate(ctx)
 	if err != nil {
+		s.auditUnauthenticated(ctx, route, err)
 		ctx.SetConnectionClose() // its body, if any, is left unread
 		return s.reply(ctx, nil, err)
 	}
@@ -184,7 +188,7 @@ func (s *Server) route(ctx *fasthttp.RequestCtx, route string) string {
 	if err := httpbody.Read(ctx, bodyLimit(route, p)); err != nil {
 		return s.reply(ctx, nil, err)
 	}
-	v, err := h(s, ctx, p)
+	v, err := s.audited(ctx, route, p, h)
 	code := s.reply(ctx, v, err)
 	finishTrace(ctx)
 	return code
@@ -260,6 +264,8 @@ func init() {
 		api.RouteCreate:             (*Server).create,
 		api.RoutePut:                (*Server).put,
 		api.RouteDelete:             (*Server).delete,
+		api.RouteTxn:                (*Server).txn, // txn.go
+		api.RouteLockMode:           (*Server).lockMode,
 		api.RouteGet:                (*Server).get,
 		api.RouteChildren:           (*Server).children,
 		api.RouteLockState:          (*Server).lockState,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/directory"
+	"github.com/lockservice/lockd/server/audit"
 	"github.com/lockservice/lockd/server/backup"
 	"github.com/lockservice/lockd/server/raftnet"
 )
@@ -94,9 +95,11 @@ func (p *Process) backupRound() {
 			continue // only the leader backs a cell up
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		if _, err := p.Backup(ctx, name); err != nil {
+		res, err := p.Backup(ctx, name)
+		if err != nil {
 			p.log.Warn("periodic backup failed", "cell", name, "err", err)
 		}
+		p.auditSelf(audit.ActBackup, err, audit.Target{Cell: name, Index: res.Index, Location: audit.Clip(res.Location)})
 		cancel()
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/internal/tlsutil"
+	"github.com/lockservice/lockd/server/audit"
 )
 
 // Peer is one lockd of the cluster.
@@ -89,6 +90,12 @@ type Config struct {
 	// lockctl backup. Empty: no backups from this lockd.
 	BackupDir   string   `json:"backup_dir,omitempty"`
 	BackupEvery Duration `json:"backup_every,omitempty"`
+	// AuditFile is the audit log's file (server/audit): one JSON record a
+	// line, rotated past AuditMaxMB with AuditKeep old files kept. Empty:
+	// the audit records go to the process's log only.
+	AuditFile  string `json:"audit_file,omitempty"`
+	AuditMaxMB int    `json:"audit_max_mb,omitempty"`
+	AuditKeep  int    `json:"audit_keep,omitempty"`
 	// AdminTokenFile turns authentication on: every API request then
 	// needs a token, this file's (the cluster's bootstrap admin, which the
 	// lockds also use with each other) or a tenant's. Empty: no auth
@@ -235,6 +242,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := memoryFor(c); err != nil {
 		return err
+	}
+	if err := audit.CheckOptions(c.auditOptions()); err != nil {
+		return fmt.Errorf("config: %w", err)
 	}
 	return c.validateTLS()
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/lockservice/lockd/directory"
+	"github.com/lockservice/lockd/server/audit"
 	"github.com/lockservice/lockd/server/backup"
 	"github.com/lockservice/lockd/server/cell"
 	"github.com/lockservice/lockd/server/dirgroup"
@@ -47,6 +48,7 @@ type Process struct {
 
 	store    backup.Store // nil without --backup-dir
 	backupMu sync.Mutex
+	audit    *audit.Log // the audit log (audit.go)
 	stop     chan struct{}
 	wg       sync.WaitGroup
 }
@@ -90,6 +92,7 @@ func (p *Process) Close() {
 	if p.nh != nil {
 		p.nh.Close()
 	}
+	p.closeAudit()
 	p.log.Info("lockd stopped")
 }
 

@@ -60,6 +60,9 @@ func Start(cfg Config, log *slog.Logger) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := p.openAudit(); err != nil {
+		return nil, err
+	}
 	if err := p.startNodeHost(); err != nil {
 		return nil, err
 	}
@@ -186,6 +189,7 @@ func (p *Process) serveAPI(serverTLS *tls.Config) error {
 // here, with BackupEvery).
 func (p *Process) newAPI(serverTLS *tls.Config) *httpapi.Server {
 	srv := httpapi.New(p, p.Status, p.metrics, p.log)
+	srv.SetAudit(p.audit)
 	if p.peers.token != "" {
 		srv.EnableAuth(p.peers.token)
 	}
@@ -223,9 +227,10 @@ func newHTTPServer(handler fasthttp.RequestHandler) *fasthttp.Server {
 		CloseOnShutdown:    true,
 		// Past it a new connection is answered 503 and closed.
 		Concurrency: api.MaxConnectionsPerLockd,
-		// An idle keep-alive connection gives its read and write buffers
-		// back between requests: 10 000 sessions' connections cost under
-		// 8 KB each (TestIdleConnCost) instead of about 16 KB.
+		// An idle keep-alive connection gives its write buffer and body
+		// buffers back between requests: about 11.7 KB each instead of
+		// 15.9 KB (TestIdleConnCost; the 4 KB read buffer stays, as
+		// StreamRequestBody keeps it: bench/RESULTS.md, Memory).
 		ReduceMemoryUsage: true,
 	}
 }

@@ -140,3 +140,14 @@ func violationsByChecker(rep *Report) map[string]int {
 	}
 	return by
 }
+
+// TestChaosBrokenGuard: with mutant.TxnHolds a transaction's "token holds
+// the lock" condition always passes, so the guard workload's write with a
+// token its holder had released commits; checker guarded-write must say so.
+func TestChaosBrokenGuard(t *testing.T) {
+	needMutant(t, mutant.TxnHolds)
+	by := runBrokenChaos(t, 20*time.Second)
+	if by["guarded-write"] == 0 {
+		t.Errorf("checker guarded-write found nothing with the mutant on (violations by checker: %v)", by)
+	}
+}

@@ -59,6 +59,12 @@ type Config struct {
 
 	Locks, WorkersPerLock, SharedReaders, Candidates           int
 	ConfigClients, ConfigKeys, Churners, AckedWriters, Probers int
+	// Guarders is how many holders of one lock write through Mutex.Guard
+	// (workload_guard.go; default 2).
+	Guarders int
+	// SemaphorePermits is the N of the semaphore workload's semaphore
+	// (default 3) and SemaphoreWorkers how many contend (default 2N).
+	SemaphorePermits, SemaphoreWorkers int
 
 	CallTimeout    time.Duration // bounds one workload call with its retries
 	LockWait       time.Duration // TryLock and Campaign timeout
@@ -141,6 +147,7 @@ func (c Config) withDefaults() Config {
 	}
 	def(&c.Grace, api.DefaultGrace)
 	defi(&c.ConfigKeys, 2)
+	defi(&c.Guarders, 2)
 	defi(&c.Probers, 2)
 	def(&c.CallTimeout, 2*c.Lease+10*time.Second)
 	def(&c.LockWait, c.Lease+10*time.Second)
@@ -239,6 +246,7 @@ type run struct {
 	keys, sideKeys []string // config keys of /demo, of /side
 	pr             *prober
 	tw             *takeoverWaiter
+	semaphores     map[string]int // checker s's semaphores and their N (workload_semaphore.go)
 
 	// Schedule and heal.
 	x             *executor

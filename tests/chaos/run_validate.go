@@ -22,6 +22,7 @@ func (r *run) checkCell(rb readBack) {
 	rep.check("a. mutual exclusion (service indices)")(check.CheckMutualExclusion(snap.LockObs, snap.Deletions))
 	rep.check("a. mutual exclusion (client intervals)")(check.CheckIntervals(snap.Intervals, sdk.DriftMargin(cfg.Lease)))
 	rep.check("b. fencing (resource)")(check.CheckFencing(snap.Writes, snap.Grants, snap.LockObs))
+	rep.check("s. semaphore: at most N holders, tokens rising")(check.CheckSemaphores(snap.Intervals, r.h.PermitGrants(), r.semaphores, sdk.DriftMargin(cfg.Lease)))
 	lin := check.CheckLinearizable(append(snap.Config, rb.finalOps...), cfg.LinearizabilityTimeout)
 	rep.Linearizable = string(lin.Result)
 	rep.check("c. linearizable config (porcupine)")(lin.Ops, lin.Violations)
@@ -90,6 +91,7 @@ var runningChecks = []struct{ key, title string }{
 	{"migration", "moves: every move, resume and race settles, nothing lost at once"},
 	{"restore", "restores through the product complete"},
 	{"single-server", "m1. one cell per prefix (a stale client cannot lock)"},
+	{"guarded-write", "g. guarded writes: tokens rise in commit order, none after its release"}, // workload_guard.go
 }
 
 // figures fills the report's counts and samples, and finishes it.

@@ -16,6 +16,8 @@ import (
 func (r *run) startWorkloads() error {
 	e, cfg := r.e, r.cfg
 	lockPaths := r.startLockWorkers()
+	e.goWorker(func() { e.guardWorkload(cfg.Guarders) }) // workload_guard.go
+	r.semaphores = r.startSemaphoreWorkers()
 	for k := 0; k < cfg.Candidates; k++ {
 		name := fmt.Sprintf("candidate%d", k)
 		r.waiters = append(r.waiters, name)

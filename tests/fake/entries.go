@@ -148,7 +148,8 @@ func (c *Cell) closeSessionLocked(req api.CloseSessionRequest) (int, any) {
 
 func (c *Cell) createLocked(req api.CreateRequest) (int, any) {
 	res := c.proposeLocked(&fsm.Command{Op: fsm.OpCreate, WriteHeader: req.WriteHeader, Path: req.Path, Value: req.Value,
-		Ephemeral: req.Ephemeral, Sequential: req.Sequential, Lock: req.Lock, MakeParents: req.MakeParents, LockDelayMS: req.LockDelayMS})
+		Ephemeral: req.Ephemeral, Sequential: req.Sequential, Lock: req.Lock, MakeParents: req.MakeParents, LockDelayMS: req.LockDelayMS,
+		Permits: int64(req.Permits)})
 	if res.Err != nil {
 		return refuse(res.Err)
 	}

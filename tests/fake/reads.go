@@ -134,6 +134,9 @@ func (c *Cell) lockQueueLocked(req api.LockQueueRequest) (int, any) {
 		return refuse(err)
 	}
 	resp := api.LockQueueResponse{Path: req.Path, Index: c.st.Index(), Entries: entries, More: more}
+	if n, inUse, ok := c.st.SemaphoreOf(req.Path); ok {
+		resp.Permits, resp.InUse = n, inUse
+	}
 	if d, ok := c.st.LockDelayOf(req.Path); ok {
 		resp.Delay = d.Info()
 	}

@@ -132,6 +132,8 @@ func (c *Cell) handle(rep int, route string, body []byte) (int, any) {
 		return onLeader(c, rep, body, nil, c.putLocked)
 	case api.RouteDelete:
 		return onLeader(c, rep, body, nil, c.deleteLocked)
+	case api.RouteTxn:
+		return onLeader(c, rep, body, nil, c.txnLocked) // txn.go
 	case api.RouteGet:
 		return onLeader(c, rep, body, checkGet, c.getLocked)
 	case api.RouteChildren:

@@ -15,11 +15,15 @@ import (
 // codecWaitPolls bounds each wait of TestCodecUpgrade (100 ms apart).
 const codecWaitPolls = 300
 
+// newestCodec is the newest log codec of this build (fsm.LogCodecNewest:
+// the binary codec with issue 26's vocabulary).
+const newestCodec = 2
+
 // TestCodecUpgrade is a rolling upgrade of the log codec. Lockd 5 stands
 // for a build from before the binary codec (--log-codec-max 0): while it
 // is registered the directory's floor stays 0 and every cell writes JSON
 // (every replica's cell at log_codec 0, no entry above it). Restarted as
-// the new build, it advertises 1: the directory's leader raises the floor,
+// the new build, it advertises the newest: the directory's leader raises the floor,
 // every cell commits set_codec and writes binary from then on; a lock
 // taken before the switch is released after it, values written before
 // read back after. Then a lockd of the old build is refused registration
@@ -30,13 +34,14 @@ func TestCodecUpgrade(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{Lease: 5 * time.Second, ReplicaArgs: map[int][]string{old: {"--log-codec-max", "0"}}})
 	cl := c.NewClient()
 
-	waitCodecs(t, "lockds 1-4 registered at codec 1, lockd 5 at 0", func() (bool, string) {
+	waitCodecs(t, "lockds 1-4 registered at the newest codec, lockd 5 at 0", func() (bool, string) {
 		d := readDirectory(t, cl)
 		got := map[uint64]uint8{}
 		for _, l := range d.Lockds {
 			got[l.ID] = l.LogCodec
 		}
-		want := map[uint64]uint8{1: 1, 2: 1, 3: 1, 4: 1, 5: 0}
+		n := uint8(newestCodec)
+		want := map[uint64]uint8{1: n, 2: n, 3: n, 4: n, 5: 0}
 		return fmt.Sprint(got) == fmt.Sprint(want), fmt.Sprintf("lockds at %v", got)
 	})
 	s := openSession(t, cl, "demo", 5*time.Second)
@@ -56,10 +61,10 @@ func TestCodecUpgrade(t *testing.T) {
 
 	must(t, c.SetReplicaArgs(old))
 	must(t, c.Restart(old))
-	waitCodecs(t, "floor 1 and every replica of every cell at codec 1", func() (bool, string) {
-		return codecsAre(c, 1, 1)
+	waitCodecs(t, "the floor and every replica of every cell at the newest codec", func() (bool, string) {
+		return codecsAre(c, newestCodec, newestCodec)
 	})
-	checkCodecs(t, c, 1, 1)
+	checkCodecs(t, c, newestCodec, newestCodec)
 	must(t, s.release(&held))
 	again, err := s.acquire("/demo/up/lock")
 	must(t, err)
@@ -96,7 +101,7 @@ func TestCodecUpgrade(t *testing.T) {
 	})
 	mustDo(t, cl, api.RoutePut, api.PutRequest{WriteHeader: s.header(), Path: "/demo/up/k0", Value: []byte("without 5")}, nil)
 	must(t, s.release(&again))
-	if d := readDirectory(t, cl); d.LogCodec != 1 {
+	if d := readDirectory(t, cl); d.LogCodec != newestCodec {
 		t.Fatalf("the floor fell to %d", d.LogCodec)
 	}
 }

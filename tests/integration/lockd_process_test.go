@@ -208,7 +208,9 @@ func TestPortInUse(t *testing.T) {
 // one lockproxy.
 func devArgs(t *testing.T, replicas, apiBase, raftBase int) []string {
 	proxy := cluster.Build(t, cluster.ProxyPkg)
-	return []string{"dev", "--data-dir", t.TempDir(), "--replicas", fmt.Sprint(replicas),
+	// --lockds as many as the ports reserved: dev's default runs more
+	// lockds, on ports past the run (another test's by then).
+	return []string{"dev", "--data-dir", t.TempDir(), "--replicas", fmt.Sprint(replicas), "--lockds", fmt.Sprint(replicas),
 		"--api-port", fmt.Sprint(apiBase), "--raft-port", fmt.Sprint(raftBase),
 		"--rtt-ms", "20", "--lease", "3s",
 		"--proxies", "1", "--proxy-bin", proxy, "--proxy-port", fmt.Sprint(freePortRun(t, 1))}

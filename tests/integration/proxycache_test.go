@@ -87,6 +87,16 @@ func TestProxySharedCacheAndWatches(t *testing.T) {
 	if misses < 1 || misses > float64(len(readers))/2 {
 		t.Fatalf("%v of the %d readers' reads reached the cell; the proxy's shared cache should have sent one (one more per lapse of its grant)", misses, len(readers))
 	}
+	// Each read the proxy answered from its shared cache says so (api
+	// GetResponse.Shared): what the fault suite counts as a read with no
+	// quorum needed.
+	var shared uint64
+	for _, r := range readers {
+		shared += r.CacheStats().SharedHits
+	}
+	if float64(shared) != hits || shared == 0 {
+		t.Fatalf("the readers saw %d reads answered from the proxy's shared cache, the proxy counts %v hits", shared, hits)
+	}
 
 	watches := make([]<-chan api.Event, len(readers))
 	for i, r := range readers {

@@ -83,6 +83,8 @@ func (d devCluster) args(id int) []string {
 		"--lease", d.lease.String(),
 		"--rtt-ms", fmt.Sprint(d.rttMS),
 		"--logdb", d.logdb,
+		// The audit log of each lockd, beside its data (docs: "Audit log").
+		"--audit-file", filepath.Join(d.dataDir, fmt.Sprintf("replica-%d", id), "audit.log"),
 	}
 	args = append(args, d.tlsArgs()...)
 	if d.tls {

@@ -66,6 +66,9 @@ func (sf *serveFlags) register(f *pflag.FlagSet) {
 	f.BoolVar(&sf.cfg.Pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on the API port")
 	f.StringVar(&sf.cfg.BackupDir, "backup-dir", "", "backup store: exported snapshots of the cells this lockd leads go here (lockctl backup, --backup-every)")
 	f.DurationVar(&sf.backupEvery, "backup-every", time.Hour, "with --backup-dir: back up every cell this lockd leads this often (0: only on lockctl backup)")
+	f.StringVar(&sf.cfg.AuditFile, "audit-file", "", "also write the audit log (admin changes: tenants, tokens, moves, restores, membership, backups; refused admin requests) to this file, one JSON record a line (it always goes to the log, audit=true)")
+	f.IntVar(&sf.cfg.AuditMaxMB, "audit-max-mb", 0, "with --audit-file: rotate it past this many MB (0: 100)")
+	f.IntVar(&sf.cfg.AuditKeep, "audit-keep", 0, "with --audit-file: rotated files kept, FILE.1 the newest (0: 5; at most 100)")
 	f.StringVar(&sf.cfg.TLSCert, "tls-cert", "", "this lockd's API TLS certificate (PEM; server and client use: lockds call each other's API): the API runs mutual TLS")
 	f.StringVar(&sf.cfg.TLSKey, "tls-key", "", "the key of --tls-cert")
 	f.StringVar(&sf.cfg.TLSCA, "tls-ca", "", "the API's CA (PEM): API clients (applications, lockctl, lockproxies, lockds) must present certificates it signed")
@@ -140,6 +143,9 @@ func overrideFromFlags(cfg *lockd.Config, flags lockd.Config, f *pflag.FlagSet) 
 		{"deployment-id", func() { cfg.DeploymentID = flags.DeploymentID }},
 		{"pprof", func() { cfg.Pprof = flags.Pprof }},
 		{"backup-dir", func() { cfg.BackupDir = flags.BackupDir }},
+		{"audit-file", func() { cfg.AuditFile = flags.AuditFile }},
+		{"audit-max-mb", func() { cfg.AuditMaxMB = flags.AuditMaxMB }},
+		{"audit-keep", func() { cfg.AuditKeep = flags.AuditKeep }},
 		{"zone", func() { cfg.Zone = flags.Zone }},
 		{"raft-addr", func() { cfg.RaftAddr = flags.RaftAddr }},
 		{"raft-listen", func() { cfg.RaftListen = flags.RaftListen }},

@@ -177,6 +177,7 @@ type History struct {
 	checked     map[string]int             // checks made while running, by checker
 
 	moves moveRecords // the move, restore and fsync nemeses' records (history_moves.go)
+	sems  semRecords  // the semaphore workload's permits (history_semaphore.go)
 }
 
 // NewHistory starts an empty history whose clock starts now.

@@ -55,8 +55,11 @@ func (s *Server) audited(ctx *fasthttp.RequestCtx, route string, p principal, h 
 	if s.audit == nil {
 		return h(s, ctx, p)
 	}
-	if route == api.RouteDelete {
+	switch route {
+	case api.RouteDelete:
 		return s.auditedDelete(ctx, p, h)
+	case api.RouteTxn:
+		return s.auditedTxn(ctx, p, h)
 	}
 	act, ok := auditedRoutes[route]
 	if !ok {
@@ -99,6 +102,40 @@ func (s *Server) auditedDelete(ctx *fasthttp.RequestCtx, p principal, h handler)
 		who.Session = req.Session
 		s.audit.Record(audit.Record{Action: audit.ActNodeDelete, Who: who, Result: resultOf(err),
 			Target: audit.Target{Path: audit.Clip(req.Path), Owner: owner}})
+	}
+	return v, err
+}
+
+// auditedTxn runs an admin's transaction and records each of its
+// deletes of a node another session owns, as auditedDelete does for a
+// single delete (a refused transaction deleted nothing: its records say
+// the failure's code).
+func (s *Server) auditedTxn(ctx *fasthttp.RequestCtx, p principal, h handler) (any, error) {
+	var req api.TxnRequest
+	if !s.auth || !p.admin || json.Unmarshal(ctx.PostBody(), &req) != nil {
+		return h(s, ctx, p)
+	}
+	var targets []audit.Target
+	for _, op := range req.Then {
+		if op.Op != api.TxnDelete {
+			continue
+		}
+		if owner, ok := s.ephemeralOwner(ctx, op.Path); ok && owner != req.Session {
+			targets = append(targets, audit.Target{Path: audit.Clip(op.Path), Owner: owner})
+		}
+	}
+	v, err := h(s, ctx, p)
+	if len(targets) == 0 || redirected(err) {
+		return v, err
+	}
+	result := resultOf(err)
+	if r, ok := v.(api.TxnResponse); ok && !r.Succeeded && r.Failed != nil {
+		result = string(r.Failed.Code)
+	}
+	who := s.actor(ctx, p)
+	who.Session = req.Session
+	for _, t := range targets {
+		s.audit.Record(audit.Record{Action: audit.ActNodeDelete, Who: who, Result: result, Target: t})
 	}
 	return v, err
 }

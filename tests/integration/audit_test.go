@@ -78,6 +78,8 @@ func TestAuditLogOnRealLockds(t *testing.T) {
 	secrets = append(secrets, ls.secret)
 	var cr api.CreateResponse
 	mustDo(t, locker, api.RouteCreate, api.CreateRequest{WriteHeader: ls.header(), Path: "/demo/a/lk/lock-", Ephemeral: true, Sequential: true, Lock: api.LockExclusive}, &cr)
+	var eph api.CreateResponse // deleted by the admin through a transaction, below
+	mustDo(t, locker, api.RouteCreate, api.CreateRequest{WriteHeader: ls.header(), Path: "/demo/a/lk/lock-", Ephemeral: true, Sequential: true, Lock: api.LockExclusive}, &eph)
 	if err := do(locker, api.RouteAdminTenant, api.TenantRequest{Action: api.TenantPut, Tenant: api.Tenant{Name: "mine"}}, nil); api.CodeOf(err) != api.CodeForbidden {
 		t.Fatalf("a tenant's admin call: %v", err)
 	}
@@ -92,6 +94,12 @@ func TestAuditLogOnRealLockds(t *testing.T) {
 	}
 	// The admin removes the tenant's lock node (no session of its own).
 	mustDo(t, authClient(c, auditAdminToken), api.RouteDelete, api.DeleteRequest{Path: cr.Node.Path}, nil)
+	// And another through a transaction: recorded the same way.
+	var tr api.TxnResponse
+	mustDo(t, authClient(c, auditAdminToken), api.RouteTxn, api.TxnRequest{Then: []api.TxnOp{{Op: api.TxnDelete, Path: eph.Node.Path}}}, &tr)
+	if !tr.Succeeded {
+		t.Fatalf("the admin's txn delete: %+v", tr)
+	}
 
 	_, err = adm.MovePrefix(ctx, "/demo", "payments", nil)
 	must(t, err)
@@ -115,6 +123,9 @@ func TestAuditLogOnRealLockds(t *testing.T) {
 		}},
 		{"the admin's delete of the tenant's node", func(r auditLine) bool {
 			return r.Action == "node.delete_other" && r.Target.Path == cr.Node.Path && r.Target.Owner == ls.id && r.Result == "ok"
+		}},
+		{"the admin's delete of the tenant's node through a transaction", func(r auditLine) bool {
+			return r.Action == "node.delete_other" && r.Target.Path == eph.Node.Path && r.Target.Owner == ls.id && r.Result == "ok"
 		}},
 		{"the move begun", func(r auditLine) bool {
 			return r.Action == "prefix.move" && r.Step == api.MigrateBegin && r.Target.Prefix == "/demo" && r.Target.To == "payments" && r.Result == "ok"

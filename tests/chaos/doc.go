@@ -172,8 +172,13 @@
 //	    it shares with one fence, a leader fault to one cache window after
 //	    the new leader's first commit (executor.fenceAfter: the new
 //	    leader's fence holds it by design; one fence at most, so a cacher
-//	    that never lets go is still caught: lockd_broken_cachewindow); no
-//	    workload session lost is checker d.
+//	    that never lets go is still caught: lockd_broken_cachewindow).
+//	    expire-in-flight's slow fsyncs on every replica are a leader fault
+//	    of every cell (a step worker blocked 1.5 s in fsync misses its
+//	    heartbeats): its fence runs from the slowing to one cache window
+//	    after the first commit once the last slow fsync returned
+//	    (diskFence), which covers the election and fence of a cell the
+//	    probes do not see (/side). No workload session lost is checker d.
 //
 // Its mutant: `LOCKD_MUTANT=lockproxy_broken_lendtoken go test -tags
 // mutants -run TestChaosBrokenLendToken ./tests/chaos/` runs lockproxies

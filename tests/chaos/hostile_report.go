@@ -39,7 +39,9 @@ var stallKinds = map[string]bool{"config-put": true, "config-cas": true, "acked-
 // h3 excuses the time the cell committed nothing (outages) and, for
 // writes of cached nodes (config), the longest span shared with one
 // fence (a leader fault to one cache window past the new leader's first
-// commit): the new leader's fence holds them that long by design. One
+// commit; expire-in-flight's slow disks on every replica, a leader fault
+// of every cell, to one past the first commit once they are whole again:
+// diskFence): the new leader's fence holds them that long by design. One
 // fence at most: a write held longer is a stall, whoever holds it.
 //
 // The bound is one cache window (what a cacher that never answers may

@@ -167,16 +167,21 @@ func (expireInFlight) Inject(ctx context.Context, n *executor, st Step, _ target
 		_ = h.signal(syscall.SIGCONT)
 		return err
 	}
+	slowAt := n.e.h.Now()
 	// The proxy renews for a while after its client falls silent: the
 	// leader decides the expiry up to a second or so after the lease.
 	sleepCtx(ctx, 700*time.Millisecond+time.Duration(st.Pick%1000)*time.Millisecond)
 	_ = h.signal(syscall.SIGCONT)
 	sleepCtx(ctx, 2*slow)
 	err = n.setFsync("", n.c.IDs()...)
+	// Slow disks on every replica are a leader fault of every cell: its
+	// fence excuses writes of cached nodes (checker h3, diskFence).
+	fenced := n.measureDiskFence(st.Label(), slowAt, n.e.h.Now(), slow)
 	select {
 	case <-h.done:
 	case <-time.After(lease):
 	}
+	<-fenced
 	until, lost := h.lease()
 	n.logf("chaos: expire-in-flight: %s resumed; its last lease until %v, lost at %v, running %v", name, until.Round(time.Millisecond), lost.Round(time.Millisecond), h.running())
 	return err

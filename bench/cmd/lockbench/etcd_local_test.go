@@ -75,7 +75,7 @@ func TestAcquireAgainstLocalEtcd(t *testing.T) {
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	out, err := exec.CommandContext(ctx, bin, "run", "acquire", "--target", "etcd", "--start", "--etcd", "/usr/bin/etcd",
+	out, err := exec.CommandContext(ctx, bin, "run", "acquire", "--target", "etcd", "--start", "--etcd", "/usr/bin/etcd", "--port-base", portBase(t),
 		"--duration", "1s", "--concurrency", "1", "-o", "json").Output()
 	if err != nil {
 		var stderr []byte

@@ -204,8 +204,25 @@ func waitStatus(ctx context.Context, ep, token string, exited <-chan struct{}) e
 	}
 }
 
+// portRun, when --port-base sets it, hands out the caller's reserved run
+// of ports in order instead of drawing them (tests reserve runs that no
+// other test of the machine can draw).
+var portRun struct{ next int }
+
 // freePorts finds n consecutive free ports on 127.0.0.1.
 func freePorts(n int) (int, error) {
+	if portRun.next > 0 {
+		base := portRun.next
+		portRun.next += n
+		for i := 0; i < n; i++ {
+			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+i))
+			if err != nil {
+				return 0, fmt.Errorf("--port-base: port %d: %w", base+i, err)
+			}
+			_ = ln.Close()
+		}
+		return base, nil
+	}
 	for attempt := 0; attempt < 200; attempt++ {
 		base := 20000 + rand.IntN(30000)
 		ok := true

@@ -11,7 +11,19 @@ import (
 	"time"
 
 	"github.com/lockservice/lockd/bench/report"
+	"github.com/lockservice/lockd/tests/cluster"
 )
+
+// portBase is the first of 32 ports reserved for this test process, for
+// lockbench's --port-base (a drawn port can meet another test's).
+func portBase(t *testing.T) string {
+	t.Helper()
+	base, err := cluster.FreePortRun(32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprint(base)
+}
 
 // TestRunAgainstLocalCluster builds lockd and lockbench and runs a short
 // acquire against a real local cluster that lockbench starts itself.
@@ -32,7 +44,7 @@ func TestRunAgainstLocalCluster(t *testing.T) {
 		}
 	}
 	html := filepath.Join(dir, "r.html")
-	cmd := exec.CommandContext(ctx, filepath.Join(dir, "lockbench"), "run", "acquire", "--start",
+	cmd := exec.CommandContext(ctx, filepath.Join(dir, "lockbench"), "run", "acquire", "--start", "--port-base", portBase(t),
 		"--duration", "1s", "--concurrency", "1,2", "-o", "json", "--html", html)
 	out, err := cmd.Output()
 	if err != nil {

@@ -159,6 +159,7 @@ func runCommand() *cobra.Command {
 	f.StringVar(&o.dataDir, "data-dir", "", "with --start: the folder the cluster's data goes under (/dev/shm: tmpfs; default $TMPDIR)")
 	f.StringVar(&o.target, "target", targetLockd, "the system measured: lockd, or etcd (acquire, writes, herd, sessions through etcd's client; --start runs five local etcd members)")
 	f.StringVar(&o.etcd, "etcd", "", "with --target etcd --start: the etcd binary (default: etcd on PATH, else /usr/bin/etcd)")
+	f.IntVar(&portRun.next, "port-base", 0, "with --start: the first of a run of free loopback ports the cluster takes in order (2 per replica or member, 1 per proxy; default: drawn at random)")
 	return cmd
 }
 

@@ -1,6 +1,7 @@
 package check
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -85,5 +86,55 @@ func TestSplitLatencies(t *testing.T) {
 	in, out := SplitLatencies(ops, []Window{{Start: 90 * ms, End: 200 * ms}})
 	if in.N != 2 || in.Max != 300 || out.N != 1 || out.Max != 10 {
 		t.Fatalf("in %+v out %+v", in, out)
+	}
+}
+
+// TestFencedWriteStallsDiskFault feeds checker h3 the history of make
+// test's TestChaosShort failure (seed 1): side-config0's config-cas of a
+// cached /side node, 2m1.37s–2m11.748s, sent as expire-in-flight made
+// every replica's fsync take 1.5 s (2m1.3s until the heal at 2m5.52s).
+// The demo cell's probes committed nothing 2m1.25s–2m5.966s; the side
+// cell lost its leader at 2m2.9s, had none (but for 80 ms) until 2m6.59s,
+// and its new leader then fenced the node. The kill-leader fence before
+// ended at 1m50.441s. Counted against the probes' outage alone, the write
+// stalled 5.782 s; with the disk fault's fence (diskFence: to one cache
+// window after the first commit once the last slow fsync returned,
+// 2m7.05s) it is within the bound. A write held past that fence by a
+// cacher that never lets go is still a stall, and so is one that spans
+// two fences.
+func TestFencedWriteStallsDiskFault(t *testing.T) {
+	ms := func(m int64) time.Duration { return time.Duration(m) * time.Millisecond }
+	w := func(a, b int64) Window { return Window{Start: ms(a), End: ms(b)} }
+	outages := []Window{w(121_250, 125_966)}
+	killLeader := w(108_688, 110_441)
+	disk := w(121_300, 128_550)  // 2m7.05s + 1.5 s
+	pause := w(138_757, 140_582) // pause-leader at 2m18.757s: 325 ms + 1.5 s
+	write := Op{Worker: "side-config0", Kind: "config-cas", Start: ms(121_370), End: ms(131_748)}
+	for _, tc := range []struct {
+		name   string
+		end    int64 // the write's end, ms; 0: as it ended
+		fences []Window
+		bad    bool
+		stall  string // the stall the violation reports, if any
+	}{
+		{"the probes' outage alone (before the fix)", 0, []Window{killLeader}, true, "5.782s of it"},
+		{"with the disk fault's fence", 0, []Window{killLeader, disk}, false, ""},
+		{"held 5 s past the disk fence", 133_600, []Window{killLeader, disk}, true, "5.05s of it"},
+		{"a cacher that never lets go", 150_000, []Window{killLeader, disk}, true, "21.45s of it"},
+		{"across two fences, excused one", 141_000, []Window{killLeader, disk, pause}, true, "12.45s of it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := write
+			if tc.end != 0 {
+				o.End = ms(tc.end)
+			}
+			_, vs := CheckFencedWriteStalls([]Op{o}, outages, tc.fences, 5*time.Second)
+			if (len(vs) > 0) != tc.bad {
+				t.Fatalf("violations %v, want a violation: %v", vs, tc.bad)
+			}
+			if tc.bad && !strings.Contains(vs[0].Detail, tc.stall) {
+				t.Fatalf("violation %q, want %q", vs[0].Detail, tc.stall)
+			}
+		})
 	}
 }

@@ -21,8 +21,9 @@ build:
 
 # The local cluster: five lockd processes on loopback serving /demo and
 # /payments, data kept in $(DATA) across restarts. Ctrl-C stops it.
+# make run ETCD=1: the proxies also serve etcd's v3 API on :2379, :2479.
 run: build
-	./$(BIN)/lockd dev --data-dir $(DATA) --lease $(LEASE)
+	./$(BIN)/lockd dev --data-dir $(DATA) --lease $(LEASE) $(if $(ETCD),--etcd)
 
 # vet, gofmt and staticcheck (pinned in go.mod's tool directive: no
 # install step, the module proxy serves it).

@@ -78,6 +78,13 @@ type PutRequest struct {
 	Value       []byte  `json:"value"`
 	Version     *uint64 `json:"version,omitempty"`
 	MakeParents bool    `json:"make_parents,omitempty"`
+	// Container, with MakeParents: the directories this put makes are
+	// containers, deleted with their last child (CreateRequest.Container).
+	// Uncontain: a container at Path becomes a plain node, as if this put
+	// created it (version 1, create index the put's): the etcd gateway's
+	// put of a key that was only a parent. Both need log codec 3.
+	Container bool `json:"container,omitempty"`
+	Uncontain bool `json:"uncontain,omitempty"`
 }
 
 // WriteResponse answers put and delete.

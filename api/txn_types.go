@@ -51,6 +51,13 @@ type TxnOp struct {
 	Ephemeral   bool      `json:"ephemeral,omitempty"`
 	Sequential  bool      `json:"sequential,omitempty"`
 	MakeParents bool      `json:"make_parents,omitempty"`
+	// Container, with MakeParents (put, create): the directories the
+	// write makes are containers, deleted with their last child
+	// (CreateRequest.Container). Uncontain (put): a container at Path
+	// becomes a plain node, as if this put created it (version 1). Both
+	// need log codec 3.
+	Container bool `json:"container,omitempty"`
+	Uncontain bool `json:"uncontain,omitempty"`
 }
 
 // TxnCondKind is a transaction condition's kind.
@@ -66,11 +73,42 @@ const (
 	CondMissing TxnCondKind = "missing"
 	// CondExists: a node at Path.
 	CondExists TxnCondKind = "exists"
+	// Compares (etcd's, docs/etcd.md), each with Cmp: a missing node's
+	// create and mod revisions, version and owner are 0, and a compare
+	// of a missing node's value never holds. Revisions are tokens: the
+	// index with the prefix's directory epoch in the high bits
+	// (api.MakeToken). Need log codec 3 (a cell below answers
+	// codec_too_old).
+	CondCreateRev  TxnCondKind = "create_rev"  // Rev against the node's create revision
+	CondModRev     TxnCondKind = "mod_rev"     // Rev against the node's last create or put
+	CondVersionCmp TxnCondKind = "version_cmp" // Version against the node's version
+	CondValue      TxnCondKind = "value"       // Value against the node's value (bytes)
+	CondOwner      TxnCondKind = "owner"       // Owner against the owning session (0: persistent)
+)
+
+// TxnCmp is a compare's operator.
+type TxnCmp string
+
+const (
+	CmpEqual    TxnCmp = "="
+	CmpNotEqual TxnCmp = "!="
+	CmpLess     TxnCmp = "<"
+	CmpGreater  TxnCmp = ">"
 )
 
 // Valid reports whether k is a known kind.
 func (k TxnCondKind) Valid() bool {
-	return k == CondHolds || k == CondVersion || k == CondMissing || k == CondExists
+	return k == CondHolds || k == CondVersion || k == CondMissing || k == CondExists || k.IsCompare()
+}
+
+// IsCompare reports whether k is one of etcd's compares (it takes Cmp).
+func (k TxnCondKind) IsCompare() bool {
+	return k == CondCreateRev || k == CondModRev || k == CondVersionCmp || k == CondValue || k == CondOwner
+}
+
+// Valid reports whether c is a known operator.
+func (c TxnCmp) Valid() bool {
+	return c == CmpEqual || c == CmpNotEqual || c == CmpLess || c == CmpGreater
 }
 
 // TxnCond is one condition of a transaction, checked against the state
@@ -79,7 +117,13 @@ type TxnCond struct {
 	If      TxnCondKind `json:"if"`
 	Path    string      `json:"path"`
 	Token   uint64      `json:"token,omitempty"`   // holds
-	Version uint64      `json:"version,omitempty"` // version
+	Version uint64      `json:"version,omitempty"` // version, version_cmp
+	// Cmp is the operator of a compare (create_rev, mod_rev,
+	// version_cmp, value, owner); empty for the other kinds.
+	Cmp   TxnCmp `json:"cmp,omitempty"`
+	Rev   uint64 `json:"rev,omitempty"`   // create_rev, mod_rev
+	Value []byte `json:"value,omitempty"` // value
+	Owner uint64 `json:"owner,omitempty"` // owner: a session id
 }
 
 // TxnRequest commits Then if every condition of If holds, all or nothing.
@@ -157,16 +201,47 @@ func CheckTxnShape(r *TxnRequest) error {
 		}
 		total += len(o.Value)
 	}
-	if total > MaxTxnValueBytes {
-		return Errorf(CodeValueTooLarge, "a transaction's values are %d bytes, limit %d (MaxTxnValueBytes)", total, MaxTxnValueBytes)
-	}
 	for i, c := range r.If {
 		if !c.If.Valid() {
-			return Errorf(CodeBadRequest, "condition %d: unknown kind %q (holds, version, missing, exists)", i, c.If)
+			return Errorf(CodeBadRequest, "condition %d: unknown kind %q (holds, version, missing, exists, create_rev, mod_rev, version_cmp, value, owner)", i, c.If)
+		}
+		if err := checkTxnCondFields(i, &c); err != nil {
+			return err
 		}
 		if err := ValidatePath(c.Path); err != nil {
 			return Errorf(CodeInvalidPath, "condition %d: %v", i, err)
 		}
+		total += len(c.Value)
+	}
+	if total > MaxTxnValueBytes {
+		return Errorf(CodeValueTooLarge, "a transaction's values (writes and compares) are %d bytes, limit %d (MaxTxnValueBytes)", total, MaxTxnValueBytes)
+	}
+	return nil
+}
+
+// checkTxnCondFields refuses an operator or operand the condition's kind
+// does not take: a compare needs a known Cmp and carries only its own
+// operand (Rev, Version, Value or Owner); the other kinds carry none of
+// Cmp, Rev, Value, Owner (silently ignored, a client's compare would not
+// be made).
+func checkTxnCondFields(i int, c *TxnCond) error {
+	if !c.If.IsCompare() {
+		if c.Cmp != "" || c.Rev != 0 || len(c.Value) > 0 || c.Owner != 0 {
+			return Errorf(CodeBadRequest, "condition %d: cmp, rev, value and owner are for a compare (create_rev, mod_rev, version_cmp, value, owner), not %s", i, c.If)
+		}
+		return nil
+	}
+	if !c.Cmp.Valid() {
+		return Errorf(CodeBadRequest, "condition %d: %s compare needs cmp =, !=, < or >, not %q", i, c.If, c.Cmp)
+	}
+	rev := c.If == CondCreateRev || c.If == CondModRev
+	switch {
+	case c.Token != 0,
+		c.Rev != 0 && !rev,
+		c.Version != 0 && c.If != CondVersionCmp,
+		len(c.Value) > 0 && c.If != CondValue,
+		c.Owner != 0 && c.If != CondOwner:
+		return Errorf(CodeBadRequest, "condition %d: a %s compare takes only its own operand (create_rev, mod_rev: rev; version_cmp: version; value: value; owner: owner)", i, c.If)
 	}
 	return nil
 }
@@ -183,6 +258,10 @@ func checkTxnOpFields(i int, o *TxnOp) error {
 		return Errorf(CodeBadRequest, "write %d: a create takes no version (a put at version 0 creates only)", i)
 	case o.Op == TxnDelete && (len(o.Value) > 0 || o.MakeParents):
 		return Errorf(CodeBadRequest, "write %d: a delete takes no value and no make_parents", i)
+	case o.Container && !o.MakeParents:
+		return Errorf(CodeBadRequest, "write %d: container is for a write with make_parents: it marks the directories the write makes", i)
+	case o.Uncontain && o.Op != TxnPut:
+		return Errorf(CodeBadRequest, "write %d: uncontain is for a put, not a %s", i, o.Op)
 	}
 	return nil
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/lockservice/lockd/internal/httpbody"
 	"github.com/lockservice/lockd/internal/listen"
 	"github.com/lockservice/lockd/internal/tlsutil"
+	"github.com/lockservice/lockd/proxy/etcdgw"
 	"github.com/lockservice/lockd/sdk"
 )
 
@@ -59,7 +60,14 @@ type Config struct {
 	// MaxConns bounds the client connections served at once (0:
 	// api.MaxConnectionsPerProxy; only tests set it lower).
 	MaxConns int
-	Logger   *slog.Logger
+	// EtcdListen, when set, serves etcd's v3 gRPC API there (proxy/etcdgw,
+	// docs/etcd.md), with the client listener's TLS; EtcdDefaultPrefix
+	// holds the etcd keys without a leading "/"; EtcdLockDelay is the
+	// lock-delay of locks taken through etcd's Lock service.
+	EtcdListen        string
+	EtcdDefaultPrefix string
+	EtcdLockDelay     time.Duration
+	Logger            *slog.Logger
 }
 
 // Proxy is one running lockproxy.
@@ -84,6 +92,11 @@ type Proxy struct {
 	auth      authState
 	ownDigest string
 	quota     *watchQuota
+
+	// etcd is the etcd gateway (nil without EtcdListen) and etcdBackend
+	// its way in (proxy_etcd.go).
+	etcd        *etcdgw.Gateway
+	etcdBackend *etcdBackend
 
 	clients atomic.Int64
 	srv     *fasthttp.Server
@@ -127,6 +140,10 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 		ln = tls.NewListener(ln, cfg.TLS)
 	}
 	p.serve(ln)
+	if err := p.startEtcd(ctx); err != nil {
+		_ = p.Close()
+		return nil, fmt.Errorf("etcd gateway: %w", err)
+	}
 	return p, nil
 }
 
@@ -200,10 +217,11 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 // Close stops serving; the sessions live on in their cells and their
 // clients go on through another proxy.
 func (p *Proxy) Close() error {
+	eerr := p.closeEtcd()
 	p.cancel()
 	err := p.srv.Shutdown()
 	p.wg.Wait()
-	return errors.Join(err, p.up.Close())
+	return errors.Join(eerr, err, p.up.Close())
 }
 
 // register records the proxy in the directory, retrying until it is.
@@ -282,12 +300,19 @@ func (p *Proxy) Status() api.ProxyStatus {
 // client (health, metrics), the client's check (its certificate, then its
 // body, read once the client is known), the proxy's own routes, the
 // KeepAlives, and the rest forwarded to the cell's leader.
-func (p *Proxy) handle(ctx *fasthttp.RequestCtx) {
+func (p *Proxy) handle(ctx *fasthttp.RequestCtx) { p.handleFrom(ctx, true) }
+
+// handleInternal serves the etcd gateway's requests (proxy_etcd.go): the
+// gRPC server checked the client's certificate, so only that check is
+// skipped; the token's is not.
+func (p *Proxy) handleInternal(ctx *fasthttp.RequestCtx) { p.handleFrom(ctx, false) }
+
+func (p *Proxy) handleFrom(ctx *fasthttp.RequestCtx, checkCert bool) {
 	route := string(ctx.Path())
 	if p.serveUnchecked(ctx, route) {
 		return
 	}
-	if !p.checkClient(ctx) {
+	if !p.checkClient(ctx, checkCert) {
 		return
 	}
 	if p.serveLocal(ctx, route) {
@@ -326,8 +351,8 @@ func (p *Proxy) serveUnchecked(ctx *fasthttp.RequestCtx, route string) bool {
 // checkClient refuses a client without the certificate mutual TLS needs,
 // and reads a POST's body once its client is known (readClientBody). It
 // reports whether the request goes on.
-func (p *Proxy) checkClient(ctx *fasthttp.RequestCtx) bool {
-	if p.cfg.TLS != nil && !tlsutil.HasClientCert(ctx.TLSConnectionState()) {
+func (p *Proxy) checkClient(ctx *fasthttp.RequestCtx, checkCert bool) bool {
+	if checkCert && p.cfg.TLS != nil && !tlsutil.HasClientCert(ctx.TLSConnectionState()) {
 		ctx.SetConnectionClose() // its body, if any, is left unread
 		reply(ctx, nil, api.Errorf(api.CodeUnauthorized, "this lockproxy requires a client certificate its CA signed (mutual TLS)"))
 		return false
@@ -413,9 +438,14 @@ func (p *Proxy) forwardToCell(ctx *fasthttp.RequestCtx, route string, arrived ti
 	}
 	cctx, cancel := p.requestContext(ctx)
 	defer cancel()
+	o := sdk.ForwardOptions{Authorization: string(ctx.Request.Header.Peek(api.HeaderAuth)), ClientAddr: ctx.RemoteAddr().String()}
+	if route == api.RouteChanges { // a long poll: the lockd holds it up to MaxChangesWaitMS
+		o.Timeout = sdk.DefaultRequestTimeout + api.MaxChangesWaitMS*time.Millisecond
+		cctx, cancel = context.WithTimeout(p.ctx, o.Timeout)
+		defer cancel()
+	}
 	cctx, tr := traceForward(cctx, ctx)
-	body, err := p.up.Forward(cctx, cell, route, ctx.PostBody(), sdk.ForwardOptions{Authorization: string(ctx.Request.Header.Peek(api.HeaderAuth)),
-		ClientAddr: ctx.RemoteAddr().String()})
+	body, err := p.up.Forward(cctx, cell, route, ctx.PostBody(), o)
 	switch c := api.CodeOf(err); {
 	case err == nil && route == api.RouteSessionOpen:
 		p.opened(ctx, cell, body, arrived)
@@ -523,7 +553,7 @@ func routeLabel(route string) string {
 var knownRoutes = map[string]bool{
 	api.RouteSessionOpen: true, api.RouteSessionKeepAlive: true, api.RouteSessionClose: true, api.RouteKeepAliveBatch: true,
 	api.RouteCreate: true, api.RoutePut: true, api.RouteDelete: true, api.RouteGet: true, api.RouteChildren: true,
-	api.RouteTxn: true, api.RouteLockMode: true,
+	api.RouteTxn: true, api.RouteLockMode: true, api.RouteRange: true, api.RouteChanges: true,
 	api.RouteLockState: true, api.RouteLockQueue: true, api.RouteLockCheck: true, api.RouteWatch: true,
 	api.RouteAdminSnapshot: true, api.RouteAdminBackup: true, api.RouteAdminCellCreate: true, api.RouteAdminPrefixAssign: true,
 	api.RouteAdminRegister: true, api.RouteAdminMigrate: true, api.RouteAdminMember: true, api.RouteAdminRestore: true,
@@ -557,6 +587,8 @@ func (p *Proxy) cellOf(ctx *fasthttp.RequestCtx) (string, error) {
 	var probe struct {
 		Cell string `json:"cell"`
 		Path string `json:"path"`
+		// Root: a range's or a change read's (api/range_types.go).
+		Root string `json:"root"`
 		// Then: a transaction's writes; its first one's path routes it.
 		Then []struct {
 			Path string `json:"path"`
@@ -570,6 +602,8 @@ func (p *Proxy) cellOf(ctx *fasthttp.RequestCtx) (string, error) {
 		return probe.Cell, nil
 	case probe.Path != "":
 		return p.up.CellFor(probe.Path)
+	case probe.Root != "":
+		return p.up.CellFor(probe.Root)
 	case len(probe.Then) > 0 && probe.Then[0].Path != "":
 		return p.up.CellFor(probe.Then[0].Path)
 	}

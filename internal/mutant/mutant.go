@@ -415,6 +415,109 @@ const (
 	// directories onto a cell below log codec 2, whose older replicas
 	// would drop them. Caught by server/cell TestStageGateContainers.
 	StageContainerUngated Mutant = "lockd_broken_stage_container_ungated"
+
+	// --- etcd gateway: server reads (ranges, change ring) ---
+
+	// RangeACL lets RouteRange skip its read check on Root: a tenant
+	// reads another's subtree. Caught by server/httpapi
+	// TestRangeAuthorization.
+	RangeACL Mutant = "lockd_broken_range_acl"
+	// ChangesFloor lets the change ring drop changes without raising its
+	// Floor, and a state read from a snapshot keep Floor 1: a gap is
+	// served as a complete history. Caught by server/fsm
+	// TestChangeRingFloor.
+	ChangesFloor Mutant = "lockd_broken_changes_floor"
+
+	// --- etcd gateway: server txn (compares) ---
+
+	// TxnValueMissing makes a value compare on a missing node hold as if
+	// its value were empty (etcd: a value compare on a missing key never
+	// holds). Caught by server/fsm TestTxnCompares.
+	TxnValueMissing Mutant = "lockd_broken_txn_value_missing"
+	// TxnRevEpoch makes revision compares ignore the directory epoch
+	// (indexes only): a revision of an older epoch passes as current.
+	// Caught by server/fsm TestTxnCompareEpoch.
+	TxnRevEpoch Mutant = "lockd_broken_txn_rev_epoch"
+)
+
+// The etcd gateway's watch and election (proxy/etcdgw).
+const (
+	// --- etcd gateway: watch and election ---
+
+	// EtcdWatchACL lets a watch start without the caller's read check on
+	// its span (the feed reads with the proxy's credentials): a tenant
+	// watches another's keys. Caught by tests/integration
+	// TestEtcdWatchOutsideGrantRefused and proxy/etcdgw
+	// TestWatchCreateChecksGrant.
+	EtcdWatchACL Mutant = "lockd_broken_etcd_watch_acl"
+	// EtcdWatchGap lets a watch whose start revision is below the change
+	// ring's Floor replay from Floor instead of answering compacted: the
+	// changes in between are silently skipped. Caught by proxy/etcdgw
+	// TestWatchBelowFloorCompacted.
+	EtcdWatchGap Mutant = "lockd_broken_etcd_watch_gap"
+)
+
+// The etcd gateway's core (proxy/etcdgw, proxy/proxy_etcd.go).
+const (
+	// --- etcd gateway: core ---
+
+	// EtcdAuth makes the gateway's backend send the proxy's own
+	// credentials instead of the etcd caller's token: a tenant reads and
+	// writes outside its grant. Caught by tests/integration
+	// TestEtcdKV (subtest outside-grant).
+	EtcdAuth Mutant = "lockd_broken_etcd_auth"
+)
+
+// The etcd gateway's leases and Lock service (proxy/etcdgw lease*.go,
+// lock*.go).
+const (
+	// --- etcd gateway: leases ---
+
+	// EtcdLeaseBinding makes the lease table ignore the credential: a
+	// lease id another credential granted is found, kept alive, revoked
+	// and written with. Caught by proxy/etcdgw TestLeaseBoundToCredential.
+	EtcdLeaseBinding Mutant = "lockd_broken_etcd_lease_binding"
+	// EtcdLeaseTTL makes a KeepAlive answer the granted TTL instead of
+	// what is left of the lease's sessions' guarantee. Caught by
+	// proxy/etcdgw TestKeepAliveAnswersWhatIsLeft.
+	EtcdLeaseTTL Mutant = "lockd_broken_etcd_ttl"
+	// EtcdLockEarly makes Lock answer as soon as its lock node is made,
+	// before the node holds the lock. Caught by proxy/etcdgw
+	// TestLockWaitsForGrant and tests/integration
+	// TestEtcdLeaseLock/lock_exclusion.
+	EtcdLockEarly Mutant = "lockd_broken_etcd_lock_early"
+)
+
+// The etcd gateway's hardening from the attack review (proxy/etcdgw).
+const (
+	// --- etcd gateway: attack fixes ---
+
+	// EtcdMTLS serves the etcd port with the client listener's TLS
+	// configuration as it is (a client certificate verified only if
+	// given) while the gateway's requests skip the proxy's certificate
+	// check: a client without a certificate is served. Caught by proxy
+	// TestEtcdRequiresClientCert.
+	EtcdMTLS Mutant = "lockd_broken_etcd_mtls"
+	// EtcdKeepAliveCap drops the per-tenant bound on LeaseKeepAlive
+	// streams: one tenant holds every stream of the gateway and the
+	// others' leases cannot be renewed. Caught by proxy/etcdgw
+	// TestKeepAliveStreamsPerTenant.
+	EtcdKeepAliveCap Mutant = "lockd_broken_etcd_keepalive_cap"
+	// EtcdWatchCap drops the per-tenant bound on watches: one tenant
+	// fills the gateway's feed subscribers and the others' watches are
+	// refused. Caught by proxy/etcdgw TestWatchesPerTenant.
+	EtcdWatchCap Mutant = "lockd_broken_etcd_watch_cap"
+)
+
+// The etcd gateway's reads at a past revision (proxy/etcdgw kv_past.go).
+const (
+	// --- etcd gateway: past reads ---
+
+	// EtcdPastRead makes a read at a past revision ignore the changes
+	// after it: the current state is answered as the state at the
+	// revision (an STM reads values newer than its snapshot). Caught by
+	// proxy/etcdgw TestPastRead.
+	EtcdPastRead Mutant = "lockd_broken_etcd_pastread"
 )
 
 // all is every mutant (TestAllListsEveryConstant holds it to the
@@ -445,6 +548,14 @@ var all = []Mutant{
 	WireCount, BatchReplyEvents,
 	AuditToken,
 	AuditReadsStream, StageContainerUngated,
+	RangeACL, ChangesFloor, // etcd gateway: server reads
+	TxnValueMissing, TxnRevEpoch, // etcd gateway: server txn
+	EtcdWatchACL, EtcdWatchGap, // etcd gateway: watch and election
+	EtcdAuth, // etcd gateway: core
+
+	EtcdLeaseBinding, EtcdLeaseTTL, EtcdLockEarly, // etcd gateway: leases
+	EtcdMTLS, EtcdKeepAliveCap, EtcdWatchCap, // etcd gateway: attack fixes
+	EtcdPastRead, // etcd gateway: past reads
 }
 
 // parse reads a LOCKD_MUTANT value: empty (none), one mutant name, or

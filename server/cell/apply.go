@@ -11,6 +11,8 @@ import (
 // runs under dragonboat's write lock on the state, so it is ordered exactly
 // with applies and with lookups.
 func (c *Cell) afterApply(s *fsm.State, a *fsm.Applied) {
+	// The change feed's long polls (changefeed.go).
+	c.changeWaiters.wake(a.Changes)
 	var by uint64 // a session's own delete: its client learns of it from the reply
 	if a.Cmd.Op == fsm.OpDelete {
 		by = a.Cmd.Session
@@ -53,6 +55,7 @@ func (c *Cell) afterApply(s *fsm.State, a *fsm.Applied) {
 			c.sessions.Stop()
 			c.delays.stop()
 			c.watches.Reset()
+			c.changeWaiters.wakeAll()
 		}
 	case fsm.OpOpenSession:
 		// A session's id is the index of the entry that opened it; a

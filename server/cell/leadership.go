@@ -55,6 +55,7 @@ func (c *Cell) LeaderUpdated(info raftio.LeaderInfo) {
 	c.delays.stop()
 	c.watches.Reset()
 	c.cachers.Reset()
+	c.changeWaiters.wakeAll() // changes.go: a long poll answers what it has
 }
 
 // leading reports whether the listener says this replica leads term.

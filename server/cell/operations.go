@@ -33,13 +33,17 @@ func (c *Cell) Create(ctx context.Context, req api.CreateRequest, who Caller) (a
 
 // Put writes a value, once no client can serve the old one from its cache.
 func (c *Cell) Put(ctx context.Context, req api.PutRequest, who Caller) (api.WriteResponse, error) {
+	need, what := fsm.PutCodec(&req)
+	if err := fsm.NeedCodec(c.LogCodec(), need, what); err != nil {
+		return api.WriteResponse{}, err
+	}
 	done, err := c.beforeCreate(ctx, req.Path, req.MakeParents, req.Path)
 	if err != nil {
 		return api.WriteResponse{}, err
 	}
 	res, err := c.propose(ctx, who.stamp(&fsm.Command{
 		Op: fsm.OpPut, WriteHeader: req.WriteHeader, Path: req.Path, Value: req.Value,
-		Version: req.Version, MakeParents: req.MakeParents,
+		Version: req.Version, MakeParents: req.MakeParents, Container: req.Container, Uncontain: req.Uncontain,
 	}))
 	done(err)
 	if err != nil {

@@ -17,7 +17,8 @@ import (
 // refusal that names a condition or a write is an answer (Succeeded
 // false), not an error: nothing applied.
 func (c *Cell) Txn(ctx context.Context, req api.TxnRequest, whos []Caller) (api.TxnResponse, error) {
-	if err := fsm.NeedCodec(c.LogCodec(), fsm.LogCodecV2, "a transaction"); err != nil {
+	need, what := fsm.TxnCodec(&req)
+	if err := fsm.NeedCodec(c.LogCodec(), need, what); err != nil {
 		return api.TxnResponse{}, err
 	}
 	if len(whos) != len(req.Then) || len(whos) == 0 {

@@ -50,7 +50,8 @@ const (
 	cmdPrevLeadershipMS byte = 38 // varint
 	cmdRestored         byte = 39 // message (restore tags), written when non-nil
 	cmdPermits          byte = 40 // varint (semaphores, codec V2)
-	cmdContainer        byte = 55 // flag (container directories, codec V2)
+	cmdContainer        byte = 55 // flag (container directories, codec V2; on a put V3)
+	cmdUncontain        byte = 56 // flag (a put making a container plain, codec V3)
 )
 
 // Version-1 tags of an api.Quota message.
@@ -216,6 +217,7 @@ func encodeCommandRest(e *encoder, c *Command) {
 	e.varint(cmdPermits, c.Permits) // tags from 40 on follow here, ascending
 	encodeTxnCommand(e, c)          // tags 45-54 (codec_txn.go)
 	e.flag(cmdContainer, c.Container)
+	e.flag(cmdUncontain, c.Uncontain)
 }
 
 // encodeExported writes one exported node as a length-prefixed message.
@@ -340,6 +342,8 @@ func decodeCommandField(d *decoder, c *Command, t byte) {
 		decodeTxnCommandField(d, c, t)
 	case cmdContainer:
 		c.Container = true
+	case cmdUncontain:
+		c.Uncontain = true
 	default:
 		d.unknown("command", t)
 	}

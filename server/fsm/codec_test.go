@@ -35,6 +35,7 @@ func fullCommand(op Op) Command {
 		If:        fullTxnConds(),
 		Then:      fullTxnOps(),
 		Container: true, // rwlock/containers (R)
+		Uncontain: true, // a put making a container plain (codec V3)
 		Permits:   1024, // semaphores (S)
 	}
 }

@@ -2,7 +2,9 @@ package fsm
 
 // The binary codec of a txn entry's fields and its result's (codec.go):
 // Command tags 45-54 and Result tags 14-17 are the transactions'. Every
-// field here is log codec V2 vocabulary (a cell proposes a txn only at V2).
+// field here is log codec V2 vocabulary (a cell proposes a txn only at V2),
+// except the compares (condition tags 6-10, kind codes 5-9) and a write's
+// container and uncontain (write tags 11-12), which are V3 (TxnCodec).
 
 import (
 	"encoding/binary"
@@ -25,11 +27,16 @@ const (
 
 // Version-1 tags of a txn condition message (api.TxnCond).
 const (
-	condKindCode byte = 1 // uvarint: a code of codecConds
-	condKindName byte = 2 // string: a kind without a code
-	condPath     byte = 3 // string
-	condToken    byte = 4 // uvarint
-	condVersion  byte = 5 // uvarint
+	condKindCode byte = 1  // uvarint: a code of codecConds
+	condKindName byte = 2  // string: a kind without a code
+	condPath     byte = 3  // string
+	condToken    byte = 4  // uvarint
+	condVersion  byte = 5  // uvarint
+	condCmpCode  byte = 6  // uvarint: a code of codecCmps (codec V3)
+	condCmpName  byte = 7  // string: an operator without a code (codec V3)
+	condRev      byte = 8  // uvarint (codec V3)
+	condValue    byte = 9  // bytes (codec V3)
+	condOwner    byte = 10 // uvarint (codec V3)
 )
 
 // Version-1 tags of a txn write message (TxnOp).
@@ -44,12 +51,16 @@ const (
 	txnOpMakeParents byte = 8  // flag
 	txnOpOwnOnly     byte = 9  // flag
 	txnOpParentsFrom byte = 10 // string
+	txnOpContainer   byte = 11 // flag (codec V3)
+	txnOpUncontain   byte = 12 // flag (codec V3)
 )
 
-// codecConds and codecTxnOps are the kinds' version-1 codes (the index);
-// 0 is none. Append only.
+// codecConds, codecCmps and codecTxnOps are the kinds' and operators'
+// version-1 codes (the index); 0 is none. Append only.
 var (
-	codecConds  = [...]api.TxnCondKind{1: api.CondHolds, 2: api.CondVersion, 3: api.CondMissing, 4: api.CondExists}
+	codecConds = [...]api.TxnCondKind{1: api.CondHolds, 2: api.CondVersion, 3: api.CondMissing, 4: api.CondExists,
+		5: api.CondCreateRev, 6: api.CondModRev, 7: api.CondVersionCmp, 8: api.CondValue, 9: api.CondOwner}
+	codecCmps   = [...]api.TxnCmp{1: api.CmpEqual, 2: api.CmpNotEqual, 3: api.CmpLess, 4: api.CmpGreater}
 	codecTxnOps = [...]api.TxnOpKind{1: api.TxnPut, 2: api.TxnCreate, 3: api.TxnDelete}
 )
 
@@ -85,6 +96,14 @@ func encodeTxnCond(e *encoder, k *api.TxnCond) {
 	e.str(condPath, k.Path)
 	e.uvarint(condToken, k.Token)
 	e.uvarint(condVersion, k.Version)
+	if code := codeOf(codecCmps[:], k.Cmp); code != 0 {
+		e.uvarint(condCmpCode, code)
+	} else {
+		e.str(condCmpName, string(k.Cmp))
+	}
+	e.uvarint(condRev, k.Rev)
+	e.bytes(condValue, k.Value)
+	e.uvarint(condOwner, k.Owner)
 	e.end(start)
 }
 
@@ -105,6 +124,8 @@ func encodeTxnOp(e *encoder, o *TxnOp) {
 	e.flag(txnOpMakeParents, o.MakeParents)
 	e.flag(txnOpOwnOnly, o.OwnOnly)
 	e.str(txnOpParentsFrom, o.ParentsFrom)
+	e.flag(txnOpContainer, o.Container)
+	e.flag(txnOpUncontain, o.Uncontain)
 	e.end(start)
 }
 
@@ -150,6 +171,16 @@ func decodeTxnCond(d *decoder, k *api.TxnCond) {
 			k.Token = s.uvarint()
 		case condVersion:
 			k.Version = s.uvarint()
+		case condCmpCode:
+			k.Cmp = byCode(&s, "txn condition", codecCmps[:], s.uvarint())
+		case condCmpName:
+			k.Cmp = api.TxnCmp(s.str())
+		case condRev:
+			k.Rev = s.uvarint()
+		case condValue:
+			k.Value = s.bytes()
+		case condOwner:
+			k.Owner = s.uvarint()
 		default:
 			s.unknown("txn condition", t)
 		}
@@ -182,6 +213,10 @@ func decodeTxnOp(d *decoder, o *TxnOp) {
 			o.OwnOnly = true
 		case txnOpParentsFrom:
 			o.ParentsFrom = s.str()
+		case txnOpContainer:
+			o.Container = true
+		case txnOpUncontain:
+			o.Uncontain = true
 		default:
 			s.unknown("txn write", t)
 		}

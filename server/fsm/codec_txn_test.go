@@ -13,9 +13,16 @@ import (
 // one without a code.
 func fullTxnConds() []api.TxnCond {
 	return []api.TxnCond{
-		{If: api.CondHolds, Path: "/demo/l", Token: 1<<40 + 3, Version: 9},
+		{If: api.CondHolds, Path: "/demo/l", Token: 1<<40 + 3, Version: 9,
+			Cmp: api.CmpGreater, Rev: 1<<62 + 1, Value: bytes.Repeat([]byte{0, 'c'}, 100), Owner: 1 << 41},
 		{If: api.CondVersion, Path: "/demo/v", Version: 1 << 63},
 		{If: api.CondMissing, Path: "/demo/m"}, {If: api.CondExists, Path: "/demo/e"},
+		{If: api.CondCreateRev, Path: "/demo/c", Cmp: api.CmpEqual, Rev: 1<<40 + 7},
+		{If: api.CondModRev, Path: "/demo/c", Cmp: api.CmpNotEqual, Rev: 1},
+		{If: api.CondVersionCmp, Path: "/demo/c", Cmp: api.CmpLess, Version: 3},
+		{If: api.CondValue, Path: "/demo/c", Cmp: api.CmpGreater, Value: []byte{0}},
+		{If: api.CondOwner, Path: "/demo/c", Cmp: api.CmpEqual, Owner: 12},
+		{If: api.CondValue, Cmp: "some_future_operator"},
 		{If: "some_future_condition"}, {},
 	}
 }
@@ -25,7 +32,7 @@ func fullTxnConds() []api.TxnCond {
 func fullTxnOps() []TxnOp {
 	return []TxnOp{
 		{TxnOp: api.TxnOp{Op: api.TxnCreate, Path: "/demo/q-", Value: bytes.Repeat([]byte{0, 'v'}, 100), Version: u64(0),
-			Ephemeral: true, Sequential: true, MakeParents: true}, OwnOnly: true, ParentsFrom: "/demo"},
+			Ephemeral: true, Sequential: true, MakeParents: true, Container: true, Uncontain: true}, OwnOnly: true, ParentsFrom: "/demo"},
 		{TxnOp: api.TxnOp{Op: api.TxnPut, Path: "/demo/p", Version: u64(7)}},
 		{TxnOp: api.TxnOp{Op: api.TxnDelete, Path: "/demo/d"}},
 		{TxnOp: api.TxnOp{Op: "some_future_write"}}, {},

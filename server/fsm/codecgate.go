@@ -35,8 +35,17 @@ const (
 	// build that knows only version 1 cannot apply those entries, so a
 	// cell proposes them only once its state is at V2 (NeedCodec).
 	LogCodecV2 LogCodec = 2
+	// LogCodecV3 is the binary codec (encoded as version 1) with the
+	// vocabulary issue 27 (the etcd gateway) added: a transaction's
+	// compares (create_rev, mod_rev, version_cmp, value, owner), and a
+	// put's or txn write's Container and Uncontain. A replica of a V2
+	// build refuses those entries as undecodable (unknown codes and
+	// tags), or, for Container on a put (a tag it knows), applies the
+	// put without it: a cell proposes them only at V3 (TxnCodec,
+	// PutCodec).
+	LogCodecV3 LogCodec = 3
 	// LogCodecNewest is the highest codec this build encodes and decodes.
-	LogCodecNewest = LogCodecV2
+	LogCodecNewest = LogCodecV3
 )
 
 // NeedCodec refuses a request whose entry needs codec need on a cell
@@ -48,6 +57,32 @@ func NeedCodec(have, need LogCodec, what string) *api.Error {
 		return nil
 	}
 	return api.Errorf(api.CodeCodecTooOld, "%s needs log codec %d and this cell writes %d: every lockd of the cluster must run a build that decodes it (upgrade them; the directory raises the floor by itself)", what, need, have)
+}
+
+// TxnCodec is the lowest log codec whose replicas all apply req as this
+// build does, and what needs it (for NeedCodec's message): V2 for a
+// transaction, V3 with a compare or a write's container or uncontain.
+func TxnCodec(req *api.TxnRequest) (LogCodec, string) {
+	for _, k := range req.If { // at most api.MaxTxnConds (checked by the caller's shape check or the fsm)
+		if k.If.IsCompare() {
+			return LogCodecV3, "a transaction with a compare (" + string(k.If) + ")"
+		}
+	}
+	for _, o := range req.Then {
+		if o.Container || o.Uncontain {
+			return LogCodecV3, "a transaction write with container or uncontain"
+		}
+	}
+	return LogCodecV2, "a transaction"
+}
+
+// PutCodec is the lowest log codec whose replicas all apply req as this
+// build does: V3 for a put with Container or Uncontain, else any.
+func PutCodec(req *api.PutRequest) (LogCodec, string) {
+	if req.Container || req.Uncontain {
+		return LogCodecV3, "a put with container or uncontain"
+	}
+	return LogCodecJSON, "a put"
 }
 
 // OpSetCodec raises the cell's log codec to Epoch (the field carries the

@@ -85,6 +85,10 @@ type Command struct {
 	// are containers, deleted with their last child (container.go).
 	// Codec V2.
 	Container bool `json:"container,omitempty"`
+	// Uncontain: for a put, a container at Path becomes a plain node, as
+	// if the put created it (uncontain.go). Codec V3, as is Container on
+	// a put.
+	Uncontain bool `json:"uncontain,omitempty"`
 	// AtMS: for close_session, expire_session and ensure_prefix, the
 	// proposer's wall clock (Unix ms). Shown as the start of a lock-delay
 	// the release (or a moved prefix's first serving entry) begins; the

@@ -382,6 +382,7 @@ func (s *State) applyCreate(index uint64, c *Command, p createPlan) (Result, []C
 	}
 	s.link(index, n)
 	changes = append(changes, Change{Path: p.path, Type: ChangeCreated, Index: index}, Change{Path: parent.path, Type: ChangeChildren, Index: index})
+	s.noteCreated(index, changes) // changes.go: the parents made, then n
 	res := Result{Node: s.meta(n, false)}
 	if n.lock != api.LockNone {
 		res.Token = s.token(n)
@@ -463,7 +464,7 @@ func (s *State) put(index uint64, c *Command) (Result, []Change) {
 		if c.Version != nil && *c.Version != 0 {
 			return Result{Err: api.Errorf(api.CodeNoNode, "%s does not exist", c.Path)}, nil
 		}
-		create := Command{Op: OpCreate, Path: c.Path, Value: c.Value, MakeParents: c.MakeParents, ParentsFrom: c.ParentsFrom, Tenant: c.Tenant, Quota: c.Quota}
+		create := putCreate(c) // uncontain.go
 		return s.create(index, &create)
 	}
 	if err := mayChange(c, n); err != nil {
@@ -493,6 +494,8 @@ func (s *State) put(index uint64, c *Command) (Result, []Change) {
 	n.value = string(c.Value)
 	n.version++
 	n.modifyIndex = index
+	s.uncontain(index, c, n)              // uncontain.go
+	s.noteChange(index, api.ChangePut, n) // changes.go
 	return Result{Node: s.meta(n, false)}, []Change{{Path: n.path, Type: ChangeData, Index: index}}
 }
 
@@ -538,6 +541,8 @@ func (s *State) delete(index uint64, c *Command) (Result, []Change) {
 // sequence counter, outlives it (keepDelay), whatever removes it.
 func (s *State) removeNode(index uint64, n *node) []Change {
 	heir := permitHeir(n) // while n is still in the queue
+	// The change ring (changes.go) records n as it was.
+	s.noteChange(index, api.ChangeDelete, n)
 	s.keepDelay(n)
 	s.foldContainerSeq(n) // container.go
 	p := n.parent
@@ -592,6 +597,7 @@ func (s *State) ensurePrefix(index uint64, c *Command) (Result, []Change) {
 			if n.prefixState == PrefixStaged {
 				changes = s.startMovedDelays(index, n, c.AtMS)            // the lock-delays that moved with it start here
 				changes = append(changes, s.sweepContainers(index, n)...) // container.go
+				s.notePrefixServed(index, n.path)                         // changes.go: the import is no change
 			}
 			s.touch(n)
 			n.dirEpoch = max(n.dirEpoch, c.Epoch)
@@ -604,6 +610,7 @@ func (s *State) ensurePrefix(index uint64, c *Command) (Result, []Change) {
 	}
 	n := &node{path: c.Path, parent: s.root, version: 1, createIndex: index, modifyIndex: index, childIndex: index, dirEpoch: max(c.Epoch, 1)}
 	s.link(index, n)
+	s.noteChange(index, api.ChangePut, n) // changes.go
 	return Result{Node: s.meta(n, false), Epoch: n.dirEpoch}, []Change{{Path: n.path, Type: ChangeCreated, Index: index}}
 }
 

@@ -88,6 +88,7 @@ func (s *State) wakePermit(index uint64, heir *node) []Change {
 	}
 	s.touch(heir)
 	heir.modifyIndex = index
+	s.noteChange(index, api.ChangePut, heir) // changes.go: its modify index moved
 	return []Change{{Path: heir.path, Type: ChangeData, Index: index}}
 }
 

@@ -294,6 +294,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	if err := s.CheckInvariants(); err != nil {
 		return nil, fmt.Errorf("snapshot is inconsistent: %w", err)
 	}
+	s.ring = newChangeRing(s.recoveredFloor()) // changes.go: none seen before the snapshot
 	return s, nil
 }
 

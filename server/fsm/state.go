@@ -52,6 +52,9 @@ type State struct {
 	// deleted so far: a new container's counter starts there
 	// (container.go). It only rises.
 	containerSeq uint64
+	// ring is the change ring (changes.go): soft, an output of apply
+	// only, never part of the state's content or its snapshot.
+	ring *changeRing
 }
 
 // New returns an empty state: just the root.
@@ -64,6 +67,7 @@ func New() *State {
 		opens:    map[string]uint64{},
 		limits:   defaultLimits,
 		tenants:  map[string]*usage{},
+		ring:     newChangeRing(1),
 	}
 }
 

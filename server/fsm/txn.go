@@ -2,7 +2,8 @@ package fsm
 
 // Transactions: a few writes (put, create, delete) committed in one entry
 // only if every condition holds ("token T holds lock directory D", "node
-// P is at version V", "P does not exist", "P exists"). All or nothing:
+// P is at version V", "P does not exist", "P exists", and etcd's compares:
+// txn_cmp.go). All or nothing:
 // every condition, then every write's own checks (the single write's:
 // path, value, session, ACL flags, version, limits and quotas, summed
 // over the writes) are checked against the state before anything
@@ -24,7 +25,8 @@ import (
 )
 
 // OpTxn commits Then if every condition of If holds (txn.go). Needs log
-// codec V2.
+// codec V2; V3 with a compare or a write's container or uncontain
+// (TxnCodec).
 const OpTxn Op = "txn"
 
 // TxnOp is one write of a txn entry: the client's, and the caller's ACL
@@ -114,6 +116,8 @@ func (s *State) checkTxnCond(k api.TxnCond) *api.Error {
 		if !exists {
 			return api.Errorf(api.CodeConditionFailed, "%s does not exist", k.Path)
 		}
+	case api.CondCreateRev, api.CondModRev, api.CondVersionCmp, api.CondValue, api.CondOwner:
+		return s.checkTxnCompare(k) // txn_cmp.go
 	}
 	return nil
 }
@@ -150,6 +154,7 @@ func txnSub(c *Command, o *TxnOp) Command {
 	sub := Command{
 		Path: o.Path, Value: o.Value, Version: o.Version, Ephemeral: o.Ephemeral, Sequential: o.Sequential,
 		MakeParents: o.MakeParents, ParentsFrom: o.ParentsFrom, OwnOnly: o.OwnOnly,
+		Container: o.Container, Uncontain: o.Uncontain,
 		Tenant: c.Tenant, Quota: c.Quota, Admin: c.Admin,
 	}
 	sub.Session, sub.Secret = c.Session, c.Secret
@@ -277,7 +282,7 @@ func (s *State) checkTxnPut(index uint64, c *Command, b *txnBudget) *api.Error {
 		if c.Version != nil && *c.Version != 0 {
 			return api.Errorf(api.CodeNoNode, "%s does not exist", c.Path)
 		}
-		create := Command{Op: OpCreate, Path: c.Path, Value: c.Value, MakeParents: c.MakeParents, ParentsFrom: c.ParentsFrom, Tenant: c.Tenant, Quota: c.Quota}
+		create := putCreate(c)
 		return s.checkTxnCreate(index, &create, b)
 	}
 	if err := mayChange(c, n); err != nil {

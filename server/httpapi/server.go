@@ -268,6 +268,8 @@ func init() {
 		api.RouteLockMode:           (*Server).lockMode,
 		api.RouteGet:                (*Server).get,
 		api.RouteChildren:           (*Server).children,
+		api.RouteRange:              (*Server).rangeRead,   // ranges.go
+		api.RouteChanges:            (*Server).changesRead, // ranges.go
 		api.RouteLockState:          (*Server).lockState,
 		api.RouteLockQueue:          (*Server).lockQueue,
 		api.RouteLockCheck:          (*Server).lockCheck,

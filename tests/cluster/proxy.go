@@ -29,11 +29,20 @@ func ProxyBinary() (string, error) {
 	return BuildBinary(ProxyPkg, MutantFlags()...)
 }
 
+// EtcdDefaultPrefix holds the etcd keys without a leading "/" at every
+// harness proxy: a cell must serve it for such keys to work (tests give
+// a cell the prefix /etcd).
+const EtcdDefaultPrefix = "/etcd"
+
 // Proxy is a lockproxy process the harness runs beside a cluster.
 type Proxy struct {
 	Name    string
 	Addr    string
 	LogPath string
+	// EtcdAddr is where the proxy serves etcd's v3 API (--etcd-listen):
+	// every harness proxy does, on a port of its own, keys without a
+	// leading "/" under EtcdDefaultPrefix (docs/etcd.md).
+	EtcdAddr string
 
 	c    *Cluster
 	mu   sync.Mutex
@@ -49,11 +58,12 @@ func (c *Cluster) StartProxy(name string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(1)
+	ports, err := freePorts(2)
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{Name: name, Addr: fmt.Sprintf("127.0.0.1:%d", ports[0]), LogPath: filepath.Join(c.dir, name+".log"), c: c}
+	p := &Proxy{Name: name, Addr: fmt.Sprintf("127.0.0.1:%d", ports[0]), EtcdAddr: fmt.Sprintf("127.0.0.1:%d", ports[1]),
+		LogPath: filepath.Join(c.dir, name+".log"), c: c}
 	if err := p.start(bin); err != nil {
 		return nil, err
 	}
@@ -74,7 +84,8 @@ func (p *Proxy) start(bin string) error {
 		return err
 	}
 	eps := p.c.Endpoints()[:p.c.opts.Replicas]
-	args := []string{"--name", p.Name, "--listen", p.Addr, "--lockd", strings.Join(eps, ","), "--log-level", p.c.opts.LogLevel}
+	args := []string{"--name", p.Name, "--listen", p.Addr, "--lockd", strings.Join(eps, ","), "--log-level", p.c.opts.LogLevel,
+		"--etcd-listen", p.EtcdAddr, "--etcd-default-prefix", EtcdDefaultPrefix}
 	if p.c.opts.tokenFile != "" {
 		args = append(args, "--token-file", p.c.opts.tokenFile)
 	}

@@ -16,8 +16,8 @@ import (
 const codecWaitPolls = 300
 
 // newestCodec is the newest log codec of this build (fsm.LogCodecNewest:
-// the binary codec with issue 26's vocabulary).
-const newestCodec = 2
+// the binary codec with issue 26's vocabulary and issue 27's compares).
+const newestCodec = 3
 
 // TestCodecUpgrade is a rolling upgrade of the log codec. Lockd 5 stands
 // for a build from before the binary codec (--log-codec-max 0): while it
@@ -26,8 +26,10 @@ const newestCodec = 2
 // the new build, it advertises the newest: the directory's leader raises the floor,
 // every cell commits set_codec and writes binary from then on; a lock
 // taken before the switch is released after it, values written before
-// read back after. Then a lockd of the old build is refused registration
-// (codec_too_old) and hosts no replica, and the cells go on without it.
+// read back after; a transaction with a compare (codec 3 vocabulary) is
+// refused codec_too_old before the switch and applies after it. Then a
+// lockd of the old build is refused registration (codec_too_old) and
+// hosts no replica, and the cells go on without it.
 func TestCodecUpgrade(t *testing.T) {
 	t.Parallel()
 	const old = 5
@@ -51,6 +53,21 @@ func TestCodecUpgrade(t *testing.T) {
 	must(t, err)
 	for i := range 10 {
 		mustDo(t, cl, api.RoutePut, api.PutRequest{WriteHeader: s.header(), Path: fmt.Sprintf("/demo/up/k%d", i), Value: []byte(fmt.Sprint(i)), MakeParents: true}, nil)
+	}
+	cmpTxn := func() error {
+		ctx, cancel := ctxFor(callTimeout)
+		defer cancel()
+		var resp api.TxnResponse
+		err := cl.Do(ctx, api.RouteTxn, api.TxnRequest{WriteHeader: s.header(),
+			If:   []api.TxnCond{{If: api.CondValue, Path: "/demo/up/k0", Cmp: api.CmpNotEqual, Value: []byte("txn")}},
+			Then: []api.TxnOp{{Op: api.TxnPut, Path: "/demo/up/k0", Value: []byte("txn")}}}, &resp)
+		if err == nil && !resp.Succeeded {
+			return fmt.Errorf("compare txn refused: %+v", resp.Failed)
+		}
+		return err
+	}
+	if err := cmpTxn(); !isCode(err, api.CodeCodecTooOld) {
+		t.Fatalf("a compare txn below codec 3: %v, want codec_too_old", err)
 	}
 	// The directory's leader checks every second: give it a few rounds in
 	// which it must not raise the floor.
@@ -79,6 +96,8 @@ func TestCodecUpgrade(t *testing.T) {
 		}
 		mustDo(t, cl, api.RoutePut, api.PutRequest{WriteHeader: s.header(), Path: fmt.Sprintf("/demo/up/k%d", i), Value: []byte("after")}, nil)
 	}
+	must(t, cmpTxn())
+	checkCodecs(t, c, newestCodec, newestCodec)
 
 	// An old build is refused from now on.
 	ctx, cancel := ctxFor(callTimeout)

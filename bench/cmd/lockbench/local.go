@@ -214,31 +214,34 @@ func freePorts(n int) (int, error) {
 	if portRun.next > 0 {
 		base := portRun.next
 		portRun.next += n
-		for i := 0; i < n; i++ {
-			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+i))
-			if err != nil {
-				return 0, fmt.Errorf("--port-base: port %d: %w", base+i, err)
-			}
-			_ = ln.Close()
+		if err := bindable(base, n); err != nil {
+			return 0, fmt.Errorf("--port-base: %w", err)
 		}
 		return base, nil
 	}
-	for attempt := 0; attempt < 200; attempt++ {
+	for attempt := 0; attempt < maxPortDraws; attempt++ {
 		base := 20000 + rand.IntN(30000)
-		ok := true
-		for i := 0; i < n && ok; i++ {
-			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+i))
-			if err != nil {
-				ok = false
-				break
-			}
-			_ = ln.Close()
-		}
-		if ok {
+		if bindable(base, n) == nil {
 			return base, nil
 		}
 	}
-	return 0, fmt.Errorf("no %d consecutive free ports", n)
+	return 0, fmt.Errorf("no %d consecutive free ports in %d draws", n, maxPortDraws)
+}
+
+// maxPortDraws bounds the random runs freePorts tries.
+const maxPortDraws = 200
+
+// bindable reports the first of ports base..base+n-1 that 127.0.0.1
+// cannot bind now, if any.
+func bindable(base, n int) error {
+	for i := 0; i < n; i++ {
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+i))
+		if err != nil {
+			return fmt.Errorf("port %d: %w", base+i, err)
+		}
+		_ = ln.Close()
+	}
+	return nil
 }
 
 // binary is path if set, else the named command beside lockbench (where

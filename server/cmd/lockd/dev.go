@@ -35,6 +35,11 @@ type devCluster struct {
 	proxies   int
 	proxyBase int
 	proxyBin  string
+	// etcd: proxy i also serves etcd's v3 API on etcdBase+100*(i-1)
+	// (2379, 2479, ...), keys without a leading "/" under
+	// devEtcdDefaultPrefix (docs/etcd.md).
+	etcd     bool
+	etcdBase int
 	// auth: the lockds require tokens; tokenFile holds the admin token
 	// (made once in the data directory, kept across restarts).
 	auth      bool
@@ -70,6 +75,8 @@ func devCommand() *cobra.Command {
 	f.IntVar(&d.proxies, "proxies", 2, "lockproxy processes to run (clients send through them by default); 0 for none")
 	f.IntVar(&d.proxyBase, "proxy-port", 7201, "API port of proxy 1; proxy i listens on proxy-port+i-1")
 	f.StringVar(&d.proxyBin, "proxy-bin", "", "the lockproxy binary (default: lockproxy beside this lockd)")
+	f.BoolVar(&d.etcd, "etcd", false, "the proxies also serve etcd's v3 API (etcdctl, etcd clients): proxy 1 on 127.0.0.1:2379, proxy 2 on :2479, ...; keys without a leading / live under "+devEtcdDefaultPrefix)
+	f.IntVar(&d.etcdBase, "etcd-port", 2379, "etcd port of proxy 1, with --etcd; proxy i serves on etcd-port+100*(i-1)")
 	f.BoolVar(&d.tls, "tls", false, "run mutual TLS everywhere: development CAs and certificates are made in DATA_DIR/tls, the API's and, on a CA of its own, Raft's (lockctl --tls-ca/--tls-cert/--tls-key with its client.pem)")
 	f.BoolVar(&d.auth, "auth", false, "require API tokens: an admin token is made in DATA_DIR/admin.token (lockctl --auth-token $(cat it)); tenants with lockctl tenant")
 	f.StringVar(&d.logdb, "logdb", "tiny", "LogDB memory preset of every replica (tiny keeps five replicas small; small is lockd serve's default)")
@@ -137,8 +144,21 @@ func (d devCluster) ports() []portUse {
 	}
 	for i := 1; i <= d.proxies; i++ {
 		out = append(out, portUse{addr: d.proxyAddr(i), kind: "proxy", replica: uint64(i)})
+		if d.etcd {
+			out = append(out, portUse{addr: d.etcdAddr(i), kind: "etcd", replica: uint64(i)})
+		}
 	}
 	return out
+}
+
+// devEtcdDefaultPrefix holds the dev cluster's etcd keys without a
+// leading "/": a directory in /demo, a prefix the dev cluster always
+// serves (key "foo" is /demo/etcd/foo; "/payments/x" is itself).
+const devEtcdDefaultPrefix = "/demo/etcd"
+
+// etcdAddr is proxy i's etcd address (with --etcd).
+func (d devCluster) etcdAddr(i int) string {
+	return fmt.Sprintf("127.0.0.1:%d", d.etcdBase+100*(i-1))
 }
 
 func (d devCluster) proxyAddr(i int) string { return fmt.Sprintf("127.0.0.1:%d", d.proxyBase+i-1) }
@@ -153,6 +173,9 @@ func (d devCluster) proxyArgs(i int) []string {
 	}
 	if d.tokenFile != "" {
 		args = append(args, "--token-file", d.tokenFile)
+	}
+	if d.etcd {
+		args = append(args, "--etcd-listen", d.etcdAddr(i), "--etcd-default-prefix", devEtcdDefaultPrefix)
 	}
 	return append(args, d.tlsArgs()...)
 }
@@ -291,6 +314,13 @@ func (d *devCluster) printBanner() {
 			addrs = append(addrs, d.proxyAddr(i))
 		}
 		fmt.Printf("proxies: %s (clients send through them; lockctl --direct to bypass)\n", strings.Join(addrs, ","))
+	}
+	if d.etcd && d.proxies > 0 {
+		var addrs []string
+		for i := 1; i <= d.proxies; i++ {
+			addrs = append(addrs, d.etcdAddr(i))
+		}
+		fmt.Printf("etcd v3: %s (etcdctl --endpoints %s; keys without a leading / live under %s)\n", strings.Join(addrs, ","), strings.Join(addrs, ","), devEtcdDefaultPrefix)
 	}
 	if d.auth {
 		fmt.Printf("auth: tokens required; admin token in %s (export LOCKCTL_AUTH_TOKEN=$(cat %s))\n", d.tokenFile, d.tokenFile)

@@ -10,7 +10,7 @@ import (
 // portUse is one address a replica is about to listen on.
 type portUse struct {
 	addr    string
-	kind    string // "api", "raft" or "proxy"
+	kind    string // "api", "raft", "proxy" or "etcd" (a proxy's etcd port)
 	replica uint64
 }
 
@@ -22,8 +22,8 @@ func checkPorts(uses []portUse) error {
 	for _, u := range uses {
 		ln, err := net.Listen("tcp", u.addr)
 		if errors.Is(err, syscall.EADDRINUSE) {
-			if u.kind == "proxy" {
-				return fmt.Errorf("port %s (proxy %d) is already in use", u.addr, u.replica)
+			if u.kind == "proxy" || u.kind == "etcd" {
+				return fmt.Errorf("port %s (%s of proxy %d) is already in use", u.addr, u.kind, u.replica)
 			}
 			return fmt.Errorf("port %s (%s of replica %d) is already in use", u.addr, u.kind, u.replica)
 		}

@@ -1,0 +1,124 @@
+package etcdgw
+
+import (
+	"context"
+
+	"github.com/lockservice/lockd/api"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Txn execution (docs/etcd.md, "Txn"). The success branch's keys are
+// read first; each write is pinned to what was read (a condition the
+// gateway adds after the client's compares), so a put with a lease
+// creates or rewrites exactly the node it saw, and a delete of a
+// missing key is no write (Deleted 0). A failure on a pinned condition
+// means a key changed in between: read again, at most MaxWriteRetries
+// times. A failure on a client's compare runs the else branch's reads.
+
+// Txn commits a transaction.
+func (s *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
+	w, err := s.g.who(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pl, err := s.g.planTxn(r)
+	if err != nil {
+		return nil, err
+	}
+	for range MaxWriteRetries {
+		out, retry, err := s.g.txnAttempt(ctx, w, &pl)
+		if !retry {
+			return out, grpcError(err)
+		}
+	}
+	return nil, status.Errorf(codes.Aborted, "a transaction's keys changed under %d attempts (MaxWriteRetries): retry", MaxWriteRetries)
+}
+
+// txnOutcome is how a transaction attempt ended.
+type txnOutcome int
+
+const (
+	txnCommitted      txnOutcome = iota // the compares held: the success branch
+	txnComparesFailed                   // a client's compare failed: the else branch
+	txnPinFailed                        // a key the gateway read changed: read again
+)
+
+// txnAttempt reads the written keys, commits (or, with nothing to
+// write, evaluates the compares on reads) and runs the chosen branch's
+// reads; retry says a pinned key changed in between.
+func (g *Gateway) txnAttempt(ctx context.Context, w who, pl *txnPlan) (*pb.TxnResponse, bool, error) {
+	reads, readIndex, err := g.readWrites(ctx, w, pl)
+	if err != nil {
+		return nil, false, err
+	}
+	req, err := g.buildTxn(ctx, w, pl, reads)
+	if err != nil {
+		return nil, false, err
+	}
+	var outcome txnOutcome
+	var index uint64
+	if len(req.Then) == 0 {
+		outcome, index, err = g.evalCompares(ctx, w, pl)
+	} else {
+		outcome, index, err = g.commitTxn(ctx, w, req, len(pl.compares))
+	}
+	switch {
+	case err != nil:
+		return nil, false, err
+	case outcome == txnPinFailed:
+		return nil, true, nil
+	}
+	out, err := g.txnAnswer(ctx, w, pl, reads, outcome == txnCommitted, max(index, readIndex))
+	return out, false, err
+}
+
+// commitTxn sends req and says how it ended (the index it applied at,
+// if it did).
+func (g *Gateway) commitTxn(ctx context.Context, w who, req api.TxnRequest, clientConds int) (txnOutcome, uint64, error) {
+	var resp api.TxnResponse
+	if err := g.be.Call(ctx, w.token, api.RouteTxn, req, &resp); err != nil {
+		return 0, 0, notEmptyStatus(err)
+	}
+	if resp.Succeeded {
+		return txnCommitted, resp.Index, nil
+	}
+	f := resp.Failed
+	switch {
+	case f == nil:
+		return 0, 0, api.Errorf(api.CodeInternal, "a transaction failed without saying why")
+	case f.Kind == api.TxnFailedIf && f.Index < clientConds:
+		return txnComparesFailed, resp.Index, nil
+	case f.Kind == api.TxnFailedIf:
+		return txnPinFailed, 0, nil
+	}
+	return 0, 0, notEmptyStatus(txnFailure(f))
+}
+
+// keyRead is what a write's key held when read.
+type keyRead struct {
+	node   api.Node
+	exists bool // a node is there (perhaps a container)
+}
+
+// isKey reports whether the read found a key (not a container).
+func (k keyRead) isKey() bool { return k.exists && !k.node.Container }
+
+// readWrites reads each written key; index is the newest read's, and
+// the prefix's epoch is the reads' (pl.prefix.Epoch).
+func (g *Gateway) readWrites(ctx context.Context, w who, pl *txnPlan) ([]keyRead, uint64, error) {
+	out := make([]keyRead, len(pl.then))
+	var index uint64
+	for i, wr := range pl.then {
+		n, ok, rr, err := g.readKey(ctx, w, wr.key)
+		if err != nil {
+			return nil, 0, err
+		}
+		out[i] = keyRead{node: n, exists: ok}
+		index = max(index, rr.Index)
+		pl.prefix.Epoch = rr.Epoch
+	}
+	return out, index, nil
+}

@@ -1,0 +1,99 @@
+package fsm
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/lockservice/lockd/api"
+)
+
+// rangePaths is the paths of a range answer's nodes.
+func rangePaths(r api.RangeResponse) string {
+	out := make([]string, 0, len(r.Nodes))
+	for _, n := range r.Nodes {
+		out = append(out, n.Path)
+	}
+	return strings.Join(out, " ")
+}
+
+// TestRange: nodes in byte order of path (not tree order: "/demo/a-b"
+// sorts before "/demo/a/x"), limit with more and the full count, keys
+// and count only, containers skipped, a single key.
+func TestRange(t *testing.T) {
+	h := newDemo(t)
+	put := map[string]bool{}
+	for _, p := range []string{"/demo/a", "/demo/a/x", "/demo/a/y", "/demo/a-b", "/demo/b", "/demo/c"} {
+		h.ok(putCmd(p, "v"+p, nil))
+		put[p] = true
+	}
+	sess := h.open()
+	h.ok(recipeLock(sess, "/demo/q/lock", ex, 0)) // containers /demo/q, /demo/q/lock
+	all := RangeOptions{Limit: api.MaxRangeKeys}
+	cases := []struct {
+		name       string
+		start, end string
+		opt        RangeOptions
+		want       string
+		count      int
+		more       bool
+	}{
+		{"byte order", "/demo/a", "/demo/b", all, "/demo/a /demo/a-b /demo/a/x /demo/a/y", 4, false},
+		{"whole prefix", "/demo", "/demo0", RangeOptions{Limit: 3}, "/demo /demo/a /demo/a-b", 10, true},
+		{"end excluded", "/demo/a/x", "/demo/a/y", all, "/demo/a/x", 1, false},
+		{"single key", "/demo/b", "", all, "/demo/b", 1, false},
+		{"missing key", "/demo/zz", "", all, "", 0, false},
+		{"empty span", "/demo/d", "/demo/e", all, "", 0, false},
+		{"containers skipped", "/demo/q", "/demo/q0", RangeOptions{Limit: 10, SkipContainers: true}, "/demo/q/lock/lock-0000000000", 1, false},
+		{"containers kept", "/demo/q", "/demo/q/lock0", RangeOptions{Limit: 2, KeysOnly: true}, "/demo/q /demo/q/lock", 3, true},
+		{"count only", "/demo/a", "/demo/c", RangeOptions{Limit: 10, CountOnly: true}, "", 5, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := h.s.Range(tc.start, tc.end, tc.opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := rangePaths(r); got != tc.want || r.Count != tc.count || r.More != tc.more {
+				t.Fatalf("got [%s] count %d more %v, want [%s] %d %v", got, r.Count, r.More, tc.want, tc.count, tc.more)
+			}
+			for _, n := range r.Nodes {
+				want := ""
+				if put[n.Path] && !tc.opt.KeysOnly {
+					want = "v" + n.Path
+				}
+				if string(n.Value) != want {
+					t.Fatalf("%s: value %q with keys_only %v, want %q", n.Path, n.Value, tc.opt.KeysOnly, want)
+				}
+			}
+		})
+	}
+}
+
+// TestRangeScanBound: a range visiting more than its scan bound
+// (api.MaxRangeScan; here a small one) is refused naming the bound, and
+// one that prunes a large subtree to the few nodes it needs is answered.
+func TestRangeScanBound(t *testing.T) {
+	h := newDemo(t)
+	const dirs, per, bound = 10, 100, 500
+	for d := 0; d < dirs; d++ {
+		dir := fmt.Sprintf("/demo/d%03d", d)
+		h.ok(createCmd(dir))
+		for i := 0; i < per; i++ {
+			p := fmt.Sprintf("%s/k%04d", dir, i)
+			h.s.link(h.idx, &node{path: p, parent: h.s.nodes[dir], version: 1}) // fast: the range reads nodes only
+		}
+	}
+	_, err := h.s.scan(h.s.spanRoot("/demo", "/demo0"), "/demo", "/demo0", bound)
+	if err == nil || err.Code != api.CodeLimitExceeded || !strings.Contains(err.Message, "MaxRangeScan") {
+		t.Fatalf("range over %d nodes: %v, want limit_exceeded naming MaxRangeScan", h.s.NumNodes(), err)
+	}
+	found, err := h.s.scan(h.s.spanRoot("/demo/d007/k0010", "/demo/d007/k0020"), "/demo/d007/k0010", "/demo/d007/k0020", per+dirs)
+	if err != nil || len(found) != 10 {
+		t.Fatalf("a narrow range: %d nodes, err %v", len(found), err)
+	}
+	r, err := h.s.Range("/demo", "/demo0", RangeOptions{Limit: 10, CountOnly: true})
+	if err != nil || r.Count != 1+dirs+dirs*per || len(r.Nodes) != 0 {
+		t.Fatalf("count only: %d, %d nodes, err %v", r.Count, len(r.Nodes), err)
+	}
+}

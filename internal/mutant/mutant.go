@@ -427,6 +427,11 @@ const (
 	// served as a complete history. Caught by server/fsm
 	// TestChangeRingFloor.
 	ChangesFloor Mutant = "lockd_broken_changes_floor"
+	// ChangesSplit lets a read of the change ring stop in the middle of
+	// an index (at its limit): a reader resuming after that index skips
+	// the rest of it, or, refusing to, is stuck there. Caught by
+	// server/fsm TestChangesPageKeepsAnIndexWhole.
+	ChangesSplit Mutant = "lockd_broken_changes_split"
 
 	// --- etcd gateway: server txn (compares) ---
 
@@ -548,7 +553,7 @@ var all = []Mutant{
 	WireCount, BatchReplyEvents,
 	AuditToken,
 	AuditReadsStream, StageContainerUngated,
-	RangeACL, ChangesFloor, // etcd gateway: server reads
+	RangeACL, ChangesFloor, ChangesSplit, // etcd gateway: server reads
 	TxnValueMissing, TxnRevEpoch, // etcd gateway: server txn
 	EtcdWatchACL, EtcdWatchGap, // etcd gateway: watch and election
 	EtcdAuth, // etcd gateway: core

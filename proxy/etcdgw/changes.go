@@ -72,9 +72,6 @@ var (
 	errFeedMoved = errors.New("the prefix moved to another cell: revisions changed")
 	// errFeedOverflow: the subscriber did not keep up with the feed.
 	errFeedOverflow = errors.New("the watcher fell too far behind the change feed")
-	// errFeedSplitIndex: more changes at one index than one read carries
-	// (a session with many keys ended): treated as a gap, never skipped.
-	errFeedSplitIndex = errors.New("too many changes at one revision for one read of the change ring")
 )
 
 // compactedError is errFeedCompacted with the ring's Floor: the lowest
@@ -276,9 +273,9 @@ func (f *changeFeed) deliver(r *feedReader, from uint64, resp *api.ChangesRespon
 }
 
 // batchOf is the batch an answer to a read from index from carries:
-// errFeedCompacted if the ring's Floor is above from. With More, the
-// changes at the last index read are left for the next read (they may
-// continue there), unless every change is at that one index.
+// errFeedCompacted if the ring's Floor is above from. A cell never cuts
+// an index between two reads (fsm ReadChanges), so with More the next
+// read starts after the last index read.
 func batchOf(from uint64, resp *api.ChangesResponse) (feedBatch, error) {
 	if resp.Floor > from {
 		if !mutant.On(mutant.EtcdWatchGap) {
@@ -287,18 +284,9 @@ func batchOf(from uint64, resp *api.ChangesResponse) (feedBatch, error) {
 		from = resp.Floor // broken: replays from Floor, silently skipping the changes below it
 	}
 	b := feedBatch{changes: resp.Changes, through: max(resp.Index, from-1), epoch: resp.Epoch}
-	if !resp.More || len(resp.Changes) == 0 {
-		return b, nil
+	if resp.More && len(resp.Changes) > 0 {
+		b.through = resp.Changes[len(resp.Changes)-1].Index
 	}
-	last := resp.Changes[len(resp.Changes)-1].Index
-	n := len(resp.Changes)
-	for n > 0 && resp.Changes[n-1].Index == last {
-		n--
-	}
-	if n == 0 {
-		return feedBatch{}, errFeedSplitIndex
-	}
-	b.changes, b.through = resp.Changes[:n], last-1
 	return b, nil
 }
 

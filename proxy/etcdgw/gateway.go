@@ -87,6 +87,7 @@ func Start(ctx context.Context, cfg Config, be Backend) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcd listen: %w", err)
 	}
+	ln = newLimitListener(ln, MaxConns) // conns.go
 	g := &Gateway{cfg: cfg, be: be, log: cfg.Logger.With("etcd", ln.Addr().String()), keys: keys, memberID: memberID(be.Name()), ln: ln}
 	g.ctx, g.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	g.leases = newLeaseTable(g)
@@ -112,6 +113,8 @@ func (g *Gateway) serverOptions() []grpc.ServerOption {
 		grpc.MaxRecvMsgSize(MaxRequestBytes),
 		grpc.MaxConcurrentStreams(MaxStreamsPerConn),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.ConnectionTimeout(connTimes.handshake),                                         // conns.go
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: connTimes.idle}), // conns.go
 		grpc.ChainUnaryInterceptor(g.unaryInterceptors()...),
 		grpc.ChainStreamInterceptor(g.streamInterceptors()...),
 	}

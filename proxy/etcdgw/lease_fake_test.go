@@ -30,6 +30,11 @@ type lfBackend struct {
 	closes   int
 	onKA     func() // called at each KeepAlive (a test's clock moves)
 	delayed  int    // lock re-checks still in a lock-delay
+	// lostCreates: the next creates apply but answer an error of
+	// unknown outcome (the connection cut after the cell applied them).
+	lostCreates int
+	// created dedupes creates by (session, request id), as a cell does.
+	created map[[2]uint64]api.CreateResponse
 }
 
 type lfSession struct {
@@ -112,7 +117,22 @@ func (b *lfBackend) Call(_ context.Context, tok, route string, req, resp any) er
 	case api.RouteCreate:
 		var r api.CreateRequest
 		via(req, &r)
-		out, err = b.create(r)
+		key := [2]uint64{r.Session, r.Request}
+		cr, seen := b.created[key]
+		if !seen || r.Request == 0 {
+			cr, err = b.create(r)
+		}
+		if err == nil && r.Request != 0 {
+			if b.created == nil {
+				b.created = map[[2]uint64]api.CreateResponse{}
+			}
+			b.created[key] = cr
+		}
+		if err == nil && b.lostCreates > 0 {
+			b.lostCreates--
+			return fmt.Errorf("fake: the connection was cut after create %s applied: outcome unknown", cr.Node.Path)
+		}
+		out = cr
 	case api.RouteLockState:
 		var r api.LockStateRequest
 		via(req, &r)

@@ -85,10 +85,15 @@ func lockName(name []byte) []byte {
 // name with the same lease made, if it still exists (etcd: locking
 // twice with one lease is one acquisition), else a new one.
 func (s *lockServer) lockNode(ctx context.Context, w who, p keyPath, lease int64, hdr api.WriteHeader) (api.CreateResponse, error) {
-	if node := s.g.leases.lockNode(w, lease, p.Path); node != "" {
+	node := s.g.leases.lockNode(w, lease, p.Path)
+	if node == "" {
+		node = s.queuedNode(ctx, w, p, hdr.Session)
+	}
+	if node != "" {
 		var st api.LockStateResponse
 		req := api.LockStateRequest{Path: node, Session: hdr.Session, Secret: hdr.Secret}
 		if err := s.g.be.Call(ctx, w.token, api.RouteLockState, req, &st); err == nil && st.Exists {
+			s.g.leases.setLockNode(w, lease, p.Path, node)
 			return api.CreateResponse{Node: api.Node{Path: node}, Index: st.Index, WaitFor: st.WaitFor}, nil
 		}
 	}
@@ -97,6 +102,28 @@ func (s *lockServer) lockNode(ctx context.Context, w who, p keyPath, lease int64
 		s.g.leases.setLockNode(w, lease, p.Path, cr.Node.Path)
 	}
 	return cr, err
+}
+
+// queuedNode is a lock node of p the lease's session already has that
+// the lease does not remember: its create applied but the answer was
+// lost, or an abandoned Lock's delete failed. Without it, the client's
+// retried Lock would queue a second node behind its own first and wait
+// as long as the lease lives (attack review, session 34). "" if there is
+// none, or the caller may not read the lock's directory.
+func (s *lockServer) queuedNode(ctx context.Context, w who, p keyPath, session uint64) string {
+	first := api.Join(p.Path, lockNodeName)
+	past := first[:len(first)-1] + string(first[len(first)-1]+1) // the first string after every name "w-..."
+	req := api.RangeRequest{Root: p.Path, Start: first, End: past, KeysOnly: true}
+	var rr api.RangeResponse
+	if err := s.g.be.Call(ctx, w.token, api.RouteRange, req, &rr); err != nil {
+		return ""
+	}
+	for _, n := range rr.Nodes {
+		if n.Ephemeral && n.Owner == session && n.Lock != api.LockNone && api.Parent(n.Path) == p.Path {
+			return n.Path
+		}
+	}
+	return ""
 }
 
 // createLockNode creates the lock node, retrying an unknown outcome

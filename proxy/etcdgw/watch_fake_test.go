@@ -119,8 +119,8 @@ func (b *wfBackend) changesOf(ctx context.Context, r *api.ChangesRequest, out *a
 		}
 		for _, c := range b.ring {
 			if c.Index >= r.From && (c.Node.Path == r.Root || strings.HasPrefix(c.Node.Path, r.Root+"/")) {
-				if len(out.Changes) == limit {
-					out.More = true
+				if n := len(out.Changes); n >= limit && c.Index != out.Changes[n-1].Index {
+					out.More = true // as the cell: never cut an index
 					break
 				}
 				out.Changes = append(out.Changes, c)

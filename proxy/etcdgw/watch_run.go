@@ -109,7 +109,7 @@ func (ws *watchStream) end(ctx context.Context, wt *watch, why error) {
 	switch {
 	case errors.As(why, &ce):
 		r.CompactRevision = rev(wt.epoch, max(ce.floor, wt.synced.Load()+1))
-	case errors.Is(why, errFeedCompacted), errors.Is(why, errFeedSplitIndex):
+	case errors.Is(why, errFeedCompacted):
 		r.CompactRevision = rev(wt.epoch, wt.synced.Load()+1)
 	case errors.Is(why, errFeedMoved):
 		r.CompactRevision, r.Header = ws.movedRevision(ctx, wt)

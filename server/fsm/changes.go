@@ -146,8 +146,14 @@ type ChangesPage struct {
 }
 
 // ReadChanges returns the changes at indexes >= from to nodes at root or
-// under it, oldest first, at most limit (More: others follow). The
-// caller checked root and limit. A read does not change the ring.
+// under it, oldest first, at most limit (More: others follow) - except
+// that a page never cuts an index: the changes of the last index it
+// holds are all there, past limit if need be (one entry can change many
+// nodes: a session's end deletes all its ephemerals). Bounded by the
+// ring itself (api.MaxChangeRing). A reader resumes at the index after
+// the page's last, and a reader that could not read one index whole
+// could never go past it. The caller checked root and limit. A read
+// does not change the ring.
 func (s *State) ReadChanges(root string, from uint64, limit int) ChangesPage {
 	r := s.ring
 	page := ChangesPage{Floor: max(r.floor, r.prefixFloors[api.Prefix(root)])}
@@ -166,7 +172,7 @@ func (s *State) ReadChanges(root string, from uint64, limit int) ChangesPage {
 		if !under(root, c.Node.Path) {
 			continue
 		}
-		if len(page.Changes) == limit {
+		if len(page.Changes) >= limit && (c.Index != page.Changes[len(page.Changes)-1].Index || mutant.On(mutant.ChangesSplit)) {
 			page.More = true
 			break
 		}

@@ -84,9 +84,15 @@ func TestChangeRingRecordsEveryChange(t *testing.T) {
 	if got := h.s.ReadChanges("/demo/r", 1, 100).Changes; len(got) != 6 {
 		t.Fatalf("changes under /demo/r: %s", ringDesc(got))
 	}
-	// Limit and More.
-	if p := h.s.ReadChanges("/demo", 1, 2); len(p.Changes) != 2 || !p.More || p.Floor != 1 {
-		t.Fatalf("limit 2: %d changes, more %v, floor %d", len(p.Changes), p.More, p.Floor)
+	// Limit and More: a page of 2 holds the first 2 changes and the rest
+	// of the second one's index (a page keeps an index whole).
+	all := since(h, 1)
+	n := 2
+	for n < len(all) && all[n].Index == all[n-1].Index {
+		n++
+	}
+	if p := h.s.ReadChanges("/demo", 1, 2); ringDesc(p.Changes) != ringDesc(all[:n]) || !p.More || p.Floor != 1 {
+		t.Fatalf("limit 2: more %v, floor %d, changes\n%swant\n%s", p.More, p.Floor, ringDesc(p.Changes), ringDesc(all[:n]))
 	}
 }
 
@@ -206,5 +212,36 @@ func TestChangeRingDeterminism(t *testing.T) {
 	}
 	if a.s.ring.len() == 0 {
 		t.Fatal("the generated log recorded no change: the test is vacuous")
+	}
+}
+
+// TestChangesPageKeepsAnIndexWhole: a page of the ring never ends inside
+// an index: a session's end deleting many ephemerals at one index comes
+// whole, past the limit, and the next page starts at the next index.
+func TestChangesPageKeepsAnIndexWhole(t *testing.T) {
+	h := newDemo(t)
+	h.ok(Command{Op: OpCreate, Path: "/demo/before", MakeParents: true})
+	sess := h.open()
+	const keys = 7
+	for i := range keys {
+		h.ok(ephCmd(sess, fmt.Sprintf("/demo/e%d", i)))
+	}
+	from := h.idx + 1
+	h.ok(closeCmd(sess))
+	ended := h.idx
+	h.ok(Command{Op: OpCreate, Path: "/demo/after", MakeParents: true})
+	for _, limit := range []int{1, 3, keys, keys + 1} {
+		p := h.s.ReadChanges("/demo", from, limit)
+		if len(p.Changes) < keys {
+			t.Fatalf("limit %d: a page of %d changes cut the session's end at index %d:\n%s", limit, len(p.Changes), ended, ringDesc(p.Changes))
+		}
+		for _, c := range p.Changes[:keys] {
+			if c.Index != ended || c.Kind != api.ChangeDelete {
+				t.Fatalf("limit %d: %d %s %s, want deletes at %d", limit, c.Index, c.Kind, c.Node.Path, ended)
+			}
+		}
+		if wantMore := limit < keys+1; p.More != wantMore {
+			t.Fatalf("limit %d: More %v, want %v", limit, p.More, wantMore)
+		}
 	}
 }

@@ -129,7 +129,14 @@
 // on a few keys; session churn (open, ephemeral create, close, the node
 // must be gone); unique acknowledged puts; an observer listing every lock's
 // waiters; probes that put back to back to time fail-overs; a holder
-// process and its in-process waiter for takeovers.
+// process and its in-process waiter for takeovers; and etcd clients
+// (workload_etcd*.go: concurrency.Mutex, the v3lock Lock service and
+// concurrency.Election through the proxies' etcd gateways, each client
+// on one gateway), under the exclusion, fencing (a key's create revision
+// is its token), election and liveness checkers; a holder stops counting
+// itself holder at its session's end, a KeepAlive answered "lease not
+// found", or its lease clock (the TTL its last KeepAlive answered,
+// counted from that KeepAlive's send).
 //
 // Tokens are required (cluster.Options.AdminToken): the workloads are one
 // tenant, "workload", with write and lock on /demo/chaos (the holder

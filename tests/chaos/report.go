@@ -117,6 +117,9 @@ type Report struct {
 	StallBoundMS int64 // checker h3's bound on a direct write
 	// SlowestWrites are the slowest direct writes, described.
 	SlowestWrites []string
+	// Etcd counts the etcd workload's grants by kind and its sessions
+	// ended by cause (workload_etcd.go; nil: it did not run).
+	Etcd map[string]int
 
 	failoverSamples, takeoverSamples, regainSamples []Sample
 }
@@ -176,8 +179,10 @@ func (r *Report) JSON() string {
 		// WriteLatency: the workloads' writes during the hostile tenant's
 		// cache-block attacks and outside them.
 		WriteLatency map[string]check.Latencies `json:"write_latency,omitempty"`
+		// Etcd: the etcd workload's grants and sessions ended, by kind.
+		Etcd map[string]int `json:"etcd,omitempty"`
 	}{r.Seed, math.Round(r.DurationS*10) / 10, r.Ops, r.Violations, r.Failovers, r.FailoverMS, r.TakeoverMS, r.SessionsLost, r.Intervals, r.Faults,
-		r.hostileAttempts(), r.hostileViolations(), r.WriteLatency}
+		r.hostileAttempts(), r.hostileViolations(), r.WriteLatency, r.Etcd}
 	b, _ := json.Marshal(line)
 	return string(b)
 }
@@ -233,6 +238,13 @@ func (r *Report) opsSummary(b *strings.Builder) {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, r.OpsByKind[k]))
 	}
 	fmt.Fprintf(b, "  by kind: %s\n", strings.Join(kinds, ", "))
+	if len(r.Etcd) > 0 { // workload_etcd.go
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(r.Etcd)) {
+			parts = append(parts, fmt.Sprintf("%s %d", k, r.Etcd[k]))
+		}
+		fmt.Fprintf(b, "  etcd clients through the gateways: %s\n", strings.Join(parts, ", "))
+	}
 }
 
 // checksSummary writes every checker's count and violations (the first

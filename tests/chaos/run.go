@@ -65,6 +65,12 @@ type Config struct {
 	// SemaphorePermits is the N of the semaphore workload's semaphore
 	// (default 3) and SemaphoreWorkers how many contend (default 2N).
 	SemaphorePermits, SemaphoreWorkers int
+	// EtcdMutexWorkers, EtcdLockWorkers and EtcdCandidates are the etcd
+	// workload's clients through the proxies' etcd gateways
+	// (workload_etcd.go): concurrency.Mutex holders, Lock service holders
+	// and concurrency.Election campaigners (default 2 each short, 3 each
+	// else; negative: none).
+	EtcdMutexWorkers, EtcdLockWorkers, EtcdCandidates int
 
 	CallTimeout    time.Duration // bounds one workload call with its retries
 	LockWait       time.Duration // TryLock and Campaign timeout
@@ -128,6 +134,9 @@ func (c Config) withDefaults() Config {
 		def(&c.ProbeTimeout, 200*time.Millisecond)
 		def(&c.ProbeCall, 500*time.Millisecond)
 		defi(&c.HostileRate, 60)
+		defi(&c.EtcdMutexWorkers, 2)
+		defi(&c.EtcdLockWorkers, 2)
+		defi(&c.EtcdCandidates, 2)
 	} else {
 		defi(&c.RTTMillisecond, 100)
 		def(&c.Lease, 12*time.Second)
@@ -144,6 +153,9 @@ func (c Config) withDefaults() Config {
 		def(&c.ProbeTimeout, 250*time.Millisecond)
 		def(&c.ProbeCall, time.Second)
 		defi(&c.HostileRate, 200)
+		defi(&c.EtcdMutexWorkers, 3)
+		defi(&c.EtcdLockWorkers, 3)
+		defi(&c.EtcdCandidates, 3)
 	}
 	def(&c.Grace, api.DefaultGrace)
 	defi(&c.ConfigKeys, 2)
@@ -217,6 +229,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r.checkHostile(rb)
 	r.checkRunning(rb.snap)
 	r.figures(rb)
+	r.rep.Etcd = r.etcd.figures() // workload_etcd.go
 	return r.rep, nil
 }
 
@@ -247,6 +260,7 @@ type run struct {
 	pr             *prober
 	tw             *takeoverWaiter
 	semaphores     map[string]int // checker s's semaphores and their N (workload_semaphore.go)
+	etcd           *etcdLoad      // the etcd workload (workload_etcd.go); nil if it did not run
 
 	// Schedule and heal.
 	x             *executor

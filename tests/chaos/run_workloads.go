@@ -39,7 +39,8 @@ func (r *run) startWorkloads() error {
 		name := fmt.Sprintf("acked%d", k)
 		e.goWorker(func() { e.ackedWriter(name) })
 	}
-	observed := append(append([]string(nil), lockPaths...), sharedLock, electionPath, takeoverLock)
+	etcdLocks := r.startEtcdWorkers() // workload_etcd.go
+	observed := append(append(append([]string(nil), lockPaths...), sharedLock, electionPath, takeoverLock), etcdLocks...)
 	e.goWorker(func() { e.observer(observed) })
 	r.pr = &prober{}
 	for k := 0; k < cfg.Probers; k++ {

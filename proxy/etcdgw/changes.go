@@ -105,6 +105,9 @@ type feedBatch struct {
 type changeFeed struct {
 	be  Backend
 	ctx context.Context // the gateway's: readers end with it
+	// wg counts the readers running: Gateway.Close waits for them, so
+	// none still reads through the proxy as the proxy closes.
+	wg sync.WaitGroup
 
 	mu      sync.Mutex
 	readers map[feedKey]*feedReader
@@ -157,7 +160,11 @@ func (f *changeFeed) subscribe(p PrefixInfo, from uint64) (*feedSub, uint64, err
 		ctx, cancel := context.WithCancel(f.ctx)
 		r = &feedReader{key: key, cancel: cancel, next: max(from, 1), subs: make(map[*feedSub]struct{})}
 		f.readers[key] = r
-		go f.run(ctx, r)
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			f.run(ctx, r)
+		}()
 	}
 	s := &feedSub{r: r, ch: make(chan feedBatch, feedSubQueue)}
 	r.subs[s] = struct{}{}

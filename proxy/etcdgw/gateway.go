@@ -139,6 +139,7 @@ func (g *Gateway) Close() error {
 		g.srv.Stop()
 	}
 	g.wg.Wait()
+	g.changes.wg.Wait()
 	return nil
 }
 

@@ -115,7 +115,7 @@ type Cell struct {
 	clock *session.LeaderClock
 	// delays times the end of each lock-delay (delays.go).
 	delays *lockDelays
-	// changeWaiters are the change-feed long polls held (changes.go).
+	// changeWaiters are the change-feed long polls held (changefeed.go).
 	changeWaiters changeWaiters
 
 	stopOnce sync.Once

@@ -32,7 +32,7 @@ import (
 // changeRing is the ring; see above: a circular buffer of the live
 // changes, oldest at head, grown by doubling up to api.MaxChangeRing.
 type changeRing struct {
-	buf   []api.Change
+	buf   []ringChange
 	head  int // buf index of the oldest change
 	n     int // live changes
 	bytes int64
@@ -46,23 +46,32 @@ type changeRing struct {
 // ringMinCap is the ring's first allocation (it grows by doubling).
 const ringMinCap = 64
 
+// ringChange is one change as the ring keeps it: the node without its
+// value, and the value as the node holds it (an immutable string shared
+// with the node, so recording a write copies no value; ReadChanges, far
+// rarer than writes, makes the bytes).
+type ringChange struct {
+	api.Change
+	value string
+}
+
 func newChangeRing(floor uint64) *changeRing {
 	return &changeRing{floor: floor, prefixFloors: map[string]uint64{}}
 }
 
 // changeBytes is what a change costs against api.MaxChangeRingBytes.
-func changeBytes(c *api.Change) int64 {
-	return int64(len(c.Node.Path) + len(c.Node.Value))
+func changeBytes(c *ringChange) int64 {
+	return int64(len(c.Node.Path) + len(c.value))
 }
 
 func (r *changeRing) len() int { return r.n }
 
 // at is the i-th live change, oldest first.
-func (r *changeRing) at(i int) *api.Change { return &r.buf[(r.head+i)%len(r.buf)] }
+func (r *changeRing) at(i int) *ringChange { return &r.buf[(r.head+i)%len(r.buf)] }
 
 // add appends c (its index at least the last one's), first dropping the
 // oldest indexes while c would pass a bound.
-func (r *changeRing) add(c api.Change) {
+func (r *changeRing) add(c ringChange) {
 	for r.n > 0 && (r.n+1 > api.MaxChangeRing || r.bytes+changeBytes(&c) > api.MaxChangeRingBytes) {
 		r.dropOldest()
 	}
@@ -76,7 +85,7 @@ func (r *changeRing) add(c api.Change) {
 
 // grow doubles the buffer (up to api.MaxChangeRing), oldest first.
 func (r *changeRing) grow() {
-	buf := make([]api.Change, min(max(2*len(r.buf), ringMinCap), api.MaxChangeRing))
+	buf := make([]ringChange, min(max(2*len(r.buf), ringMinCap), api.MaxChangeRing))
 	for i := 0; i < r.n; i++ {
 		buf[i] = *r.at(i)
 	}
@@ -89,7 +98,7 @@ func (r *changeRing) dropOldest() {
 	idx := r.at(0).Index
 	for r.n > 0 && r.at(0).Index == idx {
 		r.bytes -= changeBytes(r.at(0))
-		*r.at(0) = api.Change{}
+		*r.at(0) = ringChange{}
 		r.head = (r.head + 1) % len(r.buf)
 		r.n--
 		if mutant.On(mutant.ChangesFloor) {
@@ -113,7 +122,7 @@ func (s *State) noteChange(index uint64, kind api.ChangeKind, n *node) {
 	if !ok || root.prefixState != "" {
 		return
 	}
-	s.ring.add(api.Change{Index: index, Kind: kind, Node: nodeImage(n)})
+	s.ring.add(ringChange{Change: api.Change{Index: index, Kind: kind, Node: nodeMeta(n)}, value: n.value})
 }
 
 // noteCreated records the nodes a create made: the ChangeCreated
@@ -176,12 +185,14 @@ func (s *State) ReadChanges(root string, from uint64, limit int) ChangesPage {
 			page.More = true
 			break
 		}
-		page.Changes = append(page.Changes, *c)
+		out := c.Change
+		out.Node.Value = valueBytes(c.value)
+		page.Changes = append(page.Changes, out)
 	}
 	return page
 }
 
-// ChangeFloor is the ring's floor (for tests and the status page).
+// ChangeFloor is the ring's floor (tests read it).
 func (s *State) ChangeFloor() uint64 { return s.ring.floor }
 
 // recoveredFloor is the ring's floor on a state just read from a
@@ -191,14 +202,4 @@ func (s *State) recoveredFloor() uint64 {
 		return 1
 	}
 	return s.index + 1
-}
-
-// nodeImage is n as api.Node with its value (meta's, without the
-// allocation of the struct).
-func nodeImage(n *node) api.Node {
-	return api.Node{
-		Path: n.path, Value: valueBytes(n.value), Version: n.version, CreateIndex: n.createIndex, ModifyIndex: n.modifyIndex,
-		ChildIndex: n.childIndex, Ephemeral: n.ephemeral, Owner: n.owner, Lock: n.lock, NumChildren: n.numChildren(),
-		Container: n.container,
-	}
 }

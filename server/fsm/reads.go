@@ -5,15 +5,21 @@ import (
 )
 
 func (s *State) meta(n *node, withValue bool) *api.Node {
-	m := &api.Node{
+	m := nodeMeta(n)
+	if withValue {
+		m.Value = valueBytes(n.value)
+	}
+	return &m
+}
+
+// nodeMeta is n as api.Node without its value (reads and the change
+// ring build their answers on it).
+func nodeMeta(n *node) api.Node {
+	return api.Node{
 		Path: n.path, Version: n.version, CreateIndex: n.createIndex, ModifyIndex: n.modifyIndex,
 		ChildIndex: n.childIndex, Ephemeral: n.ephemeral, Owner: n.owner, Lock: n.lock, NumChildren: n.numChildren(),
 		Container: n.container,
 	}
-	if withValue {
-		m.Value = valueBytes(n.value)
-	}
-	return m
 }
 
 // Get returns a node with its value.

@@ -98,6 +98,12 @@ type Error struct {
 	Leader string `json:"leader,omitempty"`
 	// Cell names the cell a prefix moved to, set with moved.
 	Cell string `json:"cell,omitempty"`
+	// NotApplied is set with unavailable when the service knows the
+	// request had no effect: the cell's state refused it outright (its
+	// prefix is still being taken up, or a copy is arriving). A write so
+	// refused is safe to send again; without it an unavailable write's
+	// outcome is unknown.
+	NotApplied bool `json:"not_applied,omitempty"`
 }
 
 func (e *Error) Error() string {

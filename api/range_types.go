@@ -9,6 +9,9 @@ package api
 const (
 	// RouteRange reads the nodes whose paths lie in [Start, End).
 	RouteRange = "/v1/node/range"
+	// RouteRanges reads several ranges of one cell in one read: every
+	// answer at one index (an etcd transaction's compares and reads).
+	RouteRanges = "/v1/node/ranges"
 	// RouteChanges reads the cell's change ring: every create, put and
 	// delete of a node under Root applied at an index >= From.
 	RouteChanges = "/v1/node/changes"
@@ -23,6 +26,9 @@ const (
 	// MaxRangeBytes bounds the values one range answer carries; the
 	// answer stops early (More) rather than exceed it.
 	MaxRangeBytes = 8 << 20
+	// MaxRangesPerRead bounds the ranges one RouteRanges read carries:
+	// an etcd transaction's compares, its writes' keys and both branches' reads.
+	MaxRangesPerRead = 192
 	// MaxChangeRing bounds the changes a cell keeps (per replica, in
 	// memory, not in snapshots: a replica restarted from a snapshot
 	// keeps only what it applied since, and its Floor says so).
@@ -74,6 +80,25 @@ type RangeResponse struct {
 	// directory epoch of the range's prefix (revisions: docs/etcd.md).
 	Index uint64 `json:"index"`
 	Epoch uint64 `json:"epoch"`
+}
+
+// RangesRequest reads Reads (at most MaxRangesPerRead) in one read of
+// one cell: every answer is at the same index. Root names the cell (its
+// top-level prefix); each read's own Root must lie in that prefix and
+// the caller needs the read role on each. Together the reads visit at
+// most MaxRangeScan nodes and carry at most MaxRangeBytes of values, or
+// the read is refused limit_exceeded.
+type RangesRequest struct {
+	Root  string         `json:"root"`
+	Reads []RangeRequest `json:"reads"`
+}
+
+// RangesResponse answers a RangesRequest: one answer per read, in order,
+// each with the one Index and Epoch the read saw.
+type RangesResponse struct {
+	Reads []RangeResponse `json:"reads"`
+	Index uint64          `json:"index"`
+	Epoch uint64          `json:"epoch"`
 }
 
 // ChangeKind is what a change did.

@@ -553,7 +553,7 @@ func routeLabel(route string) string {
 var knownRoutes = map[string]bool{
 	api.RouteSessionOpen: true, api.RouteSessionKeepAlive: true, api.RouteSessionClose: true, api.RouteKeepAliveBatch: true,
 	api.RouteCreate: true, api.RoutePut: true, api.RouteDelete: true, api.RouteGet: true, api.RouteChildren: true,
-	api.RouteTxn: true, api.RouteLockMode: true, api.RouteRange: true, api.RouteChanges: true,
+	api.RouteTxn: true, api.RouteLockMode: true, api.RouteRange: true, api.RouteRanges: true, api.RouteChanges: true,
 	api.RouteLockState: true, api.RouteLockQueue: true, api.RouteLockCheck: true, api.RouteWatch: true,
 	api.RouteAdminSnapshot: true, api.RouteAdminBackup: true, api.RouteAdminCellCreate: true, api.RouteAdminPrefixAssign: true,
 	api.RouteAdminRegister: true, api.RouteAdminMigrate: true, api.RouteAdminMember: true, api.RouteAdminRestore: true,

@@ -24,6 +24,7 @@ type outcome struct {
 	retryUnsure bool     // the call may be resent after an unsure failure
 	redirects   int      // not_leader hints followed without backoff so far, not counting this one
 	unavailable int      // consecutive unavailable replies from addr, this one included
+	notApplied  bool     // the unavailable reply says the request had no effect (api.Error.NotApplied)
 }
 
 // action is what the retry loop does after an attempt.
@@ -88,7 +89,7 @@ func decide(o outcome) decision {
 		}
 	default: // unavailable
 		switch {
-		case !o.retryUnsure:
+		case !o.retryUnsure && !o.notApplied:
 			return decision{act: actUnknown}
 		case o.unavailable >= unavailableRotate:
 			return decision{act: actBackoff, forget: true}

@@ -68,6 +68,12 @@ func rNotLeader(addr, hint string) attemptResult {
 	return rReply(addr, api.Error{Code: api.CodeNotLeader, Leader: hint})
 }
 func rUnavail(addr string) attemptResult { return rRefusal(addr, api.CodeUnavailable) }
+
+// rNotApplied is an unavailable reply marked not_applied: the cell's state
+// refused the request outright.
+func rNotApplied(addr string) attemptResult {
+	return rReply(addr, api.Error{Code: api.CodeUnavailable, Message: "taking up prefix", NotApplied: true})
+}
 func rRaw(addr string, status int, body string) attemptResult {
 	return attemptResult{addr: addr, status: status, body: []byte(body)}
 }
@@ -184,6 +190,16 @@ func retryCases() []retryCase {
 		{name: "unavailable, a forwarded request", cl: rForward, r: rUnavail(ra),
 			want: decision{act: actUnknown}, after: retryAfter{unavail: 1, lastAddr: ra, reached: true},
 			code: api.CodeUnavailable},
+
+		// unavailable and not_applied: the state refused it; a write is resent.
+		{name: "not applied, a write without request id", cl: rWrite, r: rNotApplied(ra),
+			want: decision{act: actBackoff}, after: retryAfter{unavail: 1, lastAddr: ra}},
+		{name: "not applied twice: look at another", cl: rWrite, before: []attemptResult{rNotApplied(ra)}, r: rNotApplied(ra),
+			want: decision{act: actBackoff, forget: true}, after: retryAfter{lastAddr: ra}},
+		{name: "not applied after an unsure unavailable: still resent, still reached", cl: rSessionWrite, before: []attemptResult{rUnavail(ra)}, r: rNotApplied(rb),
+			want: decision{act: actBackoff}, after: retryAfter{unavail: 1, lastAddr: rb, reached: true}},
+		{name: "moved after the write was refused not applied", cl: rWrite, before: []attemptResult{rNotApplied(ra)}, r: rRefusal(ra, api.CodeMoved),
+			want: decision{act: actRefresh}, after: retryAfter{unavail: 1, lastAddr: ra}, code: api.CodeMoved},
 
 		// wrong_cell and moved: reload the directory; the caller routes again.
 		{name: "wrong_cell", cl: rRead, r: rRefusal(ra, api.CodeWrongCell),

@@ -102,7 +102,10 @@ func (st *retryState) observeReply(cl *call, r attemptResult, o *outcome) {
 	if aerr.Code != api.CodeUnavailable {
 		return
 	}
-	cl.reached = true
+	o.notApplied = aerr.NotApplied
+	if !aerr.NotApplied {
+		cl.reached = true
+	}
 	if r.addr == st.lastAddr {
 		st.unavail++
 	} else {

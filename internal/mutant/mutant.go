@@ -523,6 +523,13 @@ const (
 	// revision (an STM reads values newer than its snapshot). Caught by
 	// proxy/etcdgw TestPastRead.
 	EtcdPastRead Mutant = "lockd_broken_etcd_pastread"
+	// EtcdTxnSnapshot makes a transaction that writes nothing read its
+	// compares' keys and its reads one at a time, each at its own index
+	// (a write between two of them shows a state that never was: an
+	// STM's snapshot mixes revisions). Caught by proxy/etcdgw
+	// TestTxnReadsOneSnapshot and, on real lockds, by the upstream
+	// TestSTMSerialize (now and then).
+	EtcdTxnSnapshot Mutant = "lockd_broken_etcd_txnsnapshot"
 )
 
 // all is every mutant (TestAllListsEveryConstant holds it to the
@@ -560,7 +567,7 @@ var all = []Mutant{
 
 	EtcdLeaseBinding, EtcdLeaseTTL, EtcdLockEarly, // etcd gateway: leases
 	EtcdMTLS, EtcdKeepAliveCap, EtcdWatchCap, // etcd gateway: attack fixes
-	EtcdPastRead, // etcd gateway: past reads
+	EtcdPastRead, EtcdTxnSnapshot, // etcd gateway: past reads, one snapshot
 }
 
 // parse reads a LOCKD_MUTANT value: empty (none), one mutant name, or

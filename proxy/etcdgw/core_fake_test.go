@@ -25,6 +25,9 @@ type coreBackend struct {
 	nodes map[string]api.Node
 	index uint64
 	calls []string // tokens of the calls, in order
+	// afterRange, if set, runs after each RouteRange call (b.mu held):
+	// a write landing between two reads.
+	afterRange func(r api.RangeRequest)
 }
 
 func newCoreBackend() *coreBackend { return &coreBackend{nodes: map[string]api.Node{}, index: 10} }
@@ -82,6 +85,21 @@ func (b *coreBackend) Call(ctx context.Context, tok, route string, req, resp any
 			return api.Errorf(api.CodeForbidden, "no read on %s", r.Root)
 		}
 		out = b.rangeOf(r)
+		if b.afterRange != nil {
+			b.afterRange(r)
+		}
+	case api.RouteRanges: // every read at one index: the fake holds its lock throughout
+		var r api.RangesRequest
+		via(req, &r)
+		resp := api.RangesResponse{}
+		for _, rr := range r.Reads {
+			if !c.Allows(api.RoleRead, rr.Root) {
+				return api.Errorf(api.CodeForbidden, "no read on %s", rr.Root)
+			}
+			one := b.rangeOf(rr)
+			resp.Reads, resp.Index, resp.Epoch = append(resp.Reads, one), one.Index, one.Epoch
+		}
+		out = resp
 	case api.RoutePut, api.RouteCreate, api.RouteDelete, api.RouteTxn:
 		t, err := b.asTxn(route, req)
 		if err != nil {

@@ -30,32 +30,59 @@ func (s *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 	return s.g.rangeAs(ctx, w, r)
 }
 
-// rangeAs answers r for w (also a Txn's reads).
+// rangeAs answers r for w.
 func (g *Gateway) rangeAs(ctx context.Context, w who, r *pb.RangeRequest) (*pb.RangeResponse, error) {
+	rd, err := g.planRangeRead(r)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := g.readSpan(ctx, w, rd.sp, rd.opts)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return g.answerRange(ctx, w, rd, resp)
+}
+
+// rangeRead is a range to answer: the request, its span in path space,
+// how it is read (plan) and what the lockd is asked (opts).
+type rangeRead struct {
+	r    *pb.RangeRequest
+	sp   keySpan
+	plan rangePlan
+	opts rangeOpts
+}
+
+// planRangeRead checks r and plans its read.
+func (g *Gateway) planRangeRead(r *pb.RangeRequest) (rangeRead, error) {
 	if r.Limit < 0 {
-		return nil, status.Error(codes.InvalidArgument, "etcdserver: limit is negative")
+		return rangeRead{}, status.Error(codes.InvalidArgument, "etcdserver: limit is negative")
 	}
 	if _, ok := pb.RangeRequest_SortOrder_name[int32(r.SortOrder)]; !ok {
-		return nil, rpctypes.ErrGRPCInvalidSortOption
+		return rangeRead{}, rpctypes.ErrGRPCInvalidSortOption
 	}
 	if _, ok := pb.RangeRequest_SortTarget_name[int32(r.SortTarget)]; !ok {
-		return nil, rpctypes.ErrGRPCInvalidSortOption
+		return rangeRead{}, rpctypes.ErrGRPCInvalidSortOption
 	}
 	sp, err := g.keys.span(r.Key, r.RangeEnd)
 	if err != nil {
-		return nil, err
+		return rangeRead{}, err
 	}
 	plan := planRange(r)
 	// Sorting by value needs the values, even for keys_only.
 	keysOnly := r.KeysOnly && !(plan.whole && r.SortTarget == pb.RangeRequest_VALUE)
-	resp, err := g.readSpan(ctx, w, sp, rangeOpts{limit: plan.fetch, keysOnly: keysOnly, countOnly: r.CountOnly && !plan.whole})
-	if err != nil {
-		return nil, grpcError(err)
+	return rangeRead{r: r, sp: sp, plan: plan, opts: rangeOpts{limit: plan.fetch, keysOnly: keysOnly, countOnly: r.CountOnly && !plan.whole}}, nil
+}
+
+// answerRange answers rd from resp, the lockd's read of its span: at a
+// past revision rebuilt from the change ring (kv_past.go), sorted,
+// filtered and limited here when the plan says so.
+func (g *Gateway) answerRange(ctx context.Context, w who, rd rangeRead, resp api.RangeResponse) (*pb.RangeResponse, error) {
+	r, plan := rd.r, rd.plan
+	var err error
+	if resp, plan, err = g.readAt(ctx, w, rd.sp, r, plan, rd.opts.keysOnly, resp); err != nil {
+		return nil, err
 	}
-	if resp, plan, err = g.readAt(ctx, w, sp, r, plan, keysOnly, resp); err != nil {
-		return nil, err // a past revision is read from the change ring (kv_past.go)
-	}
-	p := sp.Prefix
+	p := rd.sp.Prefix
 	p.Epoch = resp.Epoch
 	if plan.whole && resp.More {
 		return nil, status.Errorf(codes.ResourceExhausted,
@@ -69,7 +96,7 @@ func (g *Gateway) rangeAs(ctx context.Context, w who, r *pb.RangeRequest) (*pb.R
 	kvs := make([]*mvccpb.KeyValue, 0, len(resp.Nodes))
 	for i := range resp.Nodes {
 		if n := &resp.Nodes[i]; isKey(n) {
-			kvs = append(kvs, g.keyValue(p, sp.Rel, n, keysOnly))
+			kvs = append(kvs, g.keyValue(p, rd.sp.Rel, n, rd.opts.keysOnly))
 		}
 	}
 	if plan.whole {

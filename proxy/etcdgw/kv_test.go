@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockservice/lockd/api"
+
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
@@ -142,5 +144,50 @@ func TestKVCallerTokenForwarded(t *testing.T) {
 	b.mu.Unlock()
 	if _, err := cs[1].Get(ctx, "mine"); status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("no token with auth required: %v", err)
+	}
+}
+
+// TestTxnReadsOneSnapshot (mutant lockd_broken_etcd_txnsnapshot): a
+// transaction that writes nothing is decided and answered on one read:
+// a write of both keys landing between two single reads (the fake's
+// afterRange) cannot show the compare one state and the reads another,
+// or one key before the write and the other after it.
+func TestTxnReadsOneSnapshot(t *testing.T) {
+	b := newCoreBackend()
+	_, cs := coreGateway(t, b, Config{}, "")
+	c, ctx := cs[0], kvCtx(t)
+	for _, k := range []string{"snap/a", "snap/b"} {
+		if _, err := c.Put(ctx, k, "0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wrote := false
+	b.afterRange = func(api.RangeRequest) {
+		if wrote {
+			return
+		}
+		wrote = true
+		b.index++
+		for _, p := range []string{"/etcd/snap/a", "/etcd/snap/b"} {
+			n := b.nodes[p]
+			n.Value, n.ModifyIndex, n.Version = []byte("1"), b.index, n.Version+1
+			b.nodes[p] = n
+		}
+	}
+	tr, err := c.Txn(ctx).If(clientv3.Compare(clientv3.Value("snap/a"), "=", "0")).
+		Then(clientv3.OpGet("snap/a"), clientv3.OpGet("snap/b")).
+		Else(clientv3.OpGet("snap/a"), clientv3.OpGet("snap/b")).Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := string(tr.Responses[0].GetResponseRange().Kvs[0].Value)
+	bv := string(tr.Responses[1].GetResponseRange().Kvs[0].Value)
+	if a != bv || tr.Succeeded != (a == "0") {
+		t.Fatalf("one transaction saw a=%s b=%s with its compare a=0 %v: not one state", a, bv, tr.Succeeded)
+	}
+	for i, r := range tr.Responses {
+		if h := r.GetResponseRange().Header.Revision; h != tr.Header.Revision {
+			t.Fatalf("read %d at revision %d, the transaction at %d", i, h, tr.Header.Revision)
+		}
 	}
 }

@@ -10,31 +10,54 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
-// txnAnswer answers a decided transaction: one response per op of the
-// branch taken, reads run now (after the transaction). The header's
-// revision is the transaction's own index when it wrote: clients take it
-// as the revision of their writes (concurrency.Mutex makes it its key's
-// create revision, and waits for the keys created before it), so a later
-// read's revision there would make a locker wait for its own key. A
-// transaction that wrote nothing answers at its newest read.
+// txnAnswer answers a transaction that wrote (or whose compares failed
+// on the cell): one response per op of the branch taken, the branch's
+// reads run after it in one read of the cell (api.RouteRanges: every
+// read at one index). The header's revision is the transaction's own
+// index when it wrote: clients take it as the revision of their writes
+// (concurrency.Mutex makes it its key's create revision, and waits for
+// the keys created before it), so a later read's revision there would
+// make a locker wait for its own key. A transaction that wrote nothing
+// answers at its reads' revision.
 func (g *Gateway) txnAnswer(ctx context.Context, w who, pl *txnPlan, reads []keyRead, ok bool, index uint64) (*pb.TxnResponse, error) {
 	ops := pl.failure
 	if ok {
 		ops = pl.success
 	}
-	out := &pb.TxnResponse{Succeeded: ok, Responses: make([]*pb.ResponseOp, 0, len(ops))}
+	rds, err := g.planReads(ops)
+	if err != nil {
+		return nil, err
+	}
+	got, err := g.readSpans(ctx, w, pl.prefix.Prefix, spanRequests(rds))
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return g.txnResponse(ctx, w, pl, txnBranch{ops: ops, rds: rds, got: got.Reads}, reads, ok, index)
+}
+
+// txnBranch is the branch a transaction took: its ops, the plans of its
+// reads and the lockd's answers to them (one each, in order).
+type txnBranch struct {
+	ops []*pb.RequestOp
+	rds []rangeRead
+	got []api.RangeResponse
+}
+
+// txnResponse is the answer of branch b: reads answered from b.got,
+// writes from pl.then and what was read of their keys.
+func (g *Gateway) txnResponse(ctx context.Context, w who, pl *txnPlan, b txnBranch, reads []keyRead, ok bool, index uint64) (*pb.TxnResponse, error) {
+	out := &pb.TxnResponse{Succeeded: ok, Responses: make([]*pb.ResponseOp, 0, len(b.ops))}
 	hdr := g.header(pl.prefix, index)
-	j := 0 // the next write of pl.then
-	for _, op := range ops {
-		if rr := op.GetRequestRange(); rr != nil {
-			resp, err := g.rangeAs(ctx, w, rr)
+	j, k := 0, 0 // the next write of pl.then, the next read of b
+	for _, op := range b.ops {
+		if op.GetRequestRange() != nil {
+			resp, err := g.answerRange(ctx, w, b.rds[k], b.got[k])
 			if err != nil {
 				return nil, err
 			}
-			if len(pl.then) == 0 || !ok {
-				if resp.Header.Revision > hdr.Revision {
-					hdr = resp.Header
-				}
+			k++
+			if (len(pl.then) == 0 || !ok) && resp.Header.Revision > hdr.Revision {
+				hdr = resp.Header
 			}
 			out.Responses = append(out.Responses, &pb.ResponseOp{Response: &pb.ResponseOp_ResponseRange{ResponseRange: resp}})
 			continue
@@ -47,6 +70,30 @@ func (g *Gateway) txnAnswer(ctx context.Context, w who, pl *txnPlan, reads []key
 		setHeader(r, hdr)
 	}
 	return out, nil
+}
+
+// planReads plans the range reads of a branch's ops, in order.
+func (g *Gateway) planReads(ops []*pb.RequestOp) ([]rangeRead, error) {
+	var rds []rangeRead
+	for _, op := range ops {
+		if r := op.GetRequestRange(); r != nil {
+			rd, err := g.planRangeRead(r)
+			if err != nil {
+				return nil, err
+			}
+			rds = append(rds, rd)
+		}
+	}
+	return rds, nil
+}
+
+// spanRequests are the lockd's range requests of rds.
+func spanRequests(rds []rangeRead) []api.RangeRequest {
+	out := make([]api.RangeRequest, len(rds))
+	for i, rd := range rds {
+		out[i] = spanRequest(rd.sp, rd.opts)
+	}
+	return out
 }
 
 // writeResponse is a committed write's response (its header set later).
@@ -81,31 +128,6 @@ func setHeader(r *pb.ResponseOp, hdr *pb.ResponseHeader) {
 	case *pb.ResponseOp_ResponseDeleteRange:
 		x.ResponseDeleteRange.Header = hdr
 	}
-}
-
-// evalCompares decides a transaction with nothing to write: each
-// compared key read in turn (linearizable each, not one snapshot).
-func (g *Gateway) evalCompares(ctx context.Context, w who, pl *txnPlan) (txnOutcome, uint64, error) {
-	var index uint64
-	ok := true
-	for _, c := range pl.compares {
-		n, exists, rr, err := g.readKey(ctx, w, c.key)
-		if err != nil {
-			return 0, 0, err
-		}
-		index = max(index, rr.Index)
-		pl.prefix.Epoch = rr.Epoch
-		if !exists || n.Container {
-			n = api.Node{}
-		}
-		if !evalCompare(c.cmp, &n, rr.Epoch, g.compareOwner(w, c.cmp, pl.prefix.Cell)) {
-			ok = false
-		}
-	}
-	if ok {
-		return txnCommitted, index, nil
-	}
-	return txnComparesFailed, index, nil
 }
 
 // evalCompare evaluates c on n (the zero Node for a missing key), as the

@@ -47,8 +47,8 @@ const (
 )
 
 // txnAttempt reads the written keys, commits (or, with nothing to
-// write, evaluates the compares on reads) and runs the chosen branch's
-// reads; retry says a pinned key changed in between.
+// write, decides it on one read: txnReadOnly) and runs the chosen
+// branch's reads; retry says a pinned key changed in between.
 func (g *Gateway) txnAttempt(ctx context.Context, w who, pl *txnPlan) (*pb.TxnResponse, bool, error) {
 	reads, readIndex, err := g.readWrites(ctx, w, pl)
 	if err != nil {
@@ -58,13 +58,10 @@ func (g *Gateway) txnAttempt(ctx context.Context, w who, pl *txnPlan) (*pb.TxnRe
 	if err != nil {
 		return nil, false, err
 	}
-	var outcome txnOutcome
-	var index uint64
 	if len(req.Then) == 0 {
-		outcome, index, err = g.evalCompares(ctx, w, pl)
-	} else {
-		outcome, index, err = g.commitTxn(ctx, w, req, len(pl.compares))
+		return g.txnReadOnly(ctx, w, pl, reads)
 	}
+	outcome, index, err := g.commitTxn(ctx, w, req, len(pl.compares))
 	switch {
 	case err != nil:
 		return nil, false, err

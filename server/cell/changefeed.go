@@ -178,6 +178,42 @@ func (q rangeQuery) run(s *fsm.State) (api.RangeResponse, error) {
 	return resp, nil
 }
 
+// rangesQuery is several range reads in one read of the state.
+type rangesQuery struct {
+	reqs   []api.RangeRequest
+	limits []int
+}
+
+func (q rangesQuery) run(s *fsm.State) (api.RangesResponse, error) {
+	spans := make([]fsm.RangeSpan, len(q.reqs))
+	for i, r := range q.reqs {
+		if err := s.CheckServes(r.Root); err != nil {
+			return api.RangesResponse{}, err
+		}
+		spans[i] = fsm.RangeSpan{Start: r.Start, End: r.End, Opt: fsm.RangeOptions{Limit: q.limits[i], KeysOnly: r.KeysOnly,
+			CountOnly: r.CountOnly, SkipContainers: r.SkipContainers}}
+	}
+	reads, err := s.Ranges(spans)
+	if err != nil {
+		return api.RangesResponse{}, err
+	}
+	out := api.RangesResponse{Reads: reads, Index: s.Index()}
+	if len(q.reqs) > 0 {
+		out.Epoch = s.PrefixState(api.Prefix(q.reqs[0].Root)).Epoch
+	}
+	for i := range out.Reads {
+		out.Reads[i].Index, out.Reads[i].Epoch = out.Index, out.Epoch
+	}
+	return out, nil
+}
+
+// Ranges is Range of every request in one linearizable read: every
+// answer at one index. The caller checked each span lies under its Root,
+// every Root in one prefix, and clamped limits (one per request).
+func (c *Cell) Ranges(ctx context.Context, reqs []api.RangeRequest, limits []int) (api.RangesResponse, error) {
+	return read(ctx, c, rangesQuery{reqs: reqs, limits: limits}.run)
+}
+
 // Range is a linearizable read of the nodes in [req.Start, req.End)
 // (a ReadIndex, as Get). The caller checked the span lies under
 // req.Root and clamped limit.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"runtime"
 	"strings"
@@ -54,6 +55,12 @@ func fullResult() Result {
 	}
 }
 
+// notInCodec are the fields of Command's and Result's types the codec
+// does not carry, and why.
+var notInCodec = map[string]string{
+	"api.Error.NotApplied": "set by the HTTP API on an answer on its way out (httpapi markNotApplied), never by apply: no result holds it",
+}
+
 // TestFullValuesSetEveryField guards the round-trip table: a field added
 // to Command or Result without a value here (and so, likely, without a
 // codec tag) fails.
@@ -62,6 +69,9 @@ func TestFullValuesSetEveryField(t *testing.T) {
 		fullCommand(OpCreate).Nodes[1], *fullCommand(OpCreate).Restored, fullResult(), *fullResult().Err, *fullResult().Node} {
 		rv := reflect.ValueOf(v)
 		for i := 0; i < rv.NumField(); i++ {
+			if _, ok := notInCodec[fmt.Sprintf("%T.%s", v, rv.Type().Field(i).Name)]; ok {
+				continue
+			}
 			if rv.Field(i).IsZero() {
 				t.Errorf("%T.%s is zero in the full value", v, rv.Type().Field(i).Name)
 			}

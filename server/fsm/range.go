@@ -33,19 +33,63 @@ func subtreeEnd(p string) string {
 // nodes of the subtree that holds the span, refusing the read with
 // limit_exceeded past that. Pure: it reads the state only.
 func (s *State) Range(start, end string, opt RangeOptions) (api.RangeResponse, *api.Error) {
-	var found []*node
-	if end == "" {
-		if n, ok := s.nodes[start]; ok {
-			found = append(found, n)
-		}
-	} else {
-		var err *api.Error
-		if found, err = s.scan(s.spanRoot(start, end), start, end, api.MaxRangeScan); err != nil {
-			return api.RangeResponse{}, err
-		}
-		sort.Slice(found, func(i, j int) bool { return found[i].path < found[j].path })
+	found, _, err := s.spanNodes(start, end, api.MaxRangeScan)
+	if err != nil {
+		return api.RangeResponse{}, err
 	}
 	return s.rangePage(found, opt), nil
+}
+
+// RangeSpan is one read of Ranges: Range's arguments.
+type RangeSpan struct {
+	Start, End string
+	Opt        RangeOptions
+}
+
+// Ranges reads every span as Range does, in one pass over the state (so
+// at one index), the answers in order. Together the spans visit at most
+// api.MaxRangeScan nodes and carry at most api.MaxRangeBytes of values,
+// else the read is refused limit_exceeded. The caller bounds the spans
+// (api.MaxRangesPerRead). Pure: it reads the state only.
+func (s *State) Ranges(spans []RangeSpan) ([]api.RangeResponse, *api.Error) {
+	budget, bytes := api.MaxRangeScan, 0
+	out := make([]api.RangeResponse, 0, len(spans))
+	for _, sp := range spans {
+		found, visited, err := s.spanNodes(sp.Start, sp.End, budget)
+		if err != nil {
+			return nil, err
+		}
+		budget -= visited
+		resp := s.rangePage(found, sp.Opt)
+		for i := range resp.Nodes {
+			bytes += len(resp.Nodes[i].Value)
+		}
+		if bytes > api.MaxRangeBytes {
+			return nil, api.Errorf(api.CodeLimitExceeded, "%d ranges read together carry more than %d bytes of values (MaxRangeBytes): read fewer at once", len(spans), api.MaxRangeBytes)
+		}
+		out = append(out, resp)
+	}
+	return out, nil
+}
+
+// spanNodes are the nodes of [start, end) (end "": the node start), in
+// path order, visiting at most bound nodes: how many it visited.
+func (s *State) spanNodes(start, end string, bound int) ([]*node, int, *api.Error) {
+	if end == "" {
+		if bound < 1 {
+			return nil, 0, api.Errorf(api.CodeLimitExceeded, "the ranges read together visit more than %d nodes (MaxRangeScan): read fewer at once", api.MaxRangeScan)
+		}
+		if n, ok := s.nodes[start]; ok {
+			return []*node{n}, 1, nil
+		}
+		return nil, 1, nil
+	}
+	found, visited, err := s.scan(s.spanRoot(start, end), start, end, bound)
+	if err != nil {
+		return nil, visited, err
+	}
+	sort.Slice(found, func(i, j int) bool { return found[i].path < found[j].path })
+	return found, visited, nil
 }
 
 // spanRoot is the deepest node whose subtree holds all of [start, end):
@@ -64,13 +108,14 @@ func (s *State) spanRoot(start, end string) *node {
 
 // scan collects the nodes of root's subtree in [start, end), skipping
 // the subtrees that cannot meet it; an error past bound visited nodes
-// (api.MaxRangeScan; tests pass less).
-func (s *State) scan(root *node, start, end string, bound int) ([]*node, *api.Error) {
+// (api.MaxRangeScan; tests pass less), and how many it visited.
+func (s *State) scan(root *node, start, end string, bound int) ([]*node, int, *api.Error) {
 	var found []*node
 	stack := []*node{root}
-	for visited := 0; len(stack) > 0; visited++ {
+	visited := 0
+	for ; len(stack) > 0; visited++ {
 		if visited >= bound {
-			return nil, api.Errorf(api.CodeLimitExceeded, "range [%s, %s) visits more than %d nodes (MaxRangeScan): narrow it", start, end, bound)
+			return nil, visited, api.Errorf(api.CodeLimitExceeded, "range [%s, %s) visits more than %d nodes (MaxRangeScan): narrow it", start, end, bound)
 		}
 		n := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
@@ -84,7 +129,7 @@ func (s *State) scan(root *node, start, end string, bound int) ([]*node, *api.Er
 			stack = append(stack, k)
 		}
 	}
-	return found, nil
+	return found, visited, nil
 }
 
 // rangePage makes the answer from the span's nodes, in path order.

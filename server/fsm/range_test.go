@@ -84,16 +84,63 @@ func TestRangeScanBound(t *testing.T) {
 			h.s.link(h.idx, &node{path: p, parent: h.s.nodes[dir], version: 1}) // fast: the range reads nodes only
 		}
 	}
-	_, err := h.s.scan(h.s.spanRoot("/demo", "/demo0"), "/demo", "/demo0", bound)
+	_, _, err := h.s.scan(h.s.spanRoot("/demo", "/demo0"), "/demo", "/demo0", bound)
 	if err == nil || err.Code != api.CodeLimitExceeded || !strings.Contains(err.Message, "MaxRangeScan") {
 		t.Fatalf("range over %d nodes: %v, want limit_exceeded naming MaxRangeScan", h.s.NumNodes(), err)
 	}
-	found, err := h.s.scan(h.s.spanRoot("/demo/d007/k0010", "/demo/d007/k0020"), "/demo/d007/k0010", "/demo/d007/k0020", per+dirs)
+	found, _, err := h.s.scan(h.s.spanRoot("/demo/d007/k0010", "/demo/d007/k0020"), "/demo/d007/k0010", "/demo/d007/k0020", per+dirs)
 	if err != nil || len(found) != 10 {
 		t.Fatalf("a narrow range: %d nodes, err %v", len(found), err)
 	}
 	r, err := h.s.Range("/demo", "/demo0", RangeOptions{Limit: 10, CountOnly: true})
 	if err != nil || r.Count != 1+dirs+dirs*per || len(r.Nodes) != 0 {
 		t.Fatalf("count only: %d, %d nodes, err %v", r.Count, len(r.Nodes), err)
+	}
+}
+
+// TestRanges: spans read together answer as each read alone; their scans
+// share one MaxRangeScan (many spans over one large subtree are refused
+// though each alone is answered), and their values one MaxRangeBytes.
+func TestRanges(t *testing.T) {
+	h := newDemo(t)
+	for _, p := range []string{"/demo/a", "/demo/a/x", "/demo/b"} {
+		h.ok(putCmd(p, "v"+p, nil))
+	}
+	all := RangeOptions{Limit: api.MaxRangeKeys}
+	spans := []RangeSpan{{"/demo/a", "", all}, {"/demo/a", "/demo/b", all}, {"/demo/zz", "", all}, {"/demo", "/demo0", RangeOptions{Limit: 1, KeysOnly: true}}}
+	got, err := h.s.Ranges(spans)
+	if err != nil || len(got) != len(spans) {
+		t.Fatalf("ranges: %d answers, err %v", len(got), err)
+	}
+	for i, sp := range spans {
+		alone, err := h.s.Range(sp.Start, sp.End, sp.Opt)
+		if err != nil || rangePaths(alone) != rangePaths(got[i]) || alone.Count != got[i].Count || alone.More != got[i].More {
+			t.Fatalf("span %d: together [%s] %d %v, alone [%s] %d %v (%v)", i, rangePaths(got[i]), got[i].Count, got[i].More, rangePaths(alone), alone.Count, alone.More, err)
+		}
+	}
+	// One scan budget: a span visiting MaxRangeScan/2+ nodes is read
+	// alone, twice together it is refused.
+	h.ok(createCmd("/demo/big"))
+	for i := 0; i < api.MaxRangeScan/2+10; i++ {
+		p := fmt.Sprintf("/demo/big/k%06d", i)
+		h.s.link(h.idx, &node{path: p, parent: h.s.nodes["/demo/big"], version: 1})
+	}
+	big := RangeSpan{"/demo/big", "/demo/big0", RangeOptions{Limit: 1, CountOnly: true}}
+	if _, err := h.s.Ranges([]RangeSpan{big}); err != nil {
+		t.Fatalf("one large span: %v", err)
+	}
+	if _, err := h.s.Ranges([]RangeSpan{big, big}); err == nil || err.Code != api.CodeLimitExceeded {
+		t.Fatalf("two large spans together: %v, want limit_exceeded", err)
+	}
+	// One byte budget: 100 values of 60 KiB (6 MB), read once and twice.
+	for i := 0; i < 100; i++ {
+		h.ok(putCmd(fmt.Sprintf("/demo/v%03d", i), strings.Repeat("x", 60<<10), nil))
+	}
+	v := RangeSpan{"/demo/v", "/demo/v999", all}
+	if _, err := h.s.Ranges([]RangeSpan{v}); err != nil {
+		t.Fatalf("6 MB of values: %v", err)
+	}
+	if _, err := h.s.Ranges([]RangeSpan{v, v}); err == nil || err.Code != api.CodeLimitExceeded || !strings.Contains(err.Message, "MaxRangeBytes") {
+		t.Fatalf("12 MB of values: %v, want limit_exceeded naming MaxRangeBytes", err)
 	}
 }

@@ -136,7 +136,9 @@ func (s *Server) untilServed(ctx *fasthttp.RequestCtx, c *cell.Cell, path string
 			holdUntil = time.Now().Add(holdBudget(ctx))
 		}
 		if time.Now().After(holdUntil) || attempt >= 500 {
-			return nil, api.Errorf(api.CodeUnavailable, "cell %s is taking up prefix %s: retry", c.Info().Name, api.Prefix(path))
+			e := api.Errorf(api.CodeUnavailable, "cell %s is taking up prefix %s: retry", c.Info().Name, api.Prefix(path))
+			e.NotApplied = true // every attempt was refused by the state
+			return nil, e
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -41,7 +41,7 @@ func (h noCells) ChangeMember(context.Context, *cell.Cell, api.MemberRequest) (a
 
 var fuzzRoutes = []string{
 	api.RouteSessionOpen, api.RouteSessionKeepAlive, api.RouteSessionClose, api.RouteKeepAliveBatch,
-	api.RouteCreate, api.RoutePut, api.RouteDelete, api.RouteGet, api.RouteChildren, api.RouteLockState, api.RouteTxn, api.RouteRange, api.RouteChanges,
+	api.RouteCreate, api.RoutePut, api.RouteDelete, api.RouteGet, api.RouteChildren, api.RouteLockState, api.RouteTxn, api.RouteRange, api.RouteRanges, api.RouteChanges,
 	api.RouteWatch, api.RouteAdminCellCreate, api.RouteAdminPrefixAssign, api.RouteAdminRegister,
 	api.RouteAdminMigrate, api.RouteAdminMember, api.RouteAdminRestore, api.RouteAdminTransfer,
 	api.RouteAdminPrefixOp, api.RouteAdminProxyRegister, "/v1/nope",

@@ -75,6 +75,41 @@ func (s *Server) rangeRead(ctx *fasthttp.RequestCtx, p principal) (any, error) {
 	return s.untilServed(ctx, c, req.Root, func(cctx context.Context) (any, error) { return c.Range(cctx, req, limit) })
 }
 
+// rangesRead reads several ranges of one prefix at one index (an etcd
+// transaction's compares and reads): each checked as rangeRead checks
+// one, all refused if one is.
+func (s *Server) rangesRead(ctx *fasthttp.RequestCtx, p principal) (any, error) {
+	var req api.RangesRequest
+	if err := decode(ctx, &req); err != nil {
+		return nil, err
+	}
+	if err := api.ValidatePath(req.Root); err != nil {
+		return nil, err
+	}
+	if len(req.Reads) == 0 || len(req.Reads) > api.MaxRangesPerRead {
+		return nil, api.Errorf(api.CodeBadRequest, "%d reads: a ranges read carries 1 to %d (MaxRangesPerRead)", len(req.Reads), api.MaxRangesPerRead)
+	}
+	prefix := api.Prefix(req.Root)
+	limits := make([]int, len(req.Reads))
+	for i, r := range req.Reads {
+		if err := checkUnder(p, r.Root, r.Start, r.End); err != nil {
+			return nil, err
+		}
+		if api.Prefix(r.Root) != prefix {
+			return nil, api.Errorf(api.CodeBadRequest, "read %d's root %s is not in prefix %s: the reads of one ranges read are of one prefix", i, r.Root, prefix)
+		}
+		var err error
+		if limits[i], err = clampLimit("limit", r.Limit, api.MaxRangeKeys); err != nil {
+			return nil, err
+		}
+	}
+	c, err := s.cellForPath(ctx, req.Root)
+	if err != nil {
+		return nil, err
+	}
+	return s.untilServed(ctx, c, req.Root, func(cctx context.Context) (any, error) { return c.Ranges(cctx, req.Reads, limits) })
+}
+
 func (s *Server) changesRead(ctx *fasthttp.RequestCtx, p principal) (any, error) {
 	var req api.ChangesRequest
 	if err := decode(ctx, &req); err != nil {

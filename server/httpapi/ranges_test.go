@@ -64,6 +64,21 @@ func TestRangeAuthorization(t *testing.T) {
 		{"changes above the grant", "acme-token", api.RouteChanges, api.ChangesRequest{Root: "/acme"}, api.CodeForbidden, "read role on /acme"},
 		{"changes negative wait", "acme-token", api.RouteChanges, api.ChangesRequest{Root: "/acme/app", WaitMS: -1}, api.CodeBadRequest, "negative"},
 		{"no token", "", api.RouteChanges, api.ChangesRequest{Root: "/acme/app"}, api.CodeUnauthorized, ""},
+		// Ranges: each read checked as one range is; one refused refuses all.
+		{"ranges in the grant", "acme-token", api.RouteRanges, api.RangesRequest{Root: "/acme", Reads: []api.RangeRequest{
+			{Root: "/acme/app/a", Start: "/acme/app/a"}, {Root: "/acme/app", Start: "/acme/app/b", End: "/acme/app/c"}}}, api.CodeWrongCell, ""},
+		{"ranges, one read outside the grant", "acme-token", api.RouteRanges, api.RangesRequest{Root: "/acme", Reads: []api.RangeRequest{
+			{Root: "/acme/app/a", Start: "/acme/app/a"}, {Root: "/acme/x", Start: "/acme/x"}}}, api.CodeForbidden, "read role on /acme/x"},
+		{"ranges, one read in another prefix", "admin-token", api.RouteRanges, api.RangesRequest{Root: "/acme", Reads: []api.RangeRequest{
+			{Root: "/acme/app/a", Start: "/acme/app/a"}, {Root: "/other/x", Start: "/other/x"}}}, api.CodeBadRequest, "not in prefix /acme"},
+		{"ranges, a read leaving its root", "acme-token", api.RouteRanges, api.RangesRequest{Root: "/acme", Reads: []api.RangeRequest{
+			{Root: "/acme/app", Start: "/acme/app/a", End: "/acme/b"}}}, api.CodeBadRequest, "passes root"},
+		{"ranges, none", "admin-token", api.RouteRanges, api.RangesRequest{Root: "/acme"}, api.CodeBadRequest, "MaxRangesPerRead"},
+		{"ranges, too many", "admin-token", api.RouteRanges, api.RangesRequest{Root: "/acme", Reads: make([]api.RangeRequest, api.MaxRangesPerRead+1)}, api.CodeBadRequest, "MaxRangesPerRead"},
+		{"ranges, invalid root", "admin-token", api.RouteRanges, api.RangesRequest{Root: "acme", Reads: []api.RangeRequest{{Root: "/acme", Start: "/acme"}}}, api.CodeInvalidPath, ""},
+		{"ranges, negative limit", "acme-token", api.RouteRanges, api.RangesRequest{Root: "/acme", Reads: []api.RangeRequest{
+			{Root: "/acme/app", Start: "/acme/app", Limit: -1}}}, api.CodeBadRequest, "negative"},
+		{"ranges, no token", "", api.RouteRanges, api.RangesRequest{Root: "/acme", Reads: []api.RangeRequest{{Root: "/acme/app", Start: "/acme/app"}}}, api.CodeUnauthorized, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := json.Marshal(tc.req)

@@ -269,6 +269,7 @@ func init() {
 		api.RouteGet:                (*Server).get,
 		api.RouteChildren:           (*Server).children,
 		api.RouteRange:              (*Server).rangeRead,   // ranges.go
+		api.RouteRanges:             (*Server).rangesRead,  // ranges.go
 		api.RouteChanges:            (*Server).changesRead, // ranges.go
 		api.RouteLockState:          (*Server).lockState,
 		api.RouteLockQueue:          (*Server).lockQueue,
@@ -297,6 +298,7 @@ func (s *Server) reply(ctx *fasthttp.RequestCtx, v any, err error) string {
 		if !errors.As(err, &ae) {
 			ae = api.Errorf(api.CodeInternal, "%v", err)
 		}
+		ae = markNotApplied(ae, err)
 		switch ae.Code {
 		case api.CodeInternal:
 			s.log.Error("internal error", "route", string(ctx.Path()), "err", err)
@@ -327,6 +329,18 @@ func (s *Server) reply(ctx *fasthttp.RequestCtx, v any, err error) string {
 	ctx.SetStatusCode(fasthttp.StatusOK)
 	ctx.SetBody(b)
 	return "ok"
+}
+
+// markNotApplied is ae, marked not_applied when it is unavailable and err
+// the cell state's own refusal (the state refused the request outright:
+// nothing applied, safe to resend). Pure: ae itself is not changed.
+func markNotApplied(ae *api.Error, err error) *api.Error {
+	if ae.Code != api.CodeUnavailable || ae.NotApplied || !cell.IsRefusal(err) {
+		return ae
+	}
+	c := *ae
+	c.NotApplied = true
+	return &c
 }
 
 func writeError(ctx *fasthttp.RequestCtx, status int, e *api.Error) {

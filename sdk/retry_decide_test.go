@@ -193,13 +193,13 @@ func retryCases() []retryCase {
 
 		// unavailable and not_applied: the state refused it; a write is resent.
 		{name: "not applied, a write without request id", cl: rWrite, r: rNotApplied(ra),
-			want: decision{act: actBackoff}, after: retryAfter{unavail: 1, lastAddr: ra}},
-		{name: "not applied twice: look at another", cl: rWrite, before: []attemptResult{rNotApplied(ra)}, r: rNotApplied(ra),
-			want: decision{act: actBackoff, forget: true}, after: retryAfter{lastAddr: ra}},
+			want: decision{act: actBackoff}, after: retryAfter{lastAddr: ra}},
+		{name: "not applied twice: stay with the replica", cl: rWrite, before: []attemptResult{rNotApplied(ra)}, r: rNotApplied(ra),
+			want: decision{act: actBackoff}, after: retryAfter{lastAddr: ra}},
 		{name: "not applied after an unsure unavailable: still resent, still reached", cl: rSessionWrite, before: []attemptResult{rUnavail(ra)}, r: rNotApplied(rb),
-			want: decision{act: actBackoff}, after: retryAfter{unavail: 1, lastAddr: rb, reached: true}},
+			want: decision{act: actBackoff}, after: retryAfter{lastAddr: rb, reached: true}},
 		{name: "moved after the write was refused not applied", cl: rWrite, before: []attemptResult{rNotApplied(ra)}, r: rRefusal(ra, api.CodeMoved),
-			want: decision{act: actRefresh}, after: retryAfter{unavail: 1, lastAddr: ra}, code: api.CodeMoved},
+			want: decision{act: actRefresh}, after: retryAfter{lastAddr: ra}, code: api.CodeMoved},
 
 		// wrong_cell and moved: reload the directory; the caller routes again.
 		{name: "wrong_cell", cl: rRead, r: rRefusal(ra, api.CodeWrongCell),

@@ -103,9 +103,14 @@ func (st *retryState) observeReply(cl *call, r attemptResult, o *outcome) {
 		return
 	}
 	o.notApplied = aerr.NotApplied
-	if !aerr.NotApplied {
-		cl.reached = true
+	if aerr.NotApplied {
+		// The leader's state refused it (a prefix being taken up, a
+		// copy arriving): stay with this replica, as not_leader would
+		// send the call back to it.
+		st.unavail = 0
+		return
 	}
+	cl.reached = true
 	if r.addr == st.lastAddr {
 		st.unavail++
 	} else {

@@ -28,6 +28,10 @@ type coreBackend struct {
 	// afterRange, if set, runs after each RouteRange call (b.mu held):
 	// a write landing between two reads.
 	afterRange func(r api.RangeRequest)
+	// maxRanges, if set, refuses a RouteRanges read of more reads
+	// (limit_exceeded, as the cell past its bounds); ranges counts them.
+	maxRanges int
+	ranges    []int
 }
 
 func newCoreBackend() *coreBackend { return &coreBackend{nodes: map[string]api.Node{}, index: 10} }
@@ -91,6 +95,10 @@ func (b *coreBackend) Call(ctx context.Context, tok, route string, req, resp any
 	case api.RouteRanges: // every read at one index: the fake holds its lock throughout
 		var r api.RangesRequest
 		via(req, &r)
+		b.ranges = append(b.ranges, len(r.Reads))
+		if b.maxRanges > 0 && len(r.Reads) > b.maxRanges {
+			return api.Errorf(api.CodeLimitExceeded, "%d ranges read together: more than the fake's %d", len(r.Reads), b.maxRanges)
+		}
 		resp := api.RangesResponse{}
 		for _, rr := range r.Reads {
 			if !c.Allows(api.RoleRead, rr.Root) {

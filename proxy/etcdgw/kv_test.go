@@ -2,6 +2,7 @@ package etcdgw
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -189,5 +190,48 @@ func TestTxnReadsOneSnapshot(t *testing.T) {
 		if h := r.GetResponseRange().Header.Revision; h != tr.Header.Revision {
 			t.Fatalf("read %d at revision %d, the transaction at %d", i, h, tr.Header.Revision)
 		}
+	}
+}
+
+// TestTxnReadsPastOneRead: a read-only transaction whose branches
+// together are more than one ranges read carries is decided on its
+// compares, then read again with the branch taken (still one read); a
+// writing transaction's branch too large for one read is read a range
+// at a time (it has applied: its answer is no refusal); a bad read
+// refuses a transaction before it writes.
+func TestTxnReadsPastOneRead(t *testing.T) {
+	b := newCoreBackend()
+	_, cs := coreGateway(t, b, Config{}, "")
+	c, ctx := cs[0], kvCtx(t)
+	for _, k := range []string{"big/a", "big/b"} {
+		if _, err := c.Put(ctx, k, "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.mu.Lock()
+	b.maxRanges, b.ranges = 3, nil
+	b.mu.Unlock()
+	tr, err := c.Txn(ctx).If(clientv3.Compare(clientv3.Value("big/a"), "=", "v")).
+		Then(clientv3.OpGet("big/a"), clientv3.OpGet("big/b")).
+		Else(clientv3.OpGet("big/a"), clientv3.OpGet("big/b")).Commit()
+	if err != nil || !tr.Succeeded || len(tr.Responses) != 2 {
+		t.Fatalf("read-only, both branches past one read: %v %v", tr, err)
+	}
+	b.mu.Lock()
+	if got := fmt.Sprint(b.ranges); got != "[5 1 3]" {
+		t.Errorf("ranges reads %s, want [5 1 3] (both branches refused, the compare, the compare with the branch taken)", got)
+	}
+	b.ranges = nil
+	b.mu.Unlock()
+	tr, err = c.Txn(ctx).Then(clientv3.OpPut("big/c", "w"), clientv3.OpGet("big/a"), clientv3.OpGet("big/b"), clientv3.OpGet("big/c"), clientv3.OpGet("big/d")).Commit()
+	if err != nil || !tr.Succeeded || len(tr.Responses) != 5 || string(tr.Responses[3].GetResponseRange().Kvs[0].Value) != "w" {
+		t.Fatalf("a write with four reads past one read: %v %v", tr, err)
+	}
+	_, err = c.Txn(ctx).Then(clientv3.OpPut("big/e", "x"), clientv3.OpGet("big/a", clientv3.WithLimit(-1))).Commit()
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("a write with a negative limit read: %v, want InvalidArgument", err)
+	}
+	if r, err := c.Get(ctx, "big/e"); err != nil || len(r.Kvs) != 0 {
+		t.Fatalf("the refused transaction wrote: %v %v", r, err)
 	}
 }

@@ -133,11 +133,12 @@ func (g *Gateway) planWrite(op *pb.RequestOp) (txnWrite, bool, error) {
 	return txnWrite{}, true, status.Error(codes.InvalidArgument, "etcdserver: a transaction op without a request")
 }
 
-// planRead is the prefix a branch's range reads.
+// planRead is the prefix a branch's range reads, the range checked
+// whole (its limit, its sort), so that a bad read refuses the
+// transaction before it writes.
 func (g *Gateway) planRead(op *pb.RequestOp) (PrefixInfo, error) {
-	r := op.GetRequestRange()
-	sp, err := g.keys.span(r.Key, r.RangeEnd)
-	return sp.Prefix, err
+	rd, err := g.planRangeRead(op.GetRequestRange())
+	return rd.sp.Prefix, err
 }
 
 // onePrefix is the one prefix every key of a transaction lies in.

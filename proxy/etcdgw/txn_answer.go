@@ -28,11 +28,25 @@ func (g *Gateway) txnAnswer(ctx context.Context, w who, pl *txnPlan, reads []key
 	if err != nil {
 		return nil, err
 	}
-	got, err := g.readSpans(ctx, w, pl.prefix.Prefix, spanRequests(rds))
+	got, err := g.readBranch(ctx, w, pl.prefix.Prefix, spanRequests(rds))
 	if err != nil {
 		return nil, grpcError(err)
 	}
-	return g.txnResponse(ctx, w, pl, txnBranch{ops: ops, rds: rds, got: got.Reads}, reads, ok, index)
+	return g.txnResponse(ctx, w, pl, txnBranch{ops: ops, rds: rds, got: got.Reads}, reads, ok, index, false)
+}
+
+// readBranch reads a decided branch's reqs in one read; a branch more
+// than one read carries (api.RouteRanges' bounds, or the request
+// body's) is read one range at a time: the transaction has applied, so
+// its answer must not become a refusal for the size of its reads.
+func (g *Gateway) readBranch(ctx context.Context, w who, prefix string, reqs []api.RangeRequest) (api.RangesResponse, error) {
+	if rangesBody(prefix, reqs) <= api.MaxRequestBody {
+		resp, err := g.readSpans(ctx, w, prefix, reqs)
+		if !tooBigForOneRead(err) {
+			return resp, err
+		}
+	}
+	return g.readEach(ctx, w, reqs)
 }
 
 // txnBranch is the branch a transaction took: its ops, the plans of its
@@ -44,8 +58,10 @@ type txnBranch struct {
 }
 
 // txnResponse is the answer of branch b: reads answered from b.got,
-// writes from pl.then and what was read of their keys.
-func (g *Gateway) txnResponse(ctx context.Context, w who, pl *txnPlan, b txnBranch, reads []keyRead, ok bool, index uint64) (*pb.TxnResponse, error) {
+// writes from pl.then and what was read of their keys. oneRead: the
+// transaction was decided and read at index, every response's header
+// says so (a read at a past revision, rebuilt from a later read, too).
+func (g *Gateway) txnResponse(ctx context.Context, w who, pl *txnPlan, b txnBranch, reads []keyRead, ok bool, index uint64, oneRead bool) (*pb.TxnResponse, error) {
 	out := &pb.TxnResponse{Succeeded: ok, Responses: make([]*pb.ResponseOp, 0, len(b.ops))}
 	hdr := g.header(pl.prefix, index)
 	j, k := 0, 0 // the next write of pl.then, the next read of b
@@ -56,7 +72,7 @@ func (g *Gateway) txnResponse(ctx context.Context, w who, pl *txnPlan, b txnBran
 				return nil, err
 			}
 			k++
-			if (len(pl.then) == 0 || !ok) && resp.Header.Revision > hdr.Revision {
+			if !oneRead && (len(pl.then) == 0 || !ok) && resp.Header.Revision > hdr.Revision {
 				hdr = resp.Header
 			}
 			out.Responses = append(out.Responses, &pb.ResponseOp{Response: &pb.ResponseOp_ResponseRange{ResponseRange: resp}})
@@ -67,7 +83,7 @@ func (g *Gateway) txnResponse(ctx context.Context, w who, pl *txnPlan, b txnBran
 	}
 	out.Header = hdr
 	for _, r := range out.Responses {
-		setHeader(r, hdr)
+		setHeader(r, hdr, oneRead)
 	}
 	return out, nil
 }
@@ -119,14 +135,18 @@ func (g *Gateway) writeResponse(wr txnWrite, rd keyRead, p PrefixInfo) *pb.Respo
 	return &pb.ResponseOp{Response: &pb.ResponseOp_ResponseDeleteRange{ResponseDeleteRange: resp}}
 }
 
-// setHeader gives a write's response the transaction's header (reads
-// keep their own).
-func setHeader(r *pb.ResponseOp, hdr *pb.ResponseHeader) {
+// setHeader gives a write's response the transaction's header, and a
+// read's too if reads (else reads keep their own).
+func setHeader(r *pb.ResponseOp, hdr *pb.ResponseHeader, reads bool) {
 	switch x := r.Response.(type) {
 	case *pb.ResponseOp_ResponsePut:
 		x.ResponsePut.Header = hdr
 	case *pb.ResponseOp_ResponseDeleteRange:
 		x.ResponseDeleteRange.Header = hdr
+	case *pb.ResponseOp_ResponseRange:
+		if reads {
+			x.ResponseRange.Header = hdr
+		}
 	}
 }
 

@@ -48,23 +48,28 @@ type RangeSpan struct {
 
 // Ranges reads every span as Range does, in one pass over the state (so
 // at one index), the answers in order. Together the spans visit at most
-// api.MaxRangeScan nodes and carry at most api.MaxRangeBytes of values,
-// else the read is refused limit_exceeded. The caller bounds the spans
-// (api.MaxRangesPerRead). Pure: it reads the state only.
+// api.MaxRangeScan nodes, return at most api.MaxRangeKeys nodes and
+// carry at most api.MaxRangeBytes of values, else the read is refused
+// limit_exceeded (the caller may read fewer at once). The caller bounds
+// the spans (api.MaxRangesPerRead). Pure: it reads the state only.
 func (s *State) Ranges(spans []RangeSpan) ([]api.RangeResponse, *api.Error) {
-	budget, bytes := api.MaxRangeScan, 0
+	budget, nodes, bytes := api.MaxRangeScan, 0, 0
 	out := make([]api.RangeResponse, 0, len(spans))
 	for _, sp := range spans {
 		found, visited, err := s.spanNodes(sp.Start, sp.End, budget)
 		if err != nil {
-			return nil, err
+			return nil, api.Errorf(api.CodeLimitExceeded, "%d ranges read together visit more than %d nodes (MaxRangeScan): read fewer at once", len(spans), api.MaxRangeScan)
 		}
 		budget -= visited
 		resp := s.rangePage(found, sp.Opt)
+		nodes += len(resp.Nodes)
 		for i := range resp.Nodes {
 			bytes += len(resp.Nodes[i].Value)
 		}
-		if bytes > api.MaxRangeBytes {
+		switch {
+		case nodes > api.MaxRangeKeys:
+			return nil, api.Errorf(api.CodeLimitExceeded, "%d ranges read together return more than %d nodes (MaxRangeKeys): read fewer at once", len(spans), api.MaxRangeKeys)
+		case bytes > api.MaxRangeBytes:
 			return nil, api.Errorf(api.CodeLimitExceeded, "%d ranges read together carry more than %d bytes of values (MaxRangeBytes): read fewer at once", len(spans), api.MaxRangeBytes)
 		}
 		out = append(out, resp)
@@ -77,7 +82,7 @@ func (s *State) Ranges(spans []RangeSpan) ([]api.RangeResponse, *api.Error) {
 func (s *State) spanNodes(start, end string, bound int) ([]*node, int, *api.Error) {
 	if end == "" {
 		if bound < 1 {
-			return nil, 0, api.Errorf(api.CodeLimitExceeded, "the ranges read together visit more than %d nodes (MaxRangeScan): read fewer at once", api.MaxRangeScan)
+			return nil, 0, api.Errorf(api.CodeLimitExceeded, "a range visits more than %d nodes (MaxRangeScan)", bound)
 		}
 		if n, ok := s.nodes[start]; ok {
 			return []*node{n}, 1, nil

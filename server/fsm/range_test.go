@@ -129,8 +129,16 @@ func TestRanges(t *testing.T) {
 	if _, err := h.s.Ranges([]RangeSpan{big}); err != nil {
 		t.Fatalf("one large span: %v", err)
 	}
-	if _, err := h.s.Ranges([]RangeSpan{big, big}); err == nil || err.Code != api.CodeLimitExceeded {
-		t.Fatalf("two large spans together: %v, want limit_exceeded", err)
+	if _, err := h.s.Ranges([]RangeSpan{big, big}); err == nil || err.Code != api.CodeLimitExceeded || !strings.Contains(err.Message, "2 ranges read together visit more than 100000 nodes (MaxRangeScan)") {
+		t.Fatalf("two large spans together: %v, want limit_exceeded naming MaxRangeScan", err)
+	}
+	// One bound on nodes returned: keys-only spans of 6 000 nodes each.
+	keys := RangeSpan{"/demo/big/k000000", "/demo/big/k006000", RangeOptions{Limit: 6000, KeysOnly: true}}
+	if _, err := h.s.Ranges([]RangeSpan{keys}); err != nil {
+		t.Fatalf("6 000 nodes: %v", err)
+	}
+	if _, err := h.s.Ranges([]RangeSpan{keys, keys}); err == nil || err.Code != api.CodeLimitExceeded || !strings.Contains(err.Message, "MaxRangeKeys") {
+		t.Fatalf("12 000 nodes: %v, want limit_exceeded naming MaxRangeKeys", err)
 	}
 	// One byte budget: 100 values of 60 KiB (6 MB), read once and twice.
 	for i := 0; i < 100; i++ {

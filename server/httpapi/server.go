@@ -331,11 +331,13 @@ func (s *Server) reply(ctx *fasthttp.RequestCtx, v any, err error) string {
 	return "ok"
 }
 
-// markNotApplied is ae, marked not_applied when it is unavailable and err
-// the cell state's own refusal (the state refused the request outright:
-// nothing applied, safe to resend). Pure: ae itself is not changed.
+// markNotApplied is ae, marked not_applied when it is the cell state's
+// own unavailable refusal (err is, or wraps, a cell.Refusal whose error
+// is ae: the state refused the request outright, nothing applied, safe
+// to resend). Pure: ae itself is not changed.
 func markNotApplied(ae *api.Error, err error) *api.Error {
-	if ae.Code != api.CodeUnavailable || ae.NotApplied || !cell.IsRefusal(err) {
+	var r *cell.Refusal
+	if ae.Code != api.CodeUnavailable || ae.NotApplied || !errors.As(err, &r) || r.Err != ae {
 		return ae
 	}
 	c := *ae

@@ -76,6 +76,10 @@ type ProxyInfo struct {
 type ProxyStatus struct {
 	Proxy   ProxyInfo `json:"proxy"`
 	Version string    `json:"version,omitempty"`
+	// EtcdURL is where the proxy's etcd gateway serves clients
+	// ("https://host:port"; empty without one): other gateways list it in
+	// MemberList and send it requests about the leases it granted.
+	EtcdURL string `json:"etcd_url,omitempty"`
 	// Clients are open client connections; Sessions the sessions it renews.
 	Clients  int               `json:"clients"`
 	Sessions int               `json:"sessions"`

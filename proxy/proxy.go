@@ -65,6 +65,7 @@ type Config struct {
 	// holds the etcd keys without a leading "/"; EtcdLockDelay is the
 	// lock-delay of locks taken through etcd's Lock service.
 	EtcdListen        string
+	EtcdAdvertise     string // the etcd address given to clients and peers (EtcdListen's when empty)
 	EtcdDefaultPrefix string
 	EtcdLockDelay     time.Duration
 	Logger            *slog.Logger
@@ -97,6 +98,7 @@ type Proxy struct {
 	// its way in (proxy_etcd.go).
 	etcd        *etcdgw.Gateway
 	etcdBackend *etcdBackend
+	etcdURL     atomic.Pointer[string] // set once the gateway serves (ProxyStatus.EtcdURL); read by Status while serving
 
 	clients atomic.Int64
 	srv     *fasthttp.Server
@@ -284,9 +286,18 @@ func (p *Proxy) tables() []*cellTable {
 	return out
 }
 
+// etcdURLNow is the etcd gateway's URL ("" before it serves, or without one).
+func (p *Proxy) etcdURLNow() string {
+	if u := p.etcdURL.Load(); u != nil {
+		return *u
+	}
+	return ""
+}
+
 // Status is the proxy's status.
 func (p *Proxy) Status() api.ProxyStatus {
-	st := api.ProxyStatus{Proxy: api.ProxyInfo{Name: p.cfg.Name, APIAddr: p.cfg.Advertise, Zone: p.cfg.Zone}, Version: Version, Clients: int(p.clients.Load())}
+	st := api.ProxyStatus{Proxy: api.ProxyInfo{Name: p.cfg.Name, APIAddr: p.cfg.Advertise, Zone: p.cfg.Zone}, Version: Version, Clients: int(p.clients.Load()),
+		EtcdURL: p.etcdURLNow()}
 	now := time.Now()
 	for _, t := range p.tables() {
 		cs := t.status(now)

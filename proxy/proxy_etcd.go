@@ -36,6 +36,8 @@ type etcdBackend struct {
 	ln  *fasthttputil.InmemoryListener
 	srv *fasthttp.Server
 	cl  *fasthttp.Client
+	// peerCl asks other proxies' status (PeerEtcdURL).
+	peerCl *fasthttp.Client
 }
 
 // newEtcdBackend serves p's handler, without the certificate check, on
@@ -46,6 +48,8 @@ func newEtcdBackend(p *Proxy) *etcdBackend {
 	b.srv.Handler = p.handleInternal
 	b.srv.ConnState = nil // the gateway's own connections are no clients of the proxy's
 	b.cl = newEtcdClient(b.ln)
+	b.peerCl = &fasthttp.Client{TLSConfig: p.cfg.UpstreamTLS, MaxConnsPerHost: 4, MaxIdleConnDuration: time.Minute,
+		ReadTimeout: etcdCallBudget, WriteTimeout: etcdCallBudget, MaxResponseBodySize: maxPeerStatus}
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -87,6 +91,7 @@ const etcdCloseGrace = 5 * time.Second
 // close stops the in-memory server (its shutdown closes the listener).
 func (b *etcdBackend) close() error {
 	b.cl.CloseIdleConnections()
+	b.peerCl.CloseIdleConnections()
 	ctx, cancel := context.WithTimeout(context.Background(), etcdCloseGrace)
 	defer cancel()
 	if err := b.srv.ShutdownWithContext(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
@@ -253,6 +258,41 @@ func (b *etcdBackend) Prefixes() []string {
 // Proxies are the lockproxies in the directory.
 func (b *etcdBackend) Proxies() []api.ProxyInfo { return b.p.up.Directory().Proxies }
 
+// maxPeerStatus bounds a peer proxy's status answer.
+const maxPeerStatus = 1 << 20
+
+// PeerEtcdURL asks proxy x's status (GET /v1/status, with this proxy's
+// own token and, with TLS, its own certificate) where its gateway serves.
+func (b *etcdBackend) PeerEtcdURL(ctx context.Context, x api.ProxyInfo) (string, error) {
+	scheme := "http://"
+	if b.p.cfg.UpstreamTLS != nil {
+		scheme = "https://"
+	}
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.Header.SetMethod("GET")
+	req.SetRequestURI(scheme + x.APIAddr + api.RouteStatus)
+	if b.p.cfg.Token != "" {
+		req.Header.Set(api.HeaderAuth, "Bearer "+b.p.cfg.Token)
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(etcdCallBudget)
+	}
+	if err := b.peerCl.DoDeadline(req, resp, deadline); err != nil {
+		return "", err
+	}
+	if resp.StatusCode() != fasthttp.StatusOK {
+		return "", fmt.Errorf("proxy %s status: HTTP %d", x.Name, resp.StatusCode())
+	}
+	var st api.ProxyStatus
+	if err := json.Unmarshal(resp.Body(), &st); err != nil {
+		return "", fmt.Errorf("proxy %s status: %w", x.Name, err)
+	}
+	return st.EtcdURL, nil
+}
+
 // Name is the proxy's name.
 func (b *etcdBackend) Name() string { return b.p.cfg.Name }
 
@@ -263,14 +303,44 @@ func (p *Proxy) startEtcd(ctx context.Context) error {
 	}
 	b := newEtcdBackend(p)
 	gw, err := etcdgw.Start(ctx, etcdgw.Config{Listen: p.cfg.EtcdListen, TLS: p.cfg.TLS, DefaultPrefix: p.cfg.EtcdDefaultPrefix,
-		LockDelay: p.cfg.EtcdLockDelay, AuthRequired: p.authRequired(), Logger: p.log}, b)
+		LockDelay: p.cfg.EtcdLockDelay, AuthRequired: p.authRequired(), PeerTLS: p.cfg.UpstreamTLS, Logger: p.log}, b)
 	if err != nil {
 		_ = b.close()
 		return err
 	}
 	p.etcd, p.etcdBackend = gw, b
+	u := etcdURL(p.cfg, gw.Addr())
+	p.etcdURL.Store(&u)
 	p.log.Info("serving etcd v3", "addr", gw.Addr(), "default_prefix", p.cfg.EtcdDefaultPrefix)
 	return nil
+}
+
+// etcdURL is the URL clients and other gateways reach the gateway
+// listening at addr by: cfg.EtcdAdvertise, else addr, its host taken
+// from the proxy's advertised (or listen) address when addr listens on
+// every address.
+func etcdURL(cfg Config, addr string) string {
+	scheme := "http://"
+	if cfg.TLS != nil {
+		scheme = "https://"
+	}
+	if cfg.EtcdAdvertise != "" {
+		return scheme + cfg.EtcdAdvertise
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return scheme + addr
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		adv := cfg.Advertise
+		if adv == "" {
+			adv = cfg.Listen
+		}
+		if h, _, err := net.SplitHostPort(adv); err == nil && h != "" {
+			host = h
+		}
+	}
+	return scheme + net.JoinHostPort(host, port)
 }
 
 // EtcdAddr is the etcd gateway's address ("" without one).

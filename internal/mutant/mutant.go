@@ -530,6 +530,22 @@ const (
 	// TestTxnReadsOneSnapshot and, on real lockds, by the upstream
 	// TestSTMSerialize (now and then).
 	EtcdTxnSnapshot Mutant = "lockd_broken_etcd_txnsnapshot"
+	// EtcdNoForward makes a gateway answer a lease another gateway
+	// granted itself (not found) instead of sending the request there: a
+	// client given two gateways loses its lease. Caught by proxy/etcdgw
+	// TestLeaseAcrossGateways and tests/integration
+	// TestEtcdTwoGateways.
+	EtcdNoForward Mutant = "lockd_broken_etcd_noforward"
+)
+
+// A cell leader's adoption of the prefixes the directory gives it.
+const (
+	// AdoptLostWakeup makes a placement that arrives while an adopt pass
+	// runs (the pass read the placement before it) wait for the next
+	// directory change: a prefix assigned just as a leader took over is
+	// "taking up" until then (CI: puts after an assign timed out).
+	// Caught by server/cell TestRerunLosesNoCall.
+	AdoptLostWakeup Mutant = "lockd_broken_adopt_wakeup"
 )
 
 // all is every mutant (TestAllListsEveryConstant holds it to the
@@ -567,7 +583,8 @@ var all = []Mutant{
 
 	EtcdLeaseBinding, EtcdLeaseTTL, EtcdLockEarly, // etcd gateway: leases
 	EtcdMTLS, EtcdKeepAliveCap, EtcdWatchCap, // etcd gateway: attack fixes
-	EtcdPastRead, EtcdTxnSnapshot, // etcd gateway: past reads, one snapshot
+	EtcdPastRead, EtcdTxnSnapshot, EtcdNoForward, // etcd gateway: past reads, one snapshot, forwarding
+	AdoptLostWakeup, // a cell's adoption of its prefixes
 }
 
 // parse reads a LOCKD_MUTANT value: empty (none), one mutant name, or

@@ -35,6 +35,9 @@ type Backend interface {
 	Prefixes() []string
 	// Proxies are the lockproxies registered in the directory.
 	Proxies() []api.ProxyInfo
+	// PeerEtcdURL is where proxy p's etcd gateway serves clients
+	// ("https://host:port"; "" if it serves none), from its status.
+	PeerEtcdURL(ctx context.Context, p api.ProxyInfo) (string, error)
 	// Name is this lockproxy's name in the directory.
 	Name() string
 }

@@ -2,24 +2,34 @@ package etcdgw
 
 import (
 	"context"
+	"sort"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 )
 
 // Cluster (docs/etcd.md, "Cluster and Maintenance"). The members are
-// lockproxies serving etcd. The directory does not record proxies' etcd
-// addresses (a new field in its state machine's entries would change
-// what replicas of an older build store), so a gateway lists itself
-// only: a client's balancer keeps the endpoints it was given.
-// MemberAdd, Remove, Update and Promote answer Unimplemented
-// (unimplemented.go).
+// the lockproxies serving etcd: this gateway, and every other proxy of
+// the directory whose status names a gateway (peers.go, at most
+// MaxPeers), so a client that syncs its endpoints from MemberList
+// (clientv3's AutoSyncInterval) keeps all of them. MemberAdd, Remove,
+// Update and Promote answer Unimplemented (unimplemented.go).
 
-// MemberList lists this gateway.
+// MemberList lists the gateways, this one first, then by name.
 func (s *clusterServer) MemberList(ctx context.Context, _ *pb.MemberListRequest) (*pb.MemberListResponse, error) {
 	if _, err := s.g.who(ctx); err != nil {
 		return nil, err
 	}
-	return &pb.MemberListResponse{Header: s.g.plainHeader(), Members: []*pb.Member{s.g.member()}}, nil
+	members := []*pb.Member{s.g.member()}
+	urls := s.g.peers.all(ctx)
+	names := make([]string, 0, len(urls))
+	for n := range urls {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		members = append(members, &pb.Member{ID: memberID(n), Name: n, ClientURLs: []string{urls[n]}})
+	}
+	return &pb.MemberListResponse{Header: s.g.plainHeader(), Members: members}, nil
 }
 
 // member is this gateway as an etcd member.

@@ -65,9 +65,10 @@ func (b *coreBackend) Prefix(path string) (PrefixInfo, bool) {
 	p, ok := corePrefixes[api.Prefix(path)]
 	return p, ok
 }
-func (b *coreBackend) Prefixes() []string       { return []string{"/demo", "/etcd", "/other"} }
-func (b *coreBackend) Proxies() []api.ProxyInfo { return nil }
-func (b *coreBackend) Name() string             { return "core" }
+func (b *coreBackend) Prefixes() []string                                         { return []string{"/demo", "/etcd", "/other"} }
+func (b *coreBackend) Proxies() []api.ProxyInfo                                   { return nil }
+func (b *coreBackend) PeerEtcdURL(context.Context, api.ProxyInfo) (string, error) { return "", nil }
+func (b *coreBackend) Name() string                                               { return "core" }
 func (b *coreBackend) CallOwn(ctx context.Context, route string, req, resp any) error {
 	return b.Call(ctx, "admin", route, req, resp)
 }

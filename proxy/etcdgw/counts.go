@@ -21,6 +21,7 @@ const (
 	countCampaigners
 	countKeepAliveStreams // per tenant: MaxKeepAliveStreamsPerTenant
 	countWatches          // per tenant: MaxWatchesPerTenant
+	countForwards         // per tenant: MaxForwardsPerTenant (calls in flight at other gateways)
 )
 
 type countKey struct {

@@ -41,7 +41,10 @@ type Config struct {
 	// AuthRequired: every request needs an API token (the cluster
 	// requires tokens); without one it answers Unauthenticated.
 	AuthRequired bool
-	Logger       *slog.Logger
+	// PeerTLS is the client configuration toward other gateways (mutual
+	// TLS: the proxy's own certificate), nil for plain connections.
+	PeerTLS *tls.Config
+	Logger  *slog.Logger
 }
 
 // Gateway is one running etcd gateway.
@@ -56,6 +59,10 @@ type Gateway struct {
 	changes *changeFeed
 	// counts bound watch streams, observers and campaigners (counts.go).
 	counts *tenantCounts
+	// peers are the other gateways (peers.go); foreign the leases of
+	// sessions they granted, as learned (forward_leases.go).
+	peers   *peers
+	foreign foreignLeases
 	// memberID is this gateway's etcd member id: a hash of the proxy's
 	// name, stable across restarts.
 	memberID uint64
@@ -93,6 +100,7 @@ func Start(ctx context.Context, cfg Config, be Backend) (*Gateway, error) {
 	g.leases = newLeaseTable(g)
 	g.changes = newChangeFeed(g.ctx, be)
 	g.counts = newTenantCounts()
+	g.peers = newPeers(g)
 	g.srv = grpc.NewServer(g.serverOptions()...)
 	g.register(g.srv)
 	g.wg.Add(1)
@@ -140,6 +148,7 @@ func (g *Gateway) Close() error {
 	}
 	g.wg.Wait()
 	g.changes.wg.Wait()
+	g.peers.close()
 	return nil
 }
 

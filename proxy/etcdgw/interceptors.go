@@ -10,10 +10,11 @@ import (
 // (recover.go), then make sure whatever a handler returns is a gRPC
 // status (grpcError: an error a handler forgot to map never reaches a
 // client as codes.Unknown), and give an Unimplemented answer its hint
-// (unimplemented.go).
+// (unimplemented.go); innermost, a request about another gateway's
+// lease goes to that gateway (forward.go).
 
 func (g *Gateway) unaryInterceptors() []grpc.UnaryServerInterceptor {
-	return []grpc.UnaryServerInterceptor{g.recoverUnary, hintUnary, mapUnaryErrors}
+	return []grpc.UnaryServerInterceptor{g.recoverUnary, hintUnary, mapUnaryErrors, g.forwardUnary}
 }
 
 func (g *Gateway) streamInterceptors() []grpc.StreamServerInterceptor {

@@ -94,11 +94,14 @@ func (g *Gateway) answerRange(ctx context.Context, w who, rd rangeRead, resp api
 	}
 	out := &pb.RangeResponse{Header: g.header(p, resp.Index), Count: int64(resp.Count), More: resp.More}
 	kvs := make([]*mvccpb.KeyValue, 0, len(resp.Nodes))
+	nodes := make([]*api.Node, 0, len(resp.Nodes))
 	for i := range resp.Nodes {
 		if n := &resp.Nodes[i]; isKey(n) {
 			kvs = append(kvs, g.keyValue(p, rd.sp.Rel, n, rd.opts.keysOnly))
+			nodes = append(nodes, n)
 		}
 	}
+	g.fillForeignLeases(ctx, w, p, nodes, kvs) // keys of other gateways' leases (forward_leases.go)
 	if plan.whole {
 		kvs = filterKVs(kvs, r)
 		sortKVs(kvs, plan.order, r.SortTarget)

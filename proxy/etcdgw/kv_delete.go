@@ -27,7 +27,8 @@ func (s *kvServer) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	return s.g.deleteAs(ctx, w, r)
+	return orAtPeers(ctx, s.g, "/etcdserverpb.KV/DeleteRange", r, func() *pb.DeleteRangeResponse { return &pb.DeleteRangeResponse{} },
+		func() (*pb.DeleteRangeResponse, error) { return s.g.deleteAs(ctx, w, r) }) // a key of another gateway's lease: forward.go
 }
 
 // deleteAs answers r for w.
@@ -62,7 +63,7 @@ func (g *Gateway) deletePinned(ctx context.Context, w who, sp keySpan, prevKV bo
 	if len(nodes) == 0 {
 		return &pb.DeleteRangeResponse{Header: g.header(p, rr.Index)}, false, nil
 	}
-	hdr, err := g.deleteSession(ctx, w, p, nodes)
+	hdr, unknownOwner, err := g.deleteSession(ctx, w, p, nodes)
 	if err != nil {
 		return nil, false, err
 	}
@@ -71,7 +72,7 @@ func (g *Gateway) deletePinned(ctx context.Context, w who, sp keySpan, prevKV bo
 		return nil, true, nil
 	}
 	if err != nil {
-		return nil, false, notEmptyStatus(err)
+		return nil, false, elsewhere(notEmptyStatus(err), unknownOwner) // forward.go
 	}
 	out := &pb.DeleteRangeResponse{Header: g.header(p, index), Deleted: int64(len(nodes))}
 	if prevKV {
@@ -95,8 +96,9 @@ func keysOf(nodes []api.Node) []api.Node {
 }
 
 // deleteSession is the write header deleting nodes needs: none if all
-// are persistent, else the one lease's session that owns the leased ones.
-func (g *Gateway) deleteSession(ctx context.Context, w who, p PrefixInfo, nodes []api.Node) (api.WriteHeader, error) {
+// are persistent, else the one lease's session that owns the leased ones;
+// unknownOwner if a session owns them that no lease here has.
+func (g *Gateway) deleteSession(ctx context.Context, w who, p PrefixInfo, nodes []api.Node) (hdr api.WriteHeader, unknownOwner bool, err error) {
 	var owner uint64
 	for i := range nodes {
 		n := &nodes[i]
@@ -104,23 +106,23 @@ func (g *Gateway) deleteSession(ctx context.Context, w who, p PrefixInfo, nodes 
 			continue
 		}
 		if owner != 0 && n.Owner != owner {
-			return api.WriteHeader{}, status.Error(codes.FailedPrecondition,
+			return api.WriteHeader{}, false, status.Error(codes.FailedPrecondition,
 				"the range holds keys of two leases: one range delete is one transaction with one lease; delete them separately")
 		}
 		owner = n.Owner
 	}
 	if owner == 0 {
-		return api.WriteHeader{}, nil
+		return api.WriteHeader{}, false, nil
 	}
 	lease := g.leases.leaseOf(p.Cell, owner)
 	if lease == 0 {
-		return api.WriteHeader{}, nil // the lockd decides (an admin may delete another session's key)
+		return api.WriteHeader{}, true, nil // the lockd decides (an admin may delete another session's key)
 	}
-	hdr, err := g.leases.session(ctx, w, lease, p)
+	hdr, err = g.leases.session(ctx, w, lease, p)
 	if err != nil {
-		return api.WriteHeader{}, nil // not this credential's lease: the lockd decides
+		return api.WriteHeader{}, false, nil // not this credential's lease: the lockd decides
 	}
-	return hdr, nil
+	return hdr, false, nil
 }
 
 // deleteNodes deletes nodes pinned to their versions: one delete for

@@ -71,9 +71,10 @@ func (b *lfBackend) Prefix(path string) (PrefixInfo, bool) {
 	return PrefixInfo{}, false
 }
 
-func (b *lfBackend) Prefixes() []string       { return []string{"/demo", "/other"} }
-func (b *lfBackend) Proxies() []api.ProxyInfo { return nil }
-func (b *lfBackend) Name() string             { return "lf" }
+func (b *lfBackend) Prefixes() []string                                         { return []string{"/demo", "/other"} }
+func (b *lfBackend) Proxies() []api.ProxyInfo                                   { return nil }
+func (b *lfBackend) PeerEtcdURL(context.Context, api.ProxyInfo) (string, error) { return "", nil }
+func (b *lfBackend) Name() string                                               { return "lf" }
 
 func (b *lfBackend) CallOwn(ctx context.Context, route string, req, resp any) error {
 	if route == api.RouteChanges {

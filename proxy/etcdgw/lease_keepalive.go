@@ -23,7 +23,8 @@ const maxKeepAlivesInFlight = 64
 // of the caller's lease through the proxy's KeepAlive path, and answers
 // the TTL left (lease_ttl.go): 0 for a lease unknown here, bound to
 // another credential or lost, as etcd answers a lease that is gone (the
-// client's KeepAlive channel closes). The stream ends when the client
+// client's KeepAlive channel closes). A lease another gateway granted
+// is renewed there (forward.go). The stream ends when the client
 // closes it or its context ends.
 func (s *leaseServer) LeaseKeepAlive(stream pb.Lease_LeaseKeepAliveServer) error {
 	ctx := stream.Context()
@@ -58,9 +59,14 @@ func (s *leaseServer) LeaseKeepAlive(stream pb.Lease_LeaseKeepAliveServer) error
 		wg.Add(1)
 		go func(id int64) {
 			defer func() { <-slots; wg.Done() }()
-			ttl := s.g.leases.renew(ctx, w, id)
-			if ttl == 0 && foreignLease(id, s.g.leases.tag) {
-				s.g.log.Debug("etcd keepalive of a lease another gateway granted", "lease", id)
+			ttl, answer := int64(0), true
+			if foreignLease(id, s.g.leases.tag) {
+				ttl, answer = s.g.forwardKeepAlive(ctx, w, id) // forward.go
+			} else {
+				ttl = s.g.leases.renew(ctx, w, id)
+			}
+			if !answer {
+				return // its gateway cannot be asked now: the client asks again
 			}
 			sendMu.Lock()
 			defer sendMu.Unlock()

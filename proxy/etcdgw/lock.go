@@ -222,6 +222,13 @@ func (s *lockServer) abandon(ctx context.Context, w who, lease int64, p keyPath,
 // it); a node that is not a lock node is refused, one already gone is
 // fine.
 func (s *lockServer) Unlock(ctx context.Context, r *v3lockpb.UnlockRequest) (*v3lockpb.UnlockResponse, error) {
+	// A lock of another gateway's lease is released there (forward.go).
+	return orAtPeers(ctx, s.g, "/v3lockpb.Lock/Unlock", r, func() *v3lockpb.UnlockResponse { return &v3lockpb.UnlockResponse{} },
+		func() (*v3lockpb.UnlockResponse, error) { return s.unlock(ctx, r) })
+}
+
+// unlock is Unlock here.
+func (s *lockServer) unlock(ctx context.Context, r *v3lockpb.UnlockRequest) (*v3lockpb.UnlockResponse, error) {
 	w, err := s.g.who(ctx)
 	if err != nil {
 		return nil, err
@@ -242,7 +249,8 @@ func (s *lockServer) Unlock(ctx context.Context, r *v3lockpb.UnlockRequest) (*v3
 		return nil, status.Errorf(codes.FailedPrecondition, "lockd etcd gateway: %q is not a lock node: Unlock takes the key Lock answered", truncKey(r.Key))
 	}
 	var hdr api.WriteHeader
-	if lease := s.g.leases.leaseOf(p.Prefix.Cell, gr.Node.Owner); lease != 0 {
+	lease := s.g.leases.leaseOf(p.Prefix.Cell, gr.Node.Owner)
+	if lease != 0 {
 		if hdr, err = s.g.leases.session(ctx, w, lease, p.Prefix); err != nil && err != errLeaseNotFound {
 			return nil, grpcError(err)
 		}
@@ -251,7 +259,7 @@ func (s *lockServer) Unlock(ctx context.Context, r *v3lockpb.UnlockRequest) (*v3
 	var resp api.WriteResponse
 	err = s.g.be.Call(ctx, w.token, api.RouteDelete, api.DeleteRequest{WriteHeader: hdr, Path: p.Path}, &resp)
 	if err != nil && api.CodeOf(err) != api.CodeNoNode {
-		return nil, grpcError(err)
+		return nil, elsewhere(grpcError(err), lease == 0 && gr.Node.Owner != 0) // forward.go
 	}
 	return &v3lockpb.UnlockResponse{Header: s.g.header(p.Prefix, max(resp.Index, gr.Index))}, nil
 }

@@ -18,8 +18,16 @@ import (
 // means a key changed in between: read again, at most MaxWriteRetries
 // times. A failure on a client's compare runs the else branch's reads.
 
-// Txn commits a transaction.
+// Txn commits a transaction. One that changes a key another gateway's
+// lease holds is refused here for want of its session, then asked of
+// the other gateways (orAtPeers, forward.go).
 func (s *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
+	return orAtPeers(ctx, s.g, "/etcdserverpb.KV/Txn", r, func() *pb.TxnResponse { return &pb.TxnResponse{} },
+		func() (*pb.TxnResponse, error) { return s.txn(ctx, r) })
+}
+
+// txn is Txn here.
+func (s *kvServer) txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
 	w, err := s.g.who(ctx)
 	if err != nil {
 		return nil, err
@@ -64,7 +72,7 @@ func (g *Gateway) txnAttempt(ctx context.Context, w who, pl *txnPlan) (*pb.TxnRe
 	outcome, index, err := g.commitTxn(ctx, w, req, len(pl.compares))
 	switch {
 	case err != nil:
-		return nil, false, err
+		return nil, false, elsewhere(err, g.unknownOwner(pl, reads)) // forward.go
 	case outcome == txnPinFailed:
 		return nil, true, nil
 	}
@@ -92,6 +100,17 @@ func (g *Gateway) commitTxn(ctx context.Context, w who, req api.TxnRequest, clie
 		return txnPinFailed, 0, nil
 	}
 	return 0, 0, notEmptyStatus(txnFailure(f))
+}
+
+// unknownOwner reports whether a written key is an ephemeral node whose
+// session no lease here has (perhaps another gateway's lease's).
+func (g *Gateway) unknownOwner(pl *txnPlan, reads []keyRead) bool {
+	for _, rd := range reads {
+		if rd.exists && rd.node.Ephemeral && rd.node.Owner != 0 && g.leases.leaseOf(pl.prefix.Cell, rd.node.Owner) == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // keyRead is what a write's key held when read.

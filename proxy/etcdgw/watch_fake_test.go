@@ -61,9 +61,10 @@ func (b *wfBackend) Prefix(path string) (PrefixInfo, bool) {
 	return PrefixInfo{}, false
 }
 
-func (b *wfBackend) Prefixes() []string       { return []string{"/demo", "/other"} }
-func (b *wfBackend) Proxies() []api.ProxyInfo { return nil }
-func (b *wfBackend) Name() string             { return "wf" }
+func (b *wfBackend) Prefixes() []string                                         { return []string{"/demo", "/other"} }
+func (b *wfBackend) Proxies() []api.ProxyInfo                                   { return nil }
+func (b *wfBackend) PeerEtcdURL(context.Context, api.ProxyInfo) (string, error) { return "", nil }
+func (b *wfBackend) Name() string                                               { return "wf" }
 
 func (b *wfBackend) Call(ctx context.Context, tok, route string, req, resp any) error {
 	b.mu.Lock()

@@ -108,7 +108,8 @@ type Cell struct {
 	// placement is what the directory says of this cell: its replicas'
 	// API addresses and the prefixes it serves with their epochs.
 	placement atomic.Pointer[Placement]
-	adopting  atomic.Bool // an adopt pass is running
+	// adopts runs adopt passes one at a time, none lost (placement.go).
+	adopts rerun
 	// clock records when this replica applied the latest leader_start, so
 	// that its own leader_start can report how long the previous leadership
 	// lasted (repeated short fail-overs must not keep a dead session alive).

@@ -2,9 +2,11 @@ package cell
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/internal/mutant"
 	"github.com/lockservice/lockd/server/fsm"
 )
 
@@ -62,12 +64,42 @@ func (c *Cell) SetPlacement(p Placement) {
 // so, and the state refuses it if the seal is newer). A prefix sealed for
 // a move that committed is no longer in the placement and stays sealed.
 // Then it raises the cell's log codec to the directory's floor.
-// One pass at a time; the next placement runs another.
-func (c *Cell) adopt() {
-	if !c.adopting.CompareAndSwap(false, true) {
-		return
+// One pass at a time: a call while a pass runs asks for another
+// (adoptWanted), which the running pass makes once it ends, from the
+// placement as it is then. A placement that arrived during a pass read
+// the placement before it is never lost (it was: a prefix assigned just
+// as a leader took over stayed "taking up" until the next directory
+// change).
+func (c *Cell) adopt() { c.adopts.do(c.adoptPass) }
+
+// rerun runs a pass one at a time: a call while a pass runs asks for
+// another (wanted) and returns; the running call makes it once its pass
+// ends, so no call's request is lost. The zero value is ready.
+type rerun struct {
+	running, wanted atomic.Bool
+}
+
+// maxReruns bounds the passes one call makes back to back (each after a
+// call that came during the one before).
+const maxReruns = 1000
+
+func (r *rerun) do(pass func()) {
+	r.wanted.Store(true)
+	for range maxReruns {
+		if !r.running.CompareAndSwap(false, true) {
+			return // the running call sees wanted
+		}
+		r.wanted.Store(false)
+		pass()
+		r.running.Store(false)
+		if !r.wanted.Load() || mutant.On(mutant.AdoptLostWakeup) {
+			return // broken (mutant): a call during the pass is forgotten
+		}
 	}
-	defer c.adopting.Store(false)
+}
+
+// adoptPass is one pass of adopt over the current placement.
+func (c *Cell) adoptPass() {
 	pl := c.currentPlacement()
 	for p, want := range pl.Prefixes {
 		if !c.adoptPrefix(p, want, pl.Index) {

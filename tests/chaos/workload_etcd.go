@@ -135,21 +135,28 @@ func (r *run) startEtcdWorkers() []string {
 }
 
 // client connects worker name's etcd client: every gateway, starting at
-// one chosen by its name, pick_first; authenticated with the workloads'
-// tenant's token (the gateway's etcd password is the API token).
+// one chosen by its name; by the name's hash either pick_first (it stays
+// on one gateway until that one goes) or clientv3's own round_robin (its
+// calls spread over every gateway: its lease's calls at the others are
+// forwarded to the granting one, docs/etcd.md "Several gateways");
+// authenticated with the workloads' tenant's token (the gateway's etcd
+// password is the API token).
 func (l *etcdLoad) client(name string) (*clientv3.Client, error) {
 	f := fnv.New32a()
 	f.Write([]byte(name))
-	first := int(f.Sum32() % uint32(len(l.endpoints)))
+	h := f.Sum32()
+	first := int(h % uint32(len(l.endpoints)))
 	eps := append(append([]string(nil), l.endpoints[first:]...), l.endpoints[:first]...)
 	cfg := clientv3.Config{
 		Endpoints:   eps,
 		DialTimeout: etcdDialTimeout,
 		Logger:      zap.NewNop(),
 		Context:     l.e.ctx,
+	}
+	if h/uint32(len(l.endpoints))%2 == 0 {
 		// clientv3's resolver asks for round_robin; without its service
 		// config gRPC picks the first gateway that answers and stays.
-		DialOptions: []grpc.DialOption{grpc.WithDisableServiceConfig()},
+		cfg.DialOptions = []grpc.DialOption{grpc.WithDisableServiceConfig()}
 	}
 	if l.e.tenantToken != "" {
 		cfg.Username, cfg.Password = etcdUser, l.e.tenantToken

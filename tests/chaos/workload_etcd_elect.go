@@ -34,7 +34,9 @@ func (l *etcdLoad) electOnce(cli *clientv3.Client, es *etcdSession, name, path s
 		lcancel()
 		rctx, rcancel := l.e.callCtx()
 		defer rcancel()
-		_ = l.op(name, "etcd-resign", false, func() error { return el.Resign(rctx) })
+		if err := l.op(name, "etcd-resign", false, func() error { return el.Resign(rctx) }); err != nil {
+			es.cancel(errEtcdReleaseFailed) // its key stays while the session lives: end it
+		}
 	}()
 	if !l.leads(el, name, path, key, live) {
 		return

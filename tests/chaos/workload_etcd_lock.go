@@ -105,7 +105,9 @@ func (l *etcdLoad) hold(cli *clientv3.Client, es *etcdSession, name, lock, key s
 		lcancel()
 		uctx, ucancel := l.e.callCtx()
 		defer ucancel()
-		_ = l.op(name, unlockKind, false, func() error { return unlock(uctx) })
+		if err := l.op(name, unlockKind, false, func() error { return unlock(uctx) }); err != nil {
+			es.cancel(errEtcdReleaseFailed) // its key stays while the session lives: end it (lockWorker revokes)
+		}
 	}()
 	l.granted(cli, es, name, lock, key, 0, r, hold, live)
 }

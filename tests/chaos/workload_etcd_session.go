@@ -23,6 +23,11 @@ var (
 	errEtcdClock     = errors.New("lease clock ran out")
 	errEtcdLeaseGone = errors.New("lease not found at the gateway")
 	errEtcdClosed    = errors.New("closed by its worker")
+	// errEtcdReleaseFailed: an Unlock or Resign failed; the key stays as
+	// long as the session does, so the worker ends the session (as a
+	// careful etcd user would: else its next Lock finds its own key first
+	// in line and the others starve).
+	errEtcdReleaseFailed = errors.New("release failed: session ended")
 )
 
 // etcdSession is a concurrency.Session with a lease clock: ctx is live

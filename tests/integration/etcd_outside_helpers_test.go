@@ -118,8 +118,14 @@ func etcdTenant(t *testing.T, c *cluster.Cluster) string {
 // client is etcd's Go client on the gateway, as this mode's clients connect.
 func (g *etcdGW) client(t testing.TB) *clientv3.Client {
 	t.Helper()
+	return g.clientOf(t, g.addr)
+}
+
+// clientOf is an etcd client of the gateways at endpoints, in this mode.
+func (g *etcdGW) clientOf(t testing.TB, endpoints ...string) *clientv3.Client {
+	t.Helper()
 	cfg := clientv3.Config{
-		Endpoints:   []string{g.addr},
+		Endpoints:   endpoints,
 		DialTimeout: etcdDialTimeout,
 		//lint:ignore SA1019 clientv3 still dials with grpc.Dial: fail here, not in the first call
 		DialOptions: []grpc.DialOption{grpc.WithBlock()},
@@ -134,7 +140,7 @@ func (g *etcdGW) client(t testing.TB) *clientv3.Client {
 	}
 	cli, err := clientv3.New(cfg)
 	if err != nil {
-		t.Fatalf("etcd client on %s (%s): %v", g.addr, g.mode, err)
+		t.Fatalf("etcd client on %v (%s): %v", endpoints, g.mode, err)
 	}
 	t.Cleanup(func() { _ = cli.Close() })
 	return cli

@@ -101,6 +101,7 @@ func rootCommand() *cobra.Command {
 	f.StringVar(&tlsFiles.CA, "tls-ca", "", "the cluster's CA (PEM): clients must present certificates it signed, and so do the lockds")
 	f.BoolVar(&plain, "plain-http", false, "serve clients and talk to the lockds without TLS (development only)")
 	f.StringVar(&cfg.EtcdListen, "etcd-listen", "", "serve etcd's v3 gRPC API on this address (host:port; off when empty; docs/etcd.md), with the client TLS settings")
+	f.StringVar(&cfg.EtcdAdvertise, "etcd-advertise", "", "the etcd address other gateways and MemberList give clients (default: --etcd-listen, its host taken from --advertise when it listens on every address)")
 	f.StringVar(&cfg.EtcdDefaultPrefix, "etcd-default-prefix", "/etcd", "the path etcd keys without a leading \"/\" live under (\"\" refuses such keys)")
 	f.DurationVar(&cfg.EtcdLockDelay, "etcd-lock-delay", 0, "lock-delay of locks taken through etcd's Lock service (0 to the API's maximum)")
 	f.StringVar(&tokenFile, "token-file", "", "when the lockds require tokens: a file holding an admin token (the proxy renews every client's session and reads the tenants)")

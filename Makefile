@@ -5,7 +5,7 @@ LEASE   ?= 12s
 # Test budget: CI has 2 cores and 90 minutes; keep `make test` well under 15.
 TESTFLAGS ?= -race -count=1 -parallel 3 -timeout 20m
 
-.PHONY: all build run test vet bench chaos chaos-short clean mutants
+.PHONY: all build run test vet bench chaos chaos-short clean mutants mutants-chaos
 
 all: build
 
@@ -22,8 +22,9 @@ build:
 # The local cluster: five lockd processes on loopback serving /demo and
 # /payments, data kept in $(DATA) across restarts. Ctrl-C stops it.
 # make run ETCD=1: the proxies also serve etcd's v3 API on :2379, :2479.
+# make run AUTH=1: API tokens required (the admin's in $(DATA)/admin.token).
 run: build
-	./$(BIN)/lockd dev --data-dir $(DATA) --lease $(LEASE) $(if $(ETCD),--etcd)
+	./$(BIN)/lockd dev --data-dir $(DATA) --lease $(LEASE) $(if $(ETCD),--etcd) $(if $(AUTH),--auth)
 
 # vet, gofmt and staticcheck (pinned in go.mod's tool directive: no
 # install step, the module proxy serves it).
@@ -58,6 +59,12 @@ test: vet
 # chosen rows. .ci/run runs this after `make test`.
 mutants:
 	./scripts/mutants.sh
+
+# The fault suite's checkers on their mutants (mutants-chaos.tsv: each
+# TestChaosBroken* test asserts its checker fired): a real cluster and a
+# chaos round per row, about 15 minutes in all; not in make test.
+mutants-chaos:
+	MUTANTS_EXPECT=pass MUTANTS_TABLE=mutants-chaos.tsv ./scripts/mutants.sh
 
 # Benchmarks with the figures the issues ask for (real 5-replica cluster,
 # production Raft timing, fsync on): lockbench's standard set, leaving

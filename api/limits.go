@@ -33,9 +33,10 @@ const (
 	// serves at once; past it a new connection is answered 503 and
 	// closed (its client tries another proxy).
 	MaxConnectionsPerProxy = 100_000
-	// MaxConnectionsPerLockd bounds the connections one lockd serves at
-	// once (clients, proxies and other lockds); past it a new one is
-	// answered 503 and closed. Keep the process's file-descriptor limit
+	// MaxConnectionsPerLockd bounds the API connections one lockd holds
+	// open at once (clients, proxies and other lockds; served, or held by
+	// a parked KeepAlive); past it a new one is answered 503 and closed
+	// (a TLS one is closed). Keep the process's file-descriptor limit
 	// above it (the systemd unit sets 65 536); should descriptors run out
 	// anyway, the lockd waits for one (internal/listen) and goes on.
 	MaxConnectionsPerLockd = 50_000

@@ -14,6 +14,9 @@
 #   scripts/mutants.sh                       every row
 #   MUTANTS='mutantA mutantB' scripts/mutants.sh   chosen rows
 #   MUTANTS_TABLE=other.tsv scripts/mutants.sh     another table
+#   MUTANTS_EXPECT=pass MUTANTS_TABLE=mutants-chaos.tsv scripts/mutants.sh
+#       rows whose tests assert that a checker fired on the mutant: a
+#       row is caught when its tests PASS (and none skipped)
 #
 # Rows run one at a time (the machine may have 2 cores); each test run is
 # bounded by MUTANT_TIMEOUT, and a row not caught is tried again, up to
@@ -24,6 +27,10 @@ root=$PWD
 table=${MUTANTS_TABLE:-mutants.tsv}
 timeout=${MUTANT_TIMEOUT:-10m}
 tries=${MUTANT_TRIES:-2}
+expect=${MUTANTS_EXPECT:-fail}
+case "$expect" in fail|pass) ;; *) echo "MUTANTS_EXPECT=$expect: want fail or pass"; exit 1 ;; esac
+verbose= # pass: -test.v, so a skip and a pass are told apart
+[ "$expect" = pass ] && verbose=-test.v
 only=" ${MUTANTS:-} "
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -67,6 +74,16 @@ for pkg in $pkgs; do
 done
 echo "mutants: built lockd, lockproxy and $nbins test binaries with -tags lockd_mutants once, in $(( $(date +%s) - start ))s"
 
+# row_caught: with MUTANTS_EXPECT=fail (the default) a test failed; with
+# pass, the tests passed, none skipped (a test skips without its mutant).
+row_caught() { # rc, log
+  if [ "$expect" = pass ]; then
+    [ "$1" -eq 0 ] && grep -q -- '--- PASS' "$2" && ! grep -q -- '--- SKIP' "$2"
+  else
+    [ "$1" -ne 0 ] && grep -q -- '--- FAIL' "$2"
+  fi
+}
+
 rows=0 caught=0 missed=()
 for i in "${!rows_m[@]}"; do
   m=${rows_m[$i]} pkg=${rows_pkg[$i]} tests=${rows_tests[$i]}
@@ -87,22 +104,27 @@ for i in "${!rows_m[@]}"; do
   # tests pass is run again, up to MUTANT_TRIES in all; caught once is
   # caught (the check can fail), and the tries it took are printed.
   for try in $(seq 1 "$tries"); do
-    (cd "$root/$pkg" && env "${env[@]}" "$bin" -test.count=1 -test.timeout "$timeout" -test.run "$tests") >>"$log" 2>&1
+    (cd "$root/$pkg" && env "${env[@]}" "$bin" -test.count=1 -test.timeout "$timeout" -test.run "$tests" $verbose) >>"$log" 2>&1
     rc=$?
-    if [ $rc -ne 0 ] && grep -q -- '--- FAIL' "$log"; then break; fi
+    if row_caught "$rc" "$log"; then break; fi
   done
   secs=$(( $(date +%s) - start ))
-  if [ $rc -ne 0 ] && grep -q -- '--- FAIL' "$log"; then
+  if row_caught "$rc" "$log"; then
     caught=$((caught + 1))
     # The first assertion line a test printed (not the cluster's log).
     first=$(grep -m1 -E '^\s+[a-z_]+_test\.go:[0-9]+: ' "$log" | sed 's/^ *//' | cut -c1-110)
     [ -n "$first" ] || first=$(grep -m1 -- '--- FAIL' "$log" | sed 's/^ *//' | cut -c1-110)
+    [ "$expect" = pass ] && first="the checker fired; the run's $(grep -m1 -o 'violations: [0-9]*' "$log")"
     printf '%-36s %-24s caught (%ss, try %s): %s\n' "$m" "$pkg" "$secs" "$try" "$first"
   else
     missed+=("$m")
     why="the tests passed"
     grep -q 'no tests to run' "$log" && why="no test matches $tests"
     [ $rc -ne 0 ] && why="failed without a test failing (unknown mutant? see below)"
+    if [ "$expect" = pass ]; then
+      why="the checker found nothing (the test failed)"
+      grep -q -- '--- SKIP' "$log" && why="the test skipped (its mutant not selected?)"
+    fi
     printf '%-36s %-24s NOT CAUGHT (%ss): %s\n' "$m" "$pkg" "$secs" "$why"
     tail -5 "$log"
   fi

@@ -30,9 +30,13 @@ type Client struct {
 	seeds *cellState // Config.Endpoints, for directory loads
 	dir   atomic.Pointer[routes]
 	dirMu sync.Mutex // serialises directory refreshes
+	// olderSince: since when every directory read has answered a map older
+	// than the one held (zero: the last one did not); under dirMu.
+	olderSince time.Time
 	// unknownCells shares the directory reads for cells the view lacks
-	// (dirrefresh.go).
+	// (dirrefresh.go); unmapped is the last prefix no map named.
 	unknownCells dirRefresher
+	unmapped     unmappedPrefix
 
 	// ctx ends when Close starts: it stops keepalive loops, backoff sleeps
 	// and waits for sessions.
@@ -242,6 +246,9 @@ func (c *Client) refreshDirectory(ctx context.Context, noClusterAfter time.Durat
 		return api.Errorf(api.CodeInternal, "the directory served is invalid: %v", err)
 	}
 	old := c.dir.Load()
+	if !c.adoptable(old, resp.Index) {
+		return nil
+	}
 	d := &routes{raw: resp, dir: dir, cells: make(map[string]*cellState)}
 	proxies := c.proxyEndpoints(resp.Proxies)
 	for _, cell := range resp.Cells {
@@ -276,6 +283,34 @@ func (c *Client) refreshDirectory(ctx context.Context, noClusterAfter time.Durat
 		return true
 	})
 	return nil
+}
+
+// dirGoBackAfter is how long a client answered only maps older than its
+// own keeps its own: past it the directory itself went back (a directory
+// group rebuilt from a backup) and the client follows. A lockd without a
+// directory replica lags by half a second.
+const dirGoBackAfter = 10 * time.Second
+
+// adoptable reports whether a map read at index may replace old (c.dirMu
+// held). A lockd without a directory replica may answer its own view,
+// which lags: a map older than the one held is not adopted (a prefix
+// assigned a moment ago would vanish: wrong_cell) unless every read for
+// dirGoBackAfter has answered one.
+func (c *Client) adoptable(old *routes, index uint64) bool {
+	if old == nil || index >= old.raw.Index || mutant.On(mutant.DirRegress) {
+		c.olderSince = time.Time{}
+		return true
+	}
+	now := time.Now()
+	if c.olderSince.IsZero() {
+		c.olderSince = now
+	}
+	if now.Sub(c.olderSince) < dirGoBackAfter {
+		return false
+	}
+	c.olderSince = time.Time{}
+	c.log.Warn("the directory went back; following it", "held_index", old.raw.Index, "read_index", index)
+	return true
 }
 
 // proxyEndpoints is the order in which this client tries the proxies

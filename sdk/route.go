@@ -3,8 +3,11 @@ package sdk
 import (
 	"context"
 	"errors"
+	"sync"
+	"time"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/internal/mutant"
 )
 
 // maxReroutes bounds how often one call follows a prefix to another cell.
@@ -36,7 +39,7 @@ func (c *Client) rerouted(ctx context.Context, path string, from *cellState, err
 // prefix moved to when the first refuses it (see rerouted).
 func (c *Client) routed(ctx context.Context, path string, op func(cs *cellState) error) error {
 	for attempt := 0; ; attempt++ {
-		cs, err := c.cellForPath(path)
+		cs, err := c.cellForPathFresh(ctx, path)
 		if err != nil {
 			return err
 		}
@@ -45,4 +48,53 @@ func (c *Client) routed(ctx context.Context, path string, op func(cs *cellState)
 			return err
 		}
 	}
+}
+
+// cellForPathFresh is cellForPath, after one more directory read (shared,
+// as for an unknown cell: dirrefresh.go) if the client's view has no cell
+// for the path's prefix: one assigned since the client last read it. A
+// prefix no map named is refused at once while the map is the same and
+// for api.UnknownCellWait (a caller retrying a mistyped prefix costs no
+// directory reads).
+func (c *Client) cellForPathFresh(ctx context.Context, path string) (*cellState, error) {
+	cs, err := c.cellForPath(path)
+	var ae *api.Error
+	if err == nil || !errors.As(err, &ae) || ae.Code != api.CodeWrongCell || mutant.On(mutant.NoCellRefresh) {
+		return cs, err
+	}
+	prefix := api.Prefix(path)
+	if c.unmapped.recent(prefix, c.dir.Load().raw.Index) {
+		return nil, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, api.UnknownCellWait)
+	defer cancel()
+	c.refreshForUnknown(rctx)
+	cs, err = c.cellForPath(path)
+	if err != nil {
+		c.unmapped.note(prefix, c.dir.Load().raw.Index)
+	}
+	return cs, err
+}
+
+// unmappedPrefix is the last prefix no directory map named, the map's
+// index, and when.
+type unmappedPrefix struct {
+	mu     sync.Mutex
+	prefix string
+	index  uint64
+	at     time.Time
+}
+
+func (u *unmappedPrefix) note(prefix string, index uint64) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.prefix, u.index, u.at = prefix, index, time.Now()
+}
+
+// recent reports whether prefix was found unmapped in the map at index,
+// within api.UnknownCellWait.
+func (u *unmappedPrefix) recent(prefix string, index uint64) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.prefix == prefix && u.index == index && time.Since(u.at) < api.UnknownCellWait
 }

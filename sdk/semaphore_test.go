@@ -114,3 +114,44 @@ func TestSemaphoreRefusals(t *testing.T) {
 		}
 	})
 }
+
+// TestSemaphoreContextJeopardy: a permit's Context is cancelled as soon as
+// its session falls into jeopardy (as a Mutex's is), the permit keeps its
+// node and token through it, and after the session is safe again a fresh
+// Context is live while the old one stays cancelled.
+func TestSemaphoreContextJeopardy(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		fc := newFakeCell(t, 1)
+		ctx := testCtx(t)
+		c := newTestClient(t, fc, shortLease)
+		s := c.NewSemaphore(semDir, 3)
+		if err := s.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		sess := sessionOf(t, c)
+		permitCtx, node, token := s.Context(), s.Node(), s.Token()
+		if permitCtx.Err() != nil {
+			t.Fatal("context not live after Acquire")
+		}
+		resume := stallKeepAlives(fc, nil, sess.ID())
+		select {
+		case <-permitCtx.Done():
+		case <-time.After(testWait):
+			t.Fatal("permit context not cancelled on jeopardy")
+		}
+		if !sess.InJeopardy() || s.Context().Err() == nil {
+			t.Fatalf("jeopardy %v, fresh context %v: want a cancelled context in jeopardy", sess.InJeopardy(), s.Context().Err())
+		}
+		resume()
+		waitFor(t, "safe", func() bool { return !sess.InJeopardy() })
+		if s.Context().Err() != nil || permitCtx.Err() == nil {
+			t.Fatalf("after safe: fresh context %v, old one %v", s.Context().Err(), permitCtx.Err())
+		}
+		if !s.Held() || s.Token() != token || s.Node() != node {
+			t.Fatalf("after safe: held %v token %d node %s, want %d %s", s.Held(), s.Token(), s.Node(), token, node)
+		}
+		if err := s.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -548,6 +548,40 @@ const (
 	AdoptLostWakeup Mutant = "lockd_broken_adopt_wakeup"
 )
 
+// A client's KeepAlive parked without a goroutine on the leader
+// (server/session/park.go, server/httpapi/park.go).
+const (
+	// ParkNoWake makes a parked KeepAlive deaf to everything but its
+	// timer: an event, a newer KeepAlive, the session's end or the end
+	// of leadership answers it only when its wait is over (a lock
+	// hand-off reaches its waiter up to half a lease late; a deposed
+	// leader's answer comes late). Caught by server/session
+	// TestRenewAsyncWakes.
+	ParkNoWake Mutant = "lockd_broken_park_wake"
+	// ParkUncounted drops the lockd API listener's bound on open
+	// connections: parked KeepAlives' connections, which fasthttp's
+	// Concurrency does not count, grow past MaxConnectionsPerLockd
+	// toward the process's descriptor limit. Caught by server/lockd
+	// TestParkedConnectionsCounted.
+	ParkUncounted Mutant = "lockd_broken_park_uncounted"
+	// ParkLostWaiter makes a KeepAlive park over another of its session
+	// that parked while the first renewal under a new leader was being
+	// confirmed: that one is never answered. Caught by server/session
+	// TestConcurrentFirstRenewalsAllAnswered.
+	ParkLostWaiter Mutant = "lockd_broken_park_lost"
+)
+
+// The SDK's directory view.
+const (
+	// DirRegress makes the SDK adopt whatever directory it reads, an
+	// older one than it holds included (a lockd without a directory
+	// replica answers its own lagging view): a prefix assigned a moment
+	// ago vanishes from the client's map (CI: TestReAddReplicaOnSameLockd
+	// "no cell serves prefix /cell3"). Caught by sdk
+	// TestDirectoryNeverGoesBack.
+	DirRegress Mutant = "lockd_broken_dir_regress"
+)
+
 // all is every mutant (TestAllListsEveryConstant holds it to the
 // constants above).
 var all = []Mutant{
@@ -584,7 +618,9 @@ var all = []Mutant{
 	EtcdLeaseBinding, EtcdLeaseTTL, EtcdLockEarly, // etcd gateway: leases
 	EtcdMTLS, EtcdKeepAliveCap, EtcdWatchCap, // etcd gateway: attack fixes
 	EtcdPastRead, EtcdTxnSnapshot, EtcdNoForward, // etcd gateway: past reads, one snapshot, forwarding
-	AdoptLostWakeup, // a cell's adoption of its prefixes
+	AdoptLostWakeup,                           // a cell's adoption of its prefixes
+	ParkNoWake, ParkUncounted, ParkLostWaiter, // a parked KeepAlive
+	DirRegress, // the SDK's directory view
 }
 
 // parse reads a LOCKD_MUTANT value: empty (none), one mutant name, or

@@ -13,6 +13,10 @@ var errLeaseNotFound = rpctypes.ErrGRPCLeaseNotFound
 // errBadLeaseID refuses a negative lease id.
 var errBadLeaseID = status.Error(codes.InvalidArgument, "etcdserver: lease id must be positive (0: the gateway picks one)")
 
+// errForeignLeaseID refuses a chosen lease id whose tag bits name another
+// gateway.
+var errForeignLeaseID = status.Error(codes.InvalidArgument, "lockd etcd gateway: a chosen lease id must be below 2^47 or carry this gateway's tag (bits 47..62 name the granting gateway); 0: the gateway picks one")
+
 // errNoLockLease refuses a Lock without a lease.
 var errNoLockLease = status.Error(codes.InvalidArgument, "lockd etcd gateway: Lock needs a lease (grant one and pass its id): the lock node lives as long as the lease")
 

@@ -22,6 +22,11 @@ func (t *leaseTable) grant(w who, id, ttl int64) (*lease, error) {
 	if id < 0 {
 		return nil, errBadLeaseID
 	}
+	if foreignLease(id, t.tag) {
+		// It would be forwarded to the gateway its tag names, which
+		// never granted it.
+		return nil, errForeignLeaseID
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	d := digestOf(w)

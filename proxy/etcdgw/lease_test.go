@@ -311,6 +311,19 @@ func TestLeaseBounds(t *testing.T) {
 	if _, err := tb.grant(bob, -1, 10); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("negative id: %v", err)
 	}
+	// A chosen id: below 2^47 or with this gateway's tag; another
+	// gateway's tag is refused (its calls would go to that gateway).
+	tb3 := makeLeaseTable(b, time.Now)
+	other := leaseTag(b.Name() + "-other")
+	for _, tc := range []struct {
+		id int64
+		ok bool
+	}{{1234, true}, {newLeaseID(tb3.tag), true}, {newLeaseID(other), other == tb3.tag}} {
+		_, err := tb3.grant(bob, tc.id, 10)
+		if tc.ok != (err == nil) || (err != nil && (status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "tag"))) {
+			t.Fatalf("chosen id %x (tag %x, ours %x): %v, want ok=%v", tc.id, tagOf(tc.id), tb3.tag, err, tc.ok)
+		}
+	}
 	// MaxSessionsPerLease: a lease on more cells than the bound.
 	tb2 := makeLeaseTable(b, time.Now)
 	l, _ := tb2.grant(alice, 0, 10)

@@ -104,12 +104,43 @@ func (c *Cell) KeepAlive(ctx context.Context, req api.KeepAliveRequest, renew Re
 	wait := min(time.Duration(req.WaitMS)*time.Millisecond, api.MaxKeepAliveWait)
 	_, epoch := c.sessions.Active()
 	r, err := c.sessions.Renew(ctx, req.Session, wait, session.Ack{Epoch: req.AckEpoch, Seq: req.AckSeq})
+	return c.keepAliveReply(ctx, req.Session, epoch, len(r.Events) > 0 || wait <= 0, r, err)
+}
+
+// KeepAliveAsync is KeepAlive whose long poll holds no goroutine (a
+// leader with many sessions held straight on it pays no stack for each):
+// a reply ready at once is returned with parked false; otherwise the call
+// is parked and done gets the reply, from a goroutine of its own, once the
+// session has events or its wait is over. ctx bounds what is done before
+// it parks, and done's own ReadIndex round runs within its deadline.
+func (c *Cell) KeepAliveAsync(ctx context.Context, req api.KeepAliveRequest, renew RenewCheck, done func(api.SessionResponse, error)) (api.SessionResponse, bool, error) {
+	if err := c.checkSecrets([]uint64{req.Session}, []string{req.Secret}, renew)[0]; err != nil {
+		return api.SessionResponse{}, false, err
+	}
+	wait := min(time.Duration(req.WaitMS)*time.Millisecond, api.MaxKeepAliveWait)
+	_, epoch := c.sessions.Active()
+	r, parked, err := c.sessions.RenewAsync(ctx, req.Session, wait, session.Ack{Epoch: req.AckEpoch, Seq: req.AckSeq}, func(r session.Renewal, err error) {
+		// After its wait: no ErrUnknown (the lease existed), so no read.
+		done(c.keepAliveReply(context.Background(), req.Session, epoch, len(r.Events) > 0, r, err))
+	})
+	if parked {
+		return api.SessionResponse{}, true, nil
+	}
+	resp, err := c.keepAliveReply(ctx, req.Session, epoch, len(r.Events) > 0 || wait <= 0, r, err)
+	return resp, false, err
+}
+
+// keepAliveReply is a KeepAlive's reply once the session manager renewed
+// its lease (r, err): without a lease, the state is asked whether the
+// session ever existed; else one ReadIndex round (urgent: at once, else
+// shared with other replies) confirms this replica still leads.
+func (c *Cell) keepAliveReply(ctx context.Context, id, epoch uint64, urgent bool, r session.Renewal, err error) (api.SessionResponse, error) {
 	if errors.Is(err, session.ErrUnknown) {
 		// The manager has no lease: ask the state whether it ever existed.
-		if _, rerr := read(ctx, c, sessionQuery{session: req.Session, epoch: epoch}.run); rerr != nil {
+		if _, rerr := read(ctx, c, sessionQuery{session: id, epoch: epoch}.run); rerr != nil {
 			return api.SessionResponse{}, rerr
 		}
-		return api.SessionResponse{}, api.Errorf(api.CodeUnavailable, "session %d not yet known to the leader", req.Session)
+		return api.SessionResponse{}, api.Errorf(api.CodeUnavailable, "session %d not yet known to the leader", id)
 	}
 	if err != nil {
 		return api.SessionResponse{}, err
@@ -118,11 +149,11 @@ func (c *Cell) KeepAlive(ctx context.Context, req api.KeepAliveRequest, renew Re
 	// ReadIndex round with others (confirm.go). The caller's ctx may be
 	// spent by the long poll; every round ends within its own deadline, so
 	// waiting for it needs no timer of its own (one less per KeepAlive).
-	index, err := c.confirms.confirm(context.Background(), req.Session, r.Epoch, len(r.Events) > 0 || wait <= 0)
+	index, err := c.confirms.confirm(context.Background(), id, r.Epoch, urgent)
 	if err != nil {
 		return api.SessionResponse{}, err
 	}
-	return api.SessionResponse{Session: req.Session, LeaseMS: r.Lease.Milliseconds(), Epoch: r.Epoch, Index: index, Events: r.Events}, nil
+	return api.SessionResponse{Session: id, LeaseMS: r.Lease.Milliseconds(), Epoch: r.Epoch, Index: index, Events: r.Events}, nil
 }
 
 // KeepAliveBatch renews a lockproxy's sessions on this cell in one call

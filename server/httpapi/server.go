@@ -80,6 +80,8 @@ type Server struct {
 	dir refresher
 	// audit records admin changes and refusals (audit.go); nil: none.
 	audit *audit.Log
+	// parks holds the connections of parked KeepAlives (park.go).
+	parks parks
 }
 
 // RequireClientCerts refuses (401) a request on any route but /healthz
@@ -189,6 +191,9 @@ func (s *Server) route(ctx *fasthttp.RequestCtx, route string) string {
 		return s.reply(ctx, nil, err)
 	}
 	v, err := s.audited(ctx, route, p, h)
+	if _, ok := v.(parkedSentinel); ok {
+		return "-" // answered on its connection later (park.go), and counted then
+	}
 	code := s.reply(ctx, v, err)
 	finishTrace(ctx)
 	return code
@@ -292,7 +297,26 @@ func init() {
 }
 
 func (s *Server) reply(ctx *fasthttp.RequestCtx, v any, err error) string {
-	ctx.SetContentType("application/json")
+	return s.replyTo(&ctx.Response, requestFacts(ctx), v, err)
+}
+
+// facts is what answering a request needs of it besides its result, kept
+// apart from its fasthttp.RequestCtx so that a parked KeepAlive (park.go)
+// is answered after its context is gone.
+type facts struct {
+	route, client, cell string
+	wire                bool // it came in the binary encoding, on a route that takes it
+}
+
+func requestFacts(ctx *fasthttp.RequestCtx) facts {
+	return facts{route: string(ctx.Path()), client: ctx.RemoteAddr().String(),
+		cell: string(ctx.Request.Header.Peek(api.HeaderCell)), wire: wireRequest(ctx)}
+}
+
+// replyTo writes a request's answer (v, or err) into resp and returns its
+// result code for metrics.
+func (s *Server) replyTo(resp *fasthttp.Response, f facts, v any, err error) string {
+	resp.Header.SetContentType("application/json")
 	if err != nil {
 		var ae *api.Error
 		if !errors.As(err, &ae) {
@@ -301,7 +325,7 @@ func (s *Server) reply(ctx *fasthttp.RequestCtx, v any, err error) string {
 		ae = markNotApplied(ae, err)
 		switch ae.Code {
 		case api.CodeInternal:
-			s.log.Error("internal error", "route", string(ctx.Path()), "err", err)
+			s.log.Error("internal error", "route", f.route, "err", err)
 		case api.CodeBadRequest, api.CodeInvalidPath, api.CodeValueTooLarge, api.CodeLimitExceeded,
 			api.CodeUnauthorized, api.CodeStaleRequest, api.CodeTokenExhausted, api.CodeForbidden, api.CodeQuotaExceeded:
 			// Refusals an operator traces to a client: one line each, up
@@ -309,25 +333,25 @@ func (s *Server) reply(ctx *fasthttp.RequestCtx, v any, err error) string {
 			// its quota must not become a flood of log lines); the next
 			// line says how many were left out.
 			if ok, skipped := s.refusals.allow(string(ae.Code), time.Now()); ok {
-				s.log.Info("request refused", "route", string(ctx.Path()), "code", ae.Code, "client", ctx.RemoteAddr().String(),
-					"cell", string(ctx.Request.Header.Peek(api.HeaderCell)), "err", ae.Message, "unlogged_before", skipped)
+				s.log.Info("request refused", "route", f.route, "code", ae.Code, "client", f.client,
+					"cell", f.cell, "err", ae.Message, "unlogged_before", skipped)
 			}
 		default:
 			// Routine answers (not_leader, no_node, version_mismatch, …).
-			s.log.Debug("request refused", "route", string(ctx.Path()), "code", ae.Code, "client", ctx.RemoteAddr().String(), "err", ae.Message)
+			s.log.Debug("request refused", "route", f.route, "code", ae.Code, "client", f.client, "err", ae.Message)
 		}
-		writeError(ctx, ae.Code.HTTPStatus(), ae)
+		writeErrorTo(resp, ae.Code.HTTPStatus(), ae)
 		return string(ae.Code)
 	}
-	if replyWire(ctx, v) {
+	if replyWire(resp, f, v) {
 		return "ok"
 	}
 	b, merr := json.Marshal(v)
 	if merr != nil {
-		return s.reply(ctx, nil, merr)
+		return s.replyTo(resp, f, nil, merr)
 	}
-	ctx.SetStatusCode(fasthttp.StatusOK)
-	ctx.SetBody(b)
+	resp.SetStatusCode(fasthttp.StatusOK)
+	resp.SetBody(b)
 	return "ok"
 }
 
@@ -346,10 +370,14 @@ func markNotApplied(ae *api.Error, err error) *api.Error {
 }
 
 func writeError(ctx *fasthttp.RequestCtx, status int, e *api.Error) {
-	ctx.SetContentType("application/json")
-	ctx.SetStatusCode(status)
+	writeErrorTo(&ctx.Response, status, e)
+}
+
+func writeErrorTo(resp *fasthttp.Response, status int, e *api.Error) {
+	resp.Header.SetContentType("application/json")
+	resp.SetStatusCode(status)
 	b, _ := json.Marshal(api.ErrorResponse{Error: e})
-	ctx.SetBody(b)
+	resp.SetBody(b)
 }
 
 // ErrorHandler answers requests fasthttp rejects before routing (an

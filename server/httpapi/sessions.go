@@ -49,6 +49,19 @@ func (s *Server) keepAlive(ctx *fasthttp.RequestCtx, p principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.canPark(ctx) {
+		// Its wait holds no worker (park.go); what comes before it (a
+		// first renewal's confirmation) is bounded as any request.
+		pk := s.newParked(ctx, ctx.Time())
+		cctx, cancel := context.WithTimeout(context.Background(), RequestTimeout)
+		defer cancel()
+		resp, parked, err := c.KeepAliveAsync(cctx, req, s.renewCheck(p), pk.answer)
+		if parked {
+			pk.hijack(ctx)
+			return parkedSentinel{}, nil
+		}
+		return resp, err
+	}
 	wait := min(time.Duration(req.WaitMS)*time.Millisecond, api.MaxKeepAliveWait)
 	cctx, cancel := context.WithTimeout(context.Background(), wait+RequestTimeout)
 	defer cancel()

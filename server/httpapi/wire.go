@@ -33,13 +33,13 @@ func decodeWire(ctx *fasthttp.RequestCtx, v api.WireDecoder) error {
 
 // replyWire answers a binary request's success in the binary encoding, and
 // reports whether it did (else the reply is JSON).
-func replyWire(ctx *fasthttp.RequestCtx, v any) bool {
+func replyWire(resp *fasthttp.Response, f facts, v any) bool {
 	m, ok := v.(api.WireEncoder)
-	if !ok || !wireRequest(ctx) {
+	if !ok || !f.wire {
 		return false
 	}
-	ctx.SetContentType(api.ContentTypeWire)
-	ctx.SetStatusCode(fasthttp.StatusOK)
-	ctx.SetBody(m.AppendWire(nil))
+	resp.Header.SetContentType(api.ContentTypeWire)
+	resp.SetStatusCode(fasthttp.StatusOK)
+	resp.SetBody(m.AppendWire(nil))
 	return true
 }

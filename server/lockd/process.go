@@ -17,6 +17,7 @@ import (
 	"github.com/lockservice/lockd/server/backup"
 	"github.com/lockservice/lockd/server/cell"
 	"github.com/lockservice/lockd/server/dirgroup"
+	"github.com/lockservice/lockd/server/httpapi"
 )
 
 // Process is a running lockd.
@@ -27,6 +28,7 @@ type Process struct {
 	listener *leaderEvents
 	unloads  *unloads
 	http     *fasthttp.Server
+	apiSrv   *httpapi.Server // the API's handler (its parked KeepAlives close with it)
 	ln       net.Listener
 	served   chan error
 
@@ -74,6 +76,9 @@ func (p *Process) Close() {
 	wg.Wait()
 	close(p.stop)
 	p.wg.Wait()
+	if p.apiSrv != nil {
+		p.apiSrv.Close() // parked KeepAlives' connections
+	}
 	if p.http != nil {
 		// Long polls (KeepAlives, proxies' batches, watches) may hold
 		// connections for up to api.MaxKeepAliveWait: the API gets

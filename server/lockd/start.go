@@ -175,6 +175,8 @@ func (p *Process) startCells(view *directory.Directory) error {
 func (p *Process) serveAPI(serverTLS *tls.Config) error {
 	srv := p.newAPI(serverTLS)
 	p.http = newHTTPServer(srv.Handler)
+	p.apiSrv = srv
+	srv.ServeConns(p.http.ServeConn)
 	ln, err := p.listenAPI(serverTLS)
 	if err != nil {
 		return err
@@ -232,6 +234,9 @@ func newHTTPServer(handler fasthttp.RequestHandler) *fasthttp.Server {
 		// 15.9 KB (TestIdleConnCost; the 4 KB read buffer stays, as
 		// StreamRequestBody keeps it: bench/RESULTS.md, Memory).
 		ReduceMemoryUsage: true,
+		// A parked KeepAlive's connection is held by httpapi (park.go)
+		// and served again once answered (ServeConns).
+		KeepHijackedConns: true,
 	}
 }
 
@@ -242,15 +247,27 @@ func (p *Process) listenAPI(serverTLS *tls.Config) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api listen: %w", err)
 	}
+	return apiListener(raw, serverTLS, api.MaxConnectionsPerLockd), nil
+}
+
+// apiListener is the API's listener over raw: it survives running out of
+// file descriptors, holds at most max connections open, and runs TLS
+// when serverTLS is set.
+func apiListener(raw net.Listener, serverTLS *tls.Config, max int) net.Listener {
 	// Out of file descriptors, the API waits for one instead of ending.
 	var ln net.Listener = listen.Retrying(raw)
 	if mutant.On(mutant.FDExhaust) {
 		ln = raw
 	}
+	// Every open connection counts, served or held parked (httpapi's
+	// parked KeepAlives, which fasthttp's Concurrency no longer sees).
+	if !mutant.On(mutant.ParkUncounted) {
+		ln = listen.Limit(ln, max, serverTLS == nil)
+	}
 	if serverTLS != nil {
 		ln = tls.NewListener(ln, serverTLS) // clients must present a certificate the CA signed
 	}
-	return ln, nil
+	return ln
 }
 
 // startLoops starts the background loops: following the directory, the

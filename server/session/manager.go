@@ -65,7 +65,7 @@ type lease struct {
 	// the way (or written to a connection its client gave up on) loses
 	// nothing: the next KeepAlive carries them again.
 	events []api.Event
-	wake   chan struct{} // closed to release the waiting KeepAlive
+	wake   *waiter // the waiting KeepAlive (park.go): released to answer it
 	// acked is the highest event seq the client acknowledged under this
 	// leadership; ackWake is closed (and replaced) when it rises.
 	acked   uint64
@@ -224,6 +224,10 @@ func (m *Manager) deactivateLocked() {
 	}
 	m.active, m.unfenced, m.fenced = false, 0, false
 	close(m.stopped)
+	for _, l := range m.leases {
+		// A parked KeepAlive holds no goroutine to see stopped.
+		l.releaseWaiter()
+	}
 	m.leases = map[uint64]*lease{}
 	m.subs = map[string]*subscriber{} // their waiting batches end on stopped
 }
@@ -256,10 +260,7 @@ func (m *Manager) Ended(id uint64) {
 	if l, ok := m.leases[id]; ok {
 		delete(m.leases, id)
 		l.ended = true
-		if l.wake != nil {
-			close(l.wake)
-			l.wake = nil
-		}
+		l.releaseWaiter()
 		m.ackedLocked(l, l.acked) // releases WaitAcked: nobody is left to ack
 		m.sawEpochLocked(l)
 	}
@@ -294,10 +295,7 @@ func (m *Manager) queueLocked(id uint64, l *lease, ev api.Event) uint64 {
 		ev.Seq = m.seq
 		l.events = append(l.events, ev)
 	}
-	if l.wake != nil {
-		close(l.wake)
-		l.wake = nil
-	}
+	l.releaseWaiter()
 	if l.sub != nil {
 		l.sub.note(id)
 	}
@@ -328,12 +326,32 @@ func (m *Manager) KeepAlive(ctx context.Context, id uint64, wait time.Duration) 
 // unavailable when leadership changed under it; session_expired only once
 // the state machine ended the session; ErrUnknown without a lease.
 func (m *Manager) Renew(ctx context.Context, id uint64, wait time.Duration, ack Ack) (Renewal, error) {
+	l, epoch, wait, r, err := m.renewStart(ctx, id, wait, ack)
+	if l == nil {
+		return r, err
+	}
+	w := &waiter{ch: make(chan struct{})}
+	l.wake = w
+	stopped := m.stopped
+	m.mu.Unlock()
+
+	waitWake(ctx, w.ch, stopped, wait)
+
+	return m.renewalAfterWait(id, l, epoch, w)
+}
+
+// renewStart is Renew up to its wait: it renews the lease, confirms a
+// first renewal under this leader, and answers at once (l nil: r or err)
+// when there is nothing to wait for. Otherwise it returns with m.mu held,
+// the lease, its epoch and the wait (at most half the lease): the caller
+// parks on it and unlocks.
+func (m *Manager) renewStart(ctx context.Context, id uint64, wait time.Duration, ack Ack) (l *lease, epoch uint64, _ time.Duration, r Renewal, err error) {
 	m.keepAlives.Add(1)
 	m.mu.Lock()
-	l, epoch, err := m.renewLeaseLocked(id, ack)
+	l, epoch, err = m.renewLeaseLocked(id, ack)
 	if err != nil {
 		m.mu.Unlock()
-		return Renewal{}, err
+		return nil, 0, 0, Renewal{}, err
 	}
 	if !l.confirmed {
 		// First renewal under this leader: the state must know of it before
@@ -341,12 +359,12 @@ func (m *Manager) Renew(ctx context.Context, id uint64, wait time.Duration, ack 
 		// this whole leadership as silence.
 		m.mu.Unlock()
 		if err := m.confirm(ctx, id); err != nil {
-			return Renewal{}, err
+			return nil, 0, 0, Renewal{}, err
 		}
 		m.mu.Lock()
 		if err := m.changedLocked(id, l, epoch); err != nil {
 			m.mu.Unlock()
-			return Renewal{}, err
+			return nil, 0, 0, Renewal{}, err
 		}
 		l.confirmed = true
 	}
@@ -356,16 +374,14 @@ func (m *Manager) Renew(ctx context.Context, id uint64, wait time.Duration, ack 
 	if len(l.events) > 0 || wait <= 0 {
 		r := Renewal{Events: slices.Clone(l.events), Lease: l.dur, Epoch: epoch}
 		m.mu.Unlock()
-		return r, nil
+		return nil, 0, 0, r, nil
 	}
-	wake := make(chan struct{})
-	l.wake = wake
-	stopped := m.stopped
-	m.mu.Unlock()
-
-	waitWake(ctx, wake, stopped, wait)
-
-	return m.renewalAfterWait(id, l, epoch, wake)
+	// Another KeepAlive of the session may have started waiting while
+	// the lock was let go for the confirmation: this one supersedes it.
+	if !mutant.On(mutant.ParkLostWaiter) {
+		l.releaseWaiter()
+	}
+	return l, epoch, wait, Renewal{}, nil
 }
 
 // renewLeaseLocked extends session id's lease from now and applies ack;
@@ -397,16 +413,13 @@ func (m *Manager) renewLeaseLocked(id uint64, ack Ack) (*lease, uint64, error) {
 	}
 	// One waiter per session: an older one (its client has moved on)
 	// returns now, consuming nothing.
-	if l.wake != nil {
-		close(l.wake)
-		l.wake = nil
-	}
+	l.releaseWaiter()
 	return l, epoch, nil
 }
 
 // renewalAfterWait answers a Renew after its wait: why the lease is no
 // longer current, if it is not, else the events not yet acknowledged.
-func (m *Manager) renewalAfterWait(id uint64, l *lease, epoch uint64, wake chan struct{}) (Renewal, error) {
+func (m *Manager) renewalAfterWait(id uint64, l *lease, epoch uint64, wake *waiter) (Renewal, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.changedLocked(id, l, epoch); err != nil {

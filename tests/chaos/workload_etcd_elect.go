@@ -29,15 +29,7 @@ func (l *etcdLoad) electOnce(cli *clientv3.Client, es *etcdSession, name, path s
 	live, lcancel := context.WithCancel(es.ctx)
 	hold := l.e.newHolding(path, key, name, api.LockExclusive)
 	hold.live(live, at)
-	defer func() {
-		hold.release()
-		lcancel()
-		rctx, rcancel := l.e.callCtx()
-		defer rcancel()
-		if err := l.op(name, "etcd-resign", false, func() error { return el.Resign(rctx) }); err != nil {
-			es.cancel(errEtcdReleaseFailed) // its key stays while the session lives: end it
-		}
-	}()
+	defer l.release(es, name, hold, lcancel, "etcd-resign", el.Resign)
 	if !l.leads(el, name, path, key, live) {
 		return
 	}

@@ -100,16 +100,21 @@ func (l *etcdLoad) hold(cli *clientv3.Client, es *etcdSession, name, lock, key s
 	live, lcancel := context.WithCancel(es.ctx)
 	hold := l.e.newHolding(lock, key, name, api.LockExclusive)
 	hold.live(live, at)
-	defer func() {
-		hold.release()
-		lcancel()
-		uctx, ucancel := l.e.callCtx()
-		defer ucancel()
-		if err := l.op(name, unlockKind, false, func() error { return unlock(uctx) }); err != nil {
-			es.cancel(errEtcdReleaseFailed) // its key stays while the session lives: end it (lockWorker revokes)
-		}
-	}()
+	defer l.release(es, name, hold, lcancel, unlockKind, unlock)
 	l.granted(cli, es, name, lock, key, 0, r, hold, live)
+}
+
+// release ends a holding and releases its key with unlock (an Unlock or a
+// Resign); if that fails, the key stays while the session lives, so the
+// session ends (its worker revokes the lease).
+func (l *etcdLoad) release(es *etcdSession, name string, hold *holding, lcancel context.CancelFunc, kind string, unlock func(context.Context) error) {
+	hold.release()
+	lcancel()
+	ctx, cancel := l.e.callCtx()
+	defer cancel()
+	if err := l.op(name, kind, false, func() error { return unlock(ctx) }); err != nil {
+		es.cancel(errEtcdReleaseFailed)
+	}
 }
 
 // granted is what an etcd holder does with a grant of key: read it

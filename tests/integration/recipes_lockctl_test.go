@@ -291,7 +291,18 @@ func testLockctlWatchLatest(t *testing.T, e *lockctlEnv, c *cluster.Cluster) {
 	_, err := cl.Put(ctx, path, []byte("v0"), sdk.MakeParents())
 	must(t, err)
 	w := e.start("watch", "-o", "json", "watch", path)
-	time.Sleep(300 * time.Millisecond) // armed
+	// Armed once it prints a change (it prints nothing before the first:
+	// under load it may start after a fixed sleep's puts).
+	for i := 0; ; i++ {
+		_, err := cl.Put(ctx, path, []byte(fmt.Sprintf("arm-%d", i)))
+		must(t, err)
+		if _, err := w.next("{", 500*time.Millisecond); err == nil {
+			break
+		}
+		if i == 40 {
+			t.Fatal("lockctl watch printed no change within 20 s of puts")
+		}
+	}
 	for burst := 0; burst < 6; burst++ {
 		var last uint64
 		for i := 0; i < 10; i++ {

@@ -1,0 +1,70 @@
+package listen
+
+// A bound on the connections a server holds open, counted from accept to
+// close whoever holds them: fasthttp's Concurrency counts only the
+// connections it is serving, and a connection it has handed over (a
+// lockd's parked KeepAlive, server/httpapi/park.go) is counted by nothing
+// else.
+
+import (
+	"net"
+	"sync"
+	"sync/atomic"
+)
+
+// overLimit is what a plain-HTTP client gets when the server holds its
+// bound (a TLS client sees its handshake fail): it tries another server.
+const overLimit = "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: 105\r\n\r\n" +
+	`{"error":{"code":"unavailable","message":"this server holds its bound of open connections; try another"}}`
+
+// Limited is a net.Listener that holds at most Max connections open: past
+// it an accepted connection is closed at once (answered 503 first when
+// Plain).
+type Limited struct {
+	net.Listener
+	Max   int
+	Plain bool
+	open  atomic.Int64
+	// Refused counts the connections closed for the bound.
+	Refused atomic.Uint64
+}
+
+// Limit wraps ln.
+func Limit(ln net.Listener, max int, plain bool) *Limited {
+	return &Limited{Listener: ln, Max: max, Plain: plain}
+}
+
+// Open is how many of its connections are open.
+func (l *Limited) Open() int { return int(l.open.Load()) }
+
+// Accept returns the next connection within the bound.
+func (l *Limited) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if int(l.open.Add(1)) <= l.Max {
+			return &countedConn{Conn: c, l: l}, nil
+		}
+		l.open.Add(-1)
+		l.Refused.Add(1)
+		if l.Plain {
+			_, _ = c.Write([]byte(overLimit))
+		}
+		_ = c.Close()
+	}
+}
+
+// countedConn gives its slot back when it first closes.
+type countedConn struct {
+	net.Conn
+	l    *Limited
+	once sync.Once
+}
+
+func (c *countedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.l.open.Add(-1) })
+	return err
+}

@@ -62,7 +62,7 @@ mutants:
 
 # The fault suite's checkers on their mutants (mutants-chaos.tsv: each
 # TestChaosBroken* test asserts its checker fired): a real cluster and a
-# chaos round per row, about 15 minutes in all; not in make test.
+# chaos round per row, about 8 minutes in all; not in make test.
 mutants-chaos:
 	MUTANTS_EXPECT=pass MUTANTS_TABLE=mutants-chaos.tsv ./scripts/mutants.sh
 

@@ -53,16 +53,18 @@ func TestChaosBrokenGrant(t *testing.T) {
 // their own admin token to a client's request that carries no
 // Authorization header (issue 22, hole 1). The hostile tenant's requests
 // with no credentials through a proxy then pass as the admin's, and
-// checkers h1 (nothing outside its grants answered) and h2 (nothing
-// changed) must say so.
+// checker h1 (nothing outside its grants answered) must say so (h2,
+// nothing changed, may too).
 func TestChaosBrokenLendToken(t *testing.T) {
 	needMutant(t, mutant.LendToken)
 	by := runBrokenChaos(t, 30*time.Second)
-	for _, want := range []string{"hostile-refused", "hostile-state"} {
-		if by[want] == 0 {
-			t.Errorf("checker %s found nothing with the mutant on (violations by checker: %v)", want, by)
-		}
+	// h1 sees every answer the lent token buys; h2 reads the state at a
+	// few points only, so whether a write the lent token let through
+	// falls before one of them in a 30 s round depends on the draw.
+	if by["hostile-refused"] == 0 {
+		t.Errorf("checker h1 found nothing with the mutant on (violations by checker: %v)", by)
 	}
+	t.Logf("h2 (state outside the grants changed): %d violations", by["hostile-state"])
 }
 
 // TestChaosBrokenCacheWindow: with mutant.CacheWindow the lockds let a

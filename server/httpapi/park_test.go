@@ -40,7 +40,10 @@ func parkServer(t *testing.T, s *Server, delay time.Duration, cfg *tls.Config) s
 		}
 		pk.hijack(ctx)
 	}
-	srv := &fasthttp.Server{Handler: h, ReduceMemoryUsage: true, KeepHijackedConns: true, StreamRequestBody: true}
+	// Idle workers end at once, so that a count of goroutines sees only
+	// what holds a request (TestParkedHoldsNoGoroutine).
+	srv := &fasthttp.Server{Handler: h, ReduceMemoryUsage: true, KeepHijackedConns: true, StreamRequestBody: true,
+		MaxIdleWorkerDuration: 10 * time.Millisecond}
 	s.ServeConns(srv.ServeConn)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -297,20 +297,44 @@ func init() {
 }
 
 func (s *Server) reply(ctx *fasthttp.RequestCtx, v any, err error) string {
-	return s.replyTo(&ctx.Response, requestFacts(ctx), v, err)
+	return s.replyTo(&ctx.Response, facts{ctx: ctx, wire: wireRequest(ctx)}, v, err)
 }
 
-// facts is what answering a request needs of it besides its result, kept
-// apart from its fasthttp.RequestCtx so that a parked KeepAlive (park.go)
-// is answered after its context is gone.
+// facts is what answering a request needs of it besides its result. While
+// its handler runs they are read from ctx, and only for a refusal's log
+// line; a parked KeepAlive (park.go), answered after its context is gone,
+// keeps copies (requestFacts).
 type facts struct {
+	ctx                 *fasthttp.RequestCtx // nil: the copies below
 	route, client, cell string
 	wire                bool // it came in the binary encoding, on a route that takes it
 }
 
+// requestFacts copies ctx's facts.
 func requestFacts(ctx *fasthttp.RequestCtx) facts {
-	return facts{route: string(ctx.Path()), client: ctx.RemoteAddr().String(),
-		cell: string(ctx.Request.Header.Peek(api.HeaderCell)), wire: wireRequest(ctx)}
+	f := facts{ctx: ctx, wire: wireRequest(ctx)}
+	return facts{route: f.routeName(), client: f.clientAddr(), cell: f.cellName(), wire: f.wire}
+}
+
+func (f facts) routeName() string {
+	if f.ctx != nil {
+		return string(f.ctx.Path())
+	}
+	return f.route
+}
+
+func (f facts) clientAddr() string {
+	if f.ctx != nil {
+		return f.ctx.RemoteAddr().String()
+	}
+	return f.client
+}
+
+func (f facts) cellName() string {
+	if f.ctx != nil {
+		return string(f.ctx.Request.Header.Peek(api.HeaderCell))
+	}
+	return f.cell
 }
 
 // replyTo writes a request's answer (v, or err) into resp and returns its
@@ -325,7 +349,7 @@ func (s *Server) replyTo(resp *fasthttp.Response, f facts, v any, err error) str
 		ae = markNotApplied(ae, err)
 		switch ae.Code {
 		case api.CodeInternal:
-			s.log.Error("internal error", "route", f.route, "err", err)
+			s.log.Error("internal error", "route", f.routeName(), "err", err)
 		case api.CodeBadRequest, api.CodeInvalidPath, api.CodeValueTooLarge, api.CodeLimitExceeded,
 			api.CodeUnauthorized, api.CodeStaleRequest, api.CodeTokenExhausted, api.CodeForbidden, api.CodeQuotaExceeded:
 			// Refusals an operator traces to a client: one line each, up
@@ -333,12 +357,12 @@ func (s *Server) replyTo(resp *fasthttp.Response, f facts, v any, err error) str
 			// its quota must not become a flood of log lines); the next
 			// line says how many were left out.
 			if ok, skipped := s.refusals.allow(string(ae.Code), time.Now()); ok {
-				s.log.Info("request refused", "route", f.route, "code", ae.Code, "client", f.client,
-					"cell", f.cell, "err", ae.Message, "unlogged_before", skipped)
+				s.log.Info("request refused", "route", f.routeName(), "code", ae.Code, "client", f.clientAddr(),
+					"cell", f.cellName(), "err", ae.Message, "unlogged_before", skipped)
 			}
 		default:
 			// Routine answers (not_leader, no_node, version_mismatch, …).
-			s.log.Debug("request refused", "route", f.route, "code", ae.Code, "client", f.client, "err", ae.Message)
+			s.log.Debug("request refused", "route", f.routeName(), "code", ae.Code, "client", f.clientAddr(), "err", ae.Message)
 		}
 		writeErrorTo(resp, ae.Code.HTTPStatus(), ae)
 		return string(ae.Code)

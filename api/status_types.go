@@ -35,6 +35,43 @@ type ReplicaStatus struct {
 	// a restore is verified by comparing them with the backup's.
 	RestoredIndex  uint64 `json:"restored_index,omitempty"`
 	RestoredSHA256 string `json:"restored_sha256,omitempty"`
+	// The leader's soft state, for the health assessment (zero on a
+	// follower): its commit p99 over its recent commits, how long the
+	// oldest change waiting on cache acknowledgements has waited, and the
+	// sessions it expired in the last minute.
+	CommitP99MS          float64 `json:"commit_p99_ms,omitempty"`
+	OldestInvalidationMS int64   `json:"oldest_invalidation_ms,omitempty"`
+	ExpiriesLastMinute   int     `json:"expiries_last_minute,omitempty"`
+	// CommitsLastMinute counts the commits CommitP99MS covers (at most
+	// 1 024); CommitFailuresLastMinute the proposals that failed (timed
+	// out, or lost the leadership) in the last minute.
+	CommitsLastMinute        int `json:"commits_last_minute,omitempty"`
+	CommitFailuresLastMinute int `json:"commit_failures_last_minute,omitempty"`
+	// LeaderChanges are the latest leaders this replica saw elected,
+	// newest first (at most MaxLeaderChanges).
+	LeaderChanges []LeaderChange `json:"leader_changes,omitempty"`
+	// Staged are the copies of moving prefixes this replica's state is
+	// taking up, with the nodes staged so far.
+	Staged []StagedCopy `json:"staged,omitempty"`
+	// Usage is what each tenant holds on the cell (its quota is per cell).
+	Usage []TenantUsage `json:"usage,omitempty"`
+}
+
+// MaxLeaderChanges bounds the leader changes a replica remembers.
+const MaxLeaderChanges = 8
+
+// StagedCopy is a moving prefix's copy on its new cell.
+type StagedCopy struct {
+	Prefix string `json:"prefix"`
+	Nodes  int    `json:"nodes"`
+}
+
+// TenantUsage is what one tenant holds on one cell.
+type TenantUsage struct {
+	Tenant   string `json:"tenant"`
+	Sessions int    `json:"sessions"`
+	Nodes    int    `json:"nodes"`
+	Bytes    int64  `json:"bytes"`
 }
 
 // StatusResponse is what one lockd process reports about itself.
@@ -58,6 +95,17 @@ type StatusResponse struct {
 	LogCodec      uint8           `json:"log_codec"`
 	LogCodecFloor uint8           `json:"log_codec_floor"`
 	Cells         []ReplicaStatus `json:"cells"`
+	// FsyncP99MS is the p99 of this lockd's data-directory fsync probe
+	// over its last minute (0: no probe yet); FsyncProbes how many probes
+	// completed in that minute, FsyncSlowProbes how many of them took
+	// longer than the spec's 10 ms warning, FsyncFailures how many failed;
+	// FsyncProbeAgeMS how long since the last probe completed (a disk
+	// that hangs stops the probe: -1, none yet).
+	FsyncP99MS      float64 `json:"fsync_p99_ms,omitempty"`
+	FsyncProbes     int     `json:"fsync_probes,omitempty"`
+	FsyncSlowProbes int     `json:"fsync_slow_probes,omitempty"`
+	FsyncFailures   int     `json:"fsync_failures,omitempty"`
+	FsyncProbeAgeMS int64   `json:"fsync_probe_age_ms,omitempty"`
 }
 
 // ClusterStatus is every lockd's status as one lockd gathered it (each

@@ -46,8 +46,10 @@ const (
 	// lockd's forward of a tenant change to a directory replica.
 	RouteAdminTenant = "/v1/admin/tenant"
 	// RouteStatusPage (GET) is the status page: plain HTML and JS that
-	// reads RouteStatusCluster (GET: every lockd's status, gathered by
-	// the lockd asked) and RouteLockQueue (a lock's holders and waiters).
+	// reads RouteStatusHealth (GET: the cluster assessed by the lockd
+	// asked) and RouteLockQueue (a lock's holders and waiters);
+	// RouteStatusCluster (GET) is every lockd's status, gathered by the
+	// lockd asked.
 	RouteStatusPage    = "/status"
 	RouteStatusCluster = "/v1/status/cluster"
 	RouteLockQueue     = "/v1/lock/queue"

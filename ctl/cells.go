@@ -3,6 +3,7 @@ package ctl
 import (
 	"context"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -205,6 +206,9 @@ func migrateCmd(g *globals) *cobra.Command {
 					if err := c.AbortMove(ctx, args[0]); err != nil {
 						return err
 					}
+					if g.output == "json" {
+						return g.printPrefix(ctx, c, out, args[0])
+					}
 					_, err := fmt.Fprintf(out, "migration of %s aborted: its old cell serves it\n", args[0])
 					return err
 				}
@@ -226,7 +230,7 @@ func migrateCmd(g *globals) *cobra.Command {
 					return err
 				}
 				if g.output == "json" {
-					return writeJSON(out, res)
+					return writeJSON(out, moveOutputOf(res))
 				}
 				_, err = fmt.Fprintf(out, "%s moved from %s to %s at epoch %d: %d nodes, writes refused for %v, %v in all\n",
 					res.Prefix, res.From, res.To, res.Epoch, res.Nodes, res.Refusing.Round(time.Millisecond), res.Total.Round(time.Millisecond))
@@ -238,6 +242,38 @@ func migrateCmd(g *globals) *cobra.Command {
 	cmd.Flags().BoolVar(&abort, "abort", false, "abandon the migration of PREFIX in flight (refused once committed)")
 	cmd.Flags().BoolVar(&takeOver, "take-over", false, "take over the migration of PREFIX to CELL that another lockctl drives (it died, or it stops at its next step)")
 	return cmd
+}
+
+// moveOutput is migrate's JSON output: sdk.MoveResult in the snake_case
+// of every other output, its durations in milliseconds.
+type moveOutput struct {
+	Prefix     string  `json:"prefix"`
+	From       string  `json:"from"`
+	To         string  `json:"to"`
+	Epoch      uint64  `json:"epoch"`
+	Nodes      int     `json:"nodes"`
+	SealIndex  uint64  `json:"seal_index"`
+	RefusingMS float64 `json:"refusing_ms"`
+	TotalMS    float64 `json:"total_ms"`
+}
+
+func moveOutputOf(r sdk.MoveResult) moveOutput {
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	return moveOutput{Prefix: r.Prefix, From: r.From, To: r.To, Epoch: r.Epoch, Nodes: r.Nodes,
+		SealIndex: r.SealIndex, RefusingMS: ms(r.Refusing), TotalMS: ms(r.Total)}
+}
+
+// printPrefix prints prefix's entry in c's directory as JSON (as prefix
+// show -o json does): migrate --abort's output.
+func (g *globals) printPrefix(ctx context.Context, c *sdk.Client, w io.Writer, prefix string) error {
+	if err := c.RefreshDirectory(ctx); err != nil {
+		return err
+	}
+	p, ok := c.Directory().Prefix(prefix)
+	if !ok {
+		return api.Errorf(api.CodeNotFound, "no prefix %s in the directory", prefix)
+	}
+	return writeJSON(w, p)
 }
 
 // memberCmd changes a cell's membership, one replica at a time.

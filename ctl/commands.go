@@ -3,11 +3,7 @@ package ctl
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sort"
-	"strings"
-	"sync"
-	"text/tabwriter"
 
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/sdk"
@@ -16,16 +12,22 @@ import (
 
 func putCmd(g *globals) *cobra.Command {
 	var version uint64
+	var noParents bool
 	cmd := &cobra.Command{
 		Use:     "put PATH VALUE",
 		Example: "  lockctl put /demo/config '{\"replicas\": 3}'\n  lockctl put /demo/config v2 --version 4   (only if still at version 4)",
 		Short:   "Write a persistent node's value (create or overwrite; CAS with --version)",
 		Long: "Write VALUE to the persistent node PATH and print its new version.\n" +
-			"With --version N the write is a compare-and-set on version N;\n" +
-			"--version 0 means the node must not exist yet.",
+			"Missing parents are created (as the SDK's Put does); --no-parents\n" +
+			"refuses instead (no_node). With --version N the write is a\n" +
+			"compare-and-set on version N; --version 0 means the node must not\n" +
+			"exist yet.",
 		Args: exactArgs("PATH", "VALUE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts := []sdk.PutOption{sdk.MakeParents()}
+			if noParents {
+				opts = []sdk.PutOption{sdk.NoParents()}
+			}
 			if cmd.Flags().Changed("version") {
 				opts = append(opts, sdk.WithVersion(version))
 			}
@@ -43,6 +45,7 @@ func putCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().Uint64Var(&version, "version", 0, "only write if the node is at this version (0: must not exist)")
+	cmd.Flags().BoolVar(&noParents, "no-parents", false, "fail with no_node if the parent does not exist, instead of creating it")
 	return cmd
 }
 
@@ -123,165 +126,6 @@ func rmCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().Uint64Var(&version, "version", 0, "only delete if the node is at this version")
 	return cmd
-}
-
-// statusRow is one endpoint's answer, as status -o json prints it.
-type statusRow struct {
-	Endpoint string              `json:"endpoint"`
-	Status   *api.StatusResponse `json:"status,omitempty"`
-	// Proxy is set on the rows of the lockproxies the directory lists.
-	Proxy *api.ProxyStatus `json:"proxy,omitempty"`
-	Error *api.Error       `json:"error,omitempty"`
-}
-
-func statusCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:     "status",
-		Example: "  lockctl status\n  lockctl status --endpoints 10.0.0.1:7001,10.0.0.2:7001 -o json",
-		Short:   "Show every endpoint's view of its cells",
-		Long: "Query /v1/status on every endpoint and print one row per cell replica,\n" +
-			"then one row per lockproxy the directory lists (its clients and the\n" +
-			"sessions it renews). An endpoint that does not answer gets a row saying\n" +
-			"so; the command fails only if none answers.",
-		Args: exactArgs(),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
-			defer cancel()
-			eps := g.endpointList()
-			rows := make([]statusRow, len(eps))
-			var wg sync.WaitGroup
-			for i, ep := range eps {
-				wg.Go(func() {
-					rows[i].Endpoint = ep
-					st, err := sdk.FetchStatus(ctx, ep, g.access())
-					if err != nil {
-						rows[i].Error = asAPIError(err)
-						return
-					}
-					rows[i].Status = &st
-				})
-			}
-			wg.Wait()
-			answered := 0
-			for _, r := range rows {
-				if r.Status != nil {
-					answered++
-				}
-			}
-			prows := proxyRows(ctx, g, rows)
-			rows = append(dropProxies(rows, prows), prows...)
-			var err error
-			if g.output == "json" {
-				err = writeJSON(cmd.OutOrStdout(), rows)
-			} else {
-				err = writeStatusTable(cmd, rows)
-			}
-			if err != nil {
-				return err
-			}
-			if answered == 0 {
-				return api.Errorf(api.CodeUnavailable, "no endpoint answered (%d tried: %s; is a cluster running? make run starts a local one)", len(eps), strings.Join(eps, ", "))
-			}
-			return nil
-		},
-	}
-}
-
-// proxyRows reads the directory from the first endpoint that answered
-// and the status of every lockproxy it lists.
-func proxyRows(ctx context.Context, g *globals, rows []statusRow) []statusRow {
-	var dir api.DirectoryResponse
-	found := false
-	for _, r := range rows {
-		if r.Error == nil {
-			if d, err := sdk.FetchDirectory(ctx, r.Endpoint, g.access()); err == nil {
-				dir, found = d, true
-				break
-			}
-		}
-	}
-	if !found {
-		return nil
-	}
-	out := make([]statusRow, len(dir.Proxies))
-	var wg sync.WaitGroup
-	for i, p := range dir.Proxies {
-		wg.Go(func() {
-			out[i].Endpoint = p.APIAddr
-			st, err := sdk.FetchProxyStatus(ctx, p.APIAddr, g.access())
-			if err != nil {
-				out[i].Error = asAPIError(err)
-				out[i].Proxy = &api.ProxyStatus{Proxy: p}
-				return
-			}
-			out[i].Proxy = &st
-		})
-	}
-	wg.Wait()
-	return out
-}
-
-// dropProxies removes the rows of endpoints that are proxies (given in
-// --endpoints): their status is not a replica's, and they are listed with
-// the proxies.
-func dropProxies(rows, proxies []statusRow) []statusRow {
-	var out []statusRow
-	for _, r := range rows {
-		if !slices.ContainsFunc(proxies, func(p statusRow) bool { return p.Endpoint == r.Endpoint }) {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-func writeStatusTable(cmd *cobra.Command, rows []statusRow) error {
-	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ENDPOINT\tCELL\tREPLICA\tROLE\tLEADER\tTERM\tAPPLIED\tEPOCH\tCODEC")
-	var proxies []statusRow
-	for _, r := range rows {
-		if r.Proxy != nil {
-			proxies = append(proxies, r)
-			continue
-		}
-		switch {
-		case r.Error != nil && r.Error.Code == api.CodeUnavailable:
-			fmt.Fprintf(tw, "%s\t-\t-\tunreachable\t-\t-\t-\t-\t-\n", r.Endpoint)
-		case r.Error != nil:
-			fmt.Fprintf(tw, "%s\t-\t-\terror: %s\t-\t-\t-\t-\t-\n", r.Endpoint, r.Error.Code)
-		case len(r.Status.Cells) == 0:
-			fmt.Fprintf(tw, "%s\t-\t%d\tno cells\t-\t-\t-\t-\t-\n", r.Endpoint, r.Status.ReplicaID)
-		default:
-			for _, c := range r.Status.Cells {
-				leader := c.LeaderAPI
-				if leader == "" && c.LeaderID != 0 {
-					leader = fmt.Sprintf("replica %d", c.LeaderID)
-				}
-				if leader == "" {
-					leader = "-"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\n", r.Endpoint, c.Cell, c.ReplicaID, c.Role, leader, c.Term, c.AppliedIndex, c.Epoch, codecColumn(c, r.Status.LogCodecFloor))
-			}
-		}
-	}
-	if err := tw.Flush(); err != nil || len(proxies) == 0 {
-		return err
-	}
-	fmt.Fprintln(cmd.OutOrStdout())
-	tw = tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PROXY\tENDPOINT\tZONE\tCLIENTS\tSESSIONS\tCELLS")
-	for _, r := range proxies {
-		p := r.Proxy
-		if r.Error != nil {
-			fmt.Fprintf(tw, "%s\t%s\t%s\tunreachable\t-\t-\n", p.Proxy.Name, r.Endpoint, p.Proxy.Zone)
-			continue
-		}
-		var cells []string
-		for _, c := range p.Cells {
-			cells = append(cells, fmt.Sprintf("%s:%d", c.Cell, c.Sessions))
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", p.Proxy.Name, r.Endpoint, p.Proxy.Zone, p.Clients, p.Sessions, strings.Join(cells, ","))
-	}
-	return tw.Flush()
 }
 
 // codecColumn is a replica's log codec and the directory's floor as its

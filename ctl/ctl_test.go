@@ -184,7 +184,13 @@ func TestStatus(t *testing.T) {
 	f := newFakeServer(t)
 	dead := deadAddr(t)
 	r := run(t, "--endpoints", f.addr+","+dead, "--timeout", "3s", "status").ok(t)
-	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	// What is wrong first: the fake's three replicas all answer (the dead
+	// endpoint is not a lockd of its directory), so nothing is.
+	health, table, _ := strings.Cut(r.stdout, "\n\n")
+	if health != "HEALTH ok: nothing wrong (1 cell, 1 lockd, 0 proxies)" {
+		t.Fatalf("status health line %q in:\n%s", health, r.stdout)
+	}
+	lines := strings.Split(strings.TrimSpace(table), "\n")
 	if len(lines) != 3 {
 		t.Fatalf("status table:\n%s", r.stdout)
 	}
@@ -201,10 +207,11 @@ func TestStatus(t *testing.T) {
 	}
 
 	r = run(t, "--endpoints", f.addr+","+dead, "--timeout", "3s", "status", "-o", "json").ok(t)
-	var rows []statusRow
-	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil || len(rows) != 2 {
+	var rep statusReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || len(rep.Endpoints) != 2 || rep.Health == nil || rep.Health.Level != api.HealthOK {
 		t.Fatalf("status -o json: %q (%v)", r.stdout, err)
 	}
+	rows := rep.Endpoints
 	if rows[0].Status == nil || rows[0].Status.Cells[0].Role != "leader" || rows[1].Error == nil || rows[1].Error.Code != api.CodeUnavailable {
 		t.Fatalf("rows %+v", rows)
 	}

@@ -237,10 +237,16 @@ func electCmd(g *globals) *cobra.Command {
 						}
 						return err
 					}
-					fmt.Fprintf(out, "leading %s as %q (token %d)\n", args[0], args[1], e.Token())
+					line := electLine{Type: electLeading, Name: args[0], Value: args[1], Token: e.Token()}
+					if err := printElectLine(out, line, g.output == "json"); err != nil {
+						return err
+					}
 					select {
 					case <-e.Context().Done():
-						fmt.Fprintf(out, "leadership of %s lost or in doubt; campaigning again\n", args[0])
+						line.Type = electLost
+						if err := printElectLine(out, line, g.output == "json"); err != nil {
+							return err
+						}
 					case <-ctx.Done():
 					}
 				}
@@ -253,6 +259,34 @@ func electCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
+}
+
+// electLine is one line of lockctl elect: leading, or the leadership
+// (with that token) lost or in doubt.
+type electLine struct {
+	Type  string `json:"type"`
+	Name  string `json:"name"`
+	Value string `json:"value"`
+	Token uint64 `json:"token"`
+}
+
+// The kinds of electLine.
+const (
+	electLeading = "leading"
+	electLost    = "lost"
+)
+
+func printElectLine(out io.Writer, l electLine, asJSON bool) error {
+	if asJSON {
+		return writeJSONLine(out, l)
+	}
+	var err error
+	if l.Type == electLeading {
+		_, err = fmt.Fprintf(out, "leading %s as %q (token %d)\n", l.Name, l.Value, l.Token)
+	} else {
+		_, err = fmt.Fprintf(out, "leadership of %s lost or in doubt; campaigning again\n", l.Name)
+	}
+	return err
 }
 
 func leaderCmd(g *globals) *cobra.Command {

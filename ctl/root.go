@@ -220,12 +220,15 @@ func (g *globals) withClient(cmd *cobra.Command, fn func(ctx context.Context, c 
 	return fn(ctx, c)
 }
 
+// writeJSON prints a command's -o json output: one indented document.
+// Its shape is documented, and checked, in docs/lockctl.md.
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	return enc.Encode(emptyNotNull(v))
 }
 
+// writeJSONLine prints one line of a streaming command's -o json output.
 func writeJSONLine(w io.Writer, v any) error {
-	return json.NewEncoder(w).Encode(v)
+	return json.NewEncoder(w).Encode(emptyNotNull(v))
 }

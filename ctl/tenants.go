@@ -88,11 +88,13 @@ func tenantTokenCmd(g *globals) *cobra.Command {
 		Args:    exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
-				list, err := c.Tenants(ctx)
-				if err != nil {
+				// The tenant as the directory stores it: its own quota, not
+				// the effective one tenant list shows (which would pin
+				// today's defaults into it).
+				if err := c.RefreshDirectory(ctx); err != nil {
 					return err
 				}
-				for _, t := range list.Tenants {
+				for _, t := range c.Directory().Tenants {
 					if t.Name == args[0] {
 						resp, err := c.PutTenant(ctx, api.Tenant{Name: t.Name, Grants: t.Grants, Quota: t.Quota}, true)
 						if err != nil {

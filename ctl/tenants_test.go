@@ -29,3 +29,17 @@ func TestParseGrant(t *testing.T) {
 		}
 	}
 }
+
+// tenant token makes a token and keeps the tenant's own quota: the
+// effective quota tenant list shows (defaults filled in) would pin today's
+// defaults into the tenant.
+func TestTenantTokenKeepsQuota(t *testing.T) {
+	f := newFakeServer(t)
+	a := newAdminFake(f)
+	at(t, f, "tenant", "token", "payments").ok(t)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if q := a.dir.Tenants[0].Quota; q != (api.Quota{Nodes: 50000}) || len(a.dir.Tenants[0].Tokens) != 2 {
+		t.Fatalf("after tenant token: quota %+v, %d tokens; want its own quota {nodes 50000} and 2 tokens", q, len(a.dir.Tenants[0].Tokens))
+	}
+}

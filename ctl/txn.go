@@ -31,11 +31,13 @@ lines and lines starting with # are skipped):
   if exists PATH           a node at PATH
   put PATH VALUE           write VALUE (the rest of the line) at PATH
   put@N PATH VALUE         the same, only at version N (0: must not exist)
-  create PATH [VALUE]      create a persistent node (create+ makes parents)
+  create PATH [VALUE]      create a persistent node
   delete PATH              delete a childless node
 
-With --if and --then the leading "if" is left out. A refused transaction
-applies nothing and names the condition or write that failed.`
+Writes create missing parents, as lockctl put does ("if exists PARENT"
+refuses instead). With --if and --then the leading "if" is left out. A
+refused transaction applies nothing and names the condition or write that
+failed.`
 
 func txnCmd(g *globals) *cobra.Command {
 	var conds, ops []string
@@ -139,7 +141,10 @@ func parseTxnCond(s string) (api.TxnCond, error) {
 		return c, fmt.Errorf("unknown condition %q (holds, version, missing, exists)", f[0])
 	}
 	if len(f) != want || err != nil {
-		return c, fmt.Errorf("%s takes %d fields (%v)", c.If, want, err)
+		if err != nil {
+			return c, fmt.Errorf("%s takes %d fields (%v)", c.If, want, err)
+		}
+		return c, fmt.Errorf("%s takes %d fields", c.If, want)
 	}
 	return c, nil
 }
@@ -161,19 +166,23 @@ func parseTxnOp(s string) (api.TxnOp, error) {
 		o := sdk.PutOp(path, []byte(value))
 		o.Version = &v
 		return o, nil
-	case kind == "create" || kind == "create+":
-		o := sdk.CreateOp(path, []byte(value))
-		o.MakeParents = kind == "create+"
-		return o, nil
+	case kind == "create" || kind == "create+": // create+ is the default now, kept for old scripts
+		return sdk.CreateOp(path, []byte(value)), nil
 	case kind == "delete" && !hasValue:
 		return sdk.DeleteOp(path), nil
 	}
 	return api.TxnOp{}, fmt.Errorf("unknown write %q (put, put@N, create, create+, delete PATH)", kind)
 }
 
+// txnOutput is txn's JSON output: sdk.TxnResult in snake_case.
+type txnOutput struct {
+	Index uint64     `json:"index"`
+	Nodes []api.Node `json:"nodes"`
+}
+
 func printTxn(w io.Writer, output string, res sdk.TxnResult) error {
 	if output == "json" {
-		return writeJSON(w, res)
+		return writeJSON(w, txnOutput{Index: res.Index, Nodes: res.Nodes})
 	}
 	if _, err := fmt.Fprintf(w, "committed at index %d\n", res.Index); err != nil {
 		return err

@@ -27,7 +27,7 @@ delete /demo/g`, "\n"))
 		t.Fatalf("conditions %+v", req.If)
 	}
 	if len(req.Then) != 5 || string(req.Then[0].Value) != "step two" || req.Then[1].Version == nil || *req.Then[1].Version != 0 ||
-		!req.Then[2].MakeParents || req.Then[3].MakeParents || req.Then[4].Op != api.TxnDelete {
+		!req.Then[0].MakeParents || !req.Then[2].MakeParents || !req.Then[3].MakeParents || req.Then[4].MakeParents || req.Then[4].Op != api.TxnDelete {
 		t.Fatalf("writes %+v", req.Then)
 	}
 	for _, bad := range []string{"if holds /demo/l", "if holds /demo/l x", "if maybe /demo/a", "upsert /demo/a v", "put", "delete /demo/a extra", "put@x /demo/a v"} {

@@ -386,7 +386,7 @@ func (p *Proxy) serveLocal(ctx *fasthttp.RequestCtx, route string) bool {
 	case api.RouteStatus:
 		p.serveStatus(ctx)
 		return true
-	case api.RouteDirectory, api.RouteStatusCluster, api.RouteAdminTenants:
+	case api.RouteDirectory, api.RouteStatusCluster, api.RouteStatusHealth, api.RouteAdminTenants:
 		// A lockd answers, to the client's own credentials (the tenants
 		// in the directory are for admins only).
 		cctx, cancel := p.requestContext(ctx)
@@ -569,7 +569,7 @@ var knownRoutes = map[string]bool{
 	api.RouteAdminSnapshot: true, api.RouteAdminBackup: true, api.RouteAdminCellCreate: true, api.RouteAdminPrefixAssign: true,
 	api.RouteAdminRegister: true, api.RouteAdminMigrate: true, api.RouteAdminMember: true, api.RouteAdminRestore: true,
 	api.RouteAdminTenant: true, api.RouteAdminProxyRegister: true, api.RouteAdminTransfer: true, api.RouteAdminPrefixOp: true,
-	api.RouteAdminTenantCommit: true, api.RouteAdminMemberRecord: true, api.RouteAdminTenants: true, api.RouteStatusCluster: true,
+	api.RouteAdminTenantCommit: true, api.RouteAdminMemberRecord: true, api.RouteAdminTenants: true, api.RouteStatusCluster: true, api.RouteStatusHealth: true,
 }
 
 // opened notes a session opened through the proxy, as its client's

@@ -63,11 +63,13 @@ func (e *Election) Campaign(ctx context.Context, value []byte) error {
 	return m.Lock(ctx)
 }
 
-// busy reports whether the Mutex holds its lock or is acquiring it.
+// busy reports whether the Mutex holds its lock or is acquiring it. A
+// grant whose session has ended is not held, though its monitor may not
+// have marked it lost yet: a campaign after an expiry starts afresh.
 func (m *Mutex) busy() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.acquiring || (m.g != nil && m.g.activeLocked())
+	return m.acquiring || (m.g != nil && m.g.activeLocked() && m.g.s.Err() == nil)
 }
 
 func (e *Election) mutex() *Mutex {

@@ -394,3 +394,27 @@ func TestCompareAndSet(t *testing.T) {
 		}
 	})
 }
+
+// A Campaign right after the candidate's session expired campaigns
+// afresh: the old grant, not yet marked lost by its monitor, is not a
+// campaign in progress (lockctl elect exited bad_request here).
+func TestCampaignAfterExpiry(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		fc := newFakeCell(t, 1)
+		ctx := testCtx(t)
+		c := newTestClient(t, fc, shortLease)
+		e := c.NewElection(electDir)
+		if err := e.Campaign(ctx, []byte("a")); err != nil {
+			t.Fatal(err)
+		}
+		s := sessionOf(t, c)
+		fc.expire(s.ID())
+		s.end(api.Errorf(api.CodeSessionExpired, "expired")) // as its KeepAlive would learn; its grant's monitor has not run yet
+		if err := e.Campaign(ctx, []byte("b")); err != nil {
+			t.Fatalf("Campaign after the session expired: %v", err)
+		}
+		if e.Context().Err() != nil || e.Token() == 0 {
+			t.Fatalf("not leading after the new campaign: %v", e.Context().Err())
+		}
+	})
+}

@@ -2,6 +2,8 @@ package sdk
 
 import (
 	"context"
+	"errors"
+	"strings"
 
 	"github.com/lockservice/lockd/api"
 )
@@ -27,15 +29,34 @@ func Ephemeral() CreateOption { return createFunc(func(r *api.CreateRequest) { r
 // node's name; the reply's Node.Path is the name it got.
 func Sequential() CreateOption { return createFunc(func(r *api.CreateRequest) { r.Sequential = true }) }
 
-// ParentsOption is returned by MakeParents; it applies to Create and Put.
-type ParentsOption struct{}
+// ParentsOption is returned by MakeParents and NoParents; it applies to
+// Create and Put.
+type ParentsOption struct{ make bool }
 
 // MakeParents makes Create or Put create missing parent nodes (persistent,
-// empty) instead of failing with no_node.
-func MakeParents() ParentsOption { return ParentsOption{} }
+// empty). It is the default, as for lockctl put: kept so that code
+// written when it was not still says what it means.
+func MakeParents() ParentsOption { return ParentsOption{make: true} }
 
-func (ParentsOption) applyCreate(r *api.CreateRequest) { r.MakeParents = true }
-func (ParentsOption) applyPut(r *api.PutRequest)       { r.MakeParents = true }
+// NoParents makes Create or Put fail with no_node when the parent does
+// not exist, instead of creating it and every missing ancestor (lockctl
+// put --no-parents).
+func NoParents() ParentsOption { return ParentsOption{make: false} }
+
+func (o ParentsOption) applyCreate(r *api.CreateRequest) { r.MakeParents = o.make }
+func (o ParentsOption) applyPut(r *api.PutRequest)       { r.MakeParents = o.make }
+
+// noParentsHint adds to a no_node refusal of a write sent with NoParents
+// how to get the other behaviour: the default creates missing parents.
+func noParentsHint(err error, makeParents bool) error {
+	var ae *api.Error
+	if makeParents || !errors.As(err, &ae) || ae.Code != api.CodeNoNode || !strings.HasPrefix(ae.Message, "parent ") {
+		return err // not a missing parent (a compare-and-set on a missing node)
+	}
+	hinted := *ae
+	hinted.Message += " (asked not to create parents: sdk.NoParents or lockctl put --no-parents; without it a Put or Create creates them)"
+	return &hinted
+}
 
 // VersionOption is returned by WithVersion; it applies to Put and Delete.
 type VersionOption struct{ v uint64 }
@@ -60,16 +81,17 @@ func checkValue(v []byte) error {
 	return nil
 }
 
-// Create creates the node at path with value. Ephemeral nodes (and lock
-// nodes) are owned by the cell's session, opened if needed. It fails with
-// node_exists if the path exists, no_node if the parent does not (unless
-// MakeParents).
+// Create creates the node at path with value, and any missing parent
+// (persistent, empty; NoParents to refuse instead). Ephemeral nodes (and
+// lock nodes) are owned by the cell's session, opened if needed. It fails
+// with node_exists if the path exists.
 func (c *Client) Create(ctx context.Context, path string, value []byte, opts ...CreateOption) (api.CreateResponse, error) {
-	req := api.CreateRequest{Path: path, Value: value}
+	req := api.CreateRequest{Path: path, Value: value, MakeParents: true}
 	for _, o := range opts {
 		o.applyCreate(&req)
 	}
-	return c.create(ctx, &req)
+	resp, err := c.create(ctx, &req)
+	return resp, noParentsHint(err, req.MakeParents)
 }
 
 func (c *Client) create(ctx context.Context, req *api.CreateRequest) (api.CreateResponse, error) {
@@ -88,11 +110,12 @@ func (c *Client) create(ctx context.Context, req *api.CreateRequest) (api.Create
 	return resp, err
 }
 
-// Put writes value to the persistent node at path, creating it if it does
-// not exist (see WithVersion and MustNotExist for conditional puts). It
+// Put writes value to the persistent node at path, creating it and any
+// missing parent if it does not exist (NoParents to refuse a missing
+// parent; see WithVersion and MustNotExist for conditional puts). It
 // returns the node as written.
 func (c *Client) Put(ctx context.Context, path string, value []byte, opts ...PutOption) (api.Node, error) {
-	req := api.PutRequest{Path: path, Value: value}
+	req := api.PutRequest{Path: path, Value: value, MakeParents: true}
 	for _, o := range opts {
 		o.applyPut(&req)
 	}
@@ -110,7 +133,7 @@ func (c *Client) Put(ctx context.Context, path string, value []byte, opts ...Put
 		req.WriteHeader = api.WriteHeader{}
 		return c.write(ctx, cs, false, &req.WriteHeader, api.RoutePut, &req, &resp)
 	})
-	return resp.Node, err
+	return resp.Node, noParentsHint(err, req.MakeParents)
 }
 
 // Delete deletes the childless node at path (see WithVersion).

@@ -18,6 +18,14 @@ func FetchStatus(ctx context.Context, endpoint string, a Access) (api.StatusResp
 	return out, probe(ctx, endpoint, a, api.RouteStatus, &out)
 }
 
+// FetchHealth asks the lockd at endpoint to assess the cluster (GET
+// /v1/status/health: every cell's level and the reasons, moves, proxies,
+// lockds, tenants; an admin's view), like FetchStatus.
+func FetchHealth(ctx context.Context, endpoint string, a Access) (api.ClusterHealth, error) {
+	var out api.ClusterHealth
+	return out, probe(ctx, endpoint, a, api.RouteStatusHealth, &out)
+}
+
 // Access is what a probe presents: a token (may be empty) and, against a
 // cluster running TLS, the client's TLS configuration.
 type Access struct {

@@ -86,19 +86,21 @@ func IfMissing(path string) api.TxnCond { return api.TxnCond{If: api.CondMissing
 // IfExists: a node at path.
 func IfExists(path string) api.TxnCond { return api.TxnCond{If: api.CondExists, Path: path} }
 
-// PutOp writes value at path (creating a persistent node if missing; set
+// PutOp writes value at path (creating a persistent node, and its missing
+// parents, as Put does; set MakeParents false to refuse a missing parent,
 // Version for a compare-and-set, 0 for create-only).
 func PutOp(path string, value []byte) api.TxnOp {
 	if value == nil {
 		value = []byte{}
 	}
-	return api.TxnOp{Op: api.TxnPut, Path: path, Value: value}
+	return api.TxnOp{Op: api.TxnPut, Path: path, Value: value, MakeParents: true}
 }
 
-// CreateOp creates the node at path (set Ephemeral, Sequential,
-// MakeParents as for Create; an ephemeral node is the session's).
+// CreateOp creates the node at path and its missing parents, as Create
+// does (set Ephemeral, Sequential as for Create; MakeParents false to
+// refuse a missing parent; an ephemeral node is the session's).
 func CreateOp(path string, value []byte) api.TxnOp {
-	return api.TxnOp{Op: api.TxnCreate, Path: path, Value: value}
+	return api.TxnOp{Op: api.TxnCreate, Path: path, Value: value, MakeParents: true}
 }
 
 // DeleteOp deletes the childless node at path.

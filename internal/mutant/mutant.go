@@ -582,6 +582,15 @@ const (
 	DirRegress Mutant = "lockd_broken_dir_regress"
 )
 
+// The health assessment (status page, lockctl status).
+const (
+	// HealthBlindQuorum makes the assessment count a replica whose lockd
+	// did not answer as up: a cell with a replica down, or with no
+	// quorum, shows healthy. Caught by server/health TestAssess and the
+	// status page's end-to-end test.
+	HealthBlindQuorum Mutant = "lockd_broken_health_quorum"
+)
+
 // all is every mutant (TestAllListsEveryConstant holds it to the
 // constants above).
 var all = []Mutant{
@@ -620,7 +629,8 @@ var all = []Mutant{
 	EtcdPastRead, EtcdTxnSnapshot, EtcdNoForward, // etcd gateway: past reads, one snapshot, forwarding
 	AdoptLostWakeup,                           // a cell's adoption of its prefixes
 	ParkNoWake, ParkUncounted, ParkLostWaiter, // a parked KeepAlive
-	DirRegress, // the SDK's directory view
+	DirRegress,        // the SDK's directory view
+	HealthBlindQuorum, // the health assessment
 }
 
 // parse reads a LOCKD_MUTANT value: empty (none), one mutant name, or

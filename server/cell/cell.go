@@ -73,6 +73,8 @@ type Cell struct {
 	// onCommit observes every proposal this replica made: how long until
 	// it committed and applied (or failed), and whether it did.
 	onCommit atomic.Pointer[func(d time.Duration, committed bool)]
+	// recent is the soft state the health assessment reads (health.go).
+	recent recentState
 	// barrier commits an entry after everything this replica proposed
 	// before (settle.go).
 	barrier  func(ctx context.Context, epoch uint64) error
@@ -213,6 +215,7 @@ func (c *Cell) Status() api.ReplicaStatus {
 	}
 	st.RestoredIndex, st.RestoredSHA256 = c.Restored()
 	st.LogCodec, st.UngatedEntries = uint8(c.LogCodec()), c.UngatedEntries()
+	c.healthStatus(&st)
 	return st
 }
 

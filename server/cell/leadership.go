@@ -41,6 +41,7 @@ func (c *Cell) HandOff(timeout time.Duration) {
 func (c *Cell) LeaderUpdated(info raftio.LeaderInfo) {
 	if prev := c.leaderID.Load(); prev != info.LeaderID || c.term.Load() != info.Term {
 		c.log.Info("leader change", "replica", c.cfg.ReplicaID, "leader", info.LeaderID, "previous", prev, "term", info.Term)
+		c.recent.sawLeader(time.Now(), info.Term, info.LeaderID)
 	}
 	c.leaderID.Store(info.LeaderID)
 	c.term.Store(info.Term)

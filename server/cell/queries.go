@@ -227,8 +227,14 @@ func (q lockQueueQuery) run(s *fsm.State) (api.LockQueueResponse, error) {
 		return api.LockQueueResponse{}, err
 	}
 	entries, more, err := s.LockQueue(q.path, api.MaxLockQueue)
-	if err != nil {
+	if err != nil && err.Code != api.CodeNoNode {
 		return api.LockQueueResponse{}, err
+	}
+	// A lock nobody holds or waits for has no directory (its recipe's
+	// container went with its last node): an empty queue, with the
+	// lock-delay a deleted directory keeps, not no_node.
+	if entries == nil {
+		entries = []api.LockEntry{}
 	}
 	resp := api.LockQueueResponse{Path: q.path, Index: s.Index(), Entries: entries, More: more}
 	semaphoreInfo(s, &resp)

@@ -32,8 +32,14 @@ func (c *Cell) propose(ctx context.Context, cmd *fsm.Command) (fsm.Result, error
 		tr.Mark(MarkReturned)
 		c.applies.copyTo(tr, r.Value)
 	}
+	took := time.Since(start)
+	if err == nil {
+		c.recent.commits.Add(start.Add(took), took.Seconds()*1000)
+	} else {
+		c.recent.failures.Add(start.Add(took), 1)
+	}
 	if f := c.onCommit.Load(); f != nil {
-		(*f)(time.Since(start), err == nil)
+		(*f)(took, err == nil)
 	}
 	if err != nil {
 		return fsm.Result{}, raftError(err)

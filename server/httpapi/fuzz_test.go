@@ -31,7 +31,8 @@ func (h noCells) ReadDirectory(context.Context) (api.DirectoryResponse, error) {
 func (h noCells) ProposeDirectory(context.Context, *dirfsm.Command) (dirfsm.Result, error) {
 	return dirfsm.Result{}, api.Errorf(api.CodeUnavailable, "no directory here")
 }
-func (h noCells) ClusterStatus(context.Context) api.ClusterStatus { return api.ClusterStatus{} }
+func (h noCells) ClusterStatus(context.Context) api.ClusterStatus       { return api.ClusterStatus{} }
+func (h noCells) ClusterHealth(context.Context, bool) api.ClusterHealth { return api.ClusterHealth{} }
 func (h noCells) CallLockd(context.Context, string, string, string, any, any) error {
 	return api.Errorf(api.CodeUnavailable, "no lockd")
 }

@@ -53,6 +53,9 @@ type Host interface {
 	ChangeMember(ctx context.Context, c *cell.Cell, req api.MemberRequest) (api.CellInfo, error)
 	// ClusterStatus asks every lockd of the directory for its status.
 	ClusterStatus(ctx context.Context) api.ClusterStatus
+	// ClusterHealth asks every lockd and lockproxy for its status and
+	// assesses the cluster (tenants only for an admin).
+	ClusterHealth(ctx context.Context, admin bool) api.ClusterHealth
 	// CallLockd makes one API call to another lockd as this lockd (its
 	// certificate and admin token).
 	CallLockd(ctx context.Context, addr, method, route string, body, out any) error
@@ -142,7 +145,7 @@ func bodyless(route string) bool {
 }
 
 // getRoutes are the routes answered to GET besides the POST routes.
-var getRoutes = map[string]bool{api.RouteStatus: true, api.RouteDirectory: true, api.RouteAdminTenants: true, api.RouteStatusCluster: true}
+var getRoutes = map[string]bool{api.RouteStatus: true, api.RouteDirectory: true, api.RouteAdminTenants: true, api.RouteStatusCluster: true, api.RouteStatusHealth: true}
 
 // route serves one request and returns the result code for metrics ("-" to
 // skip recording, for unknown routes).
@@ -247,6 +250,14 @@ func (s *Server) serveGet(route string, p principal) (any, error) {
 		cctx, cancel := context.WithTimeout(context.Background(), RequestTimeout)
 		defer cancel()
 		return s.host.ClusterStatus(cctx), nil
+	case api.RouteStatusHealth:
+		// Names every cell, lockd, proxy and tenant: an operator's view.
+		if err := needAdmin(p); err != nil {
+			return nil, err
+		}
+		cctx, cancel := context.WithTimeout(context.Background(), RequestTimeout)
+		defer cancel()
+		return s.host.ClusterHealth(cctx, p.admin), nil
 	}
 	return nil, api.Errorf(api.CodeInternal, "no GET handler for %s", route)
 }

@@ -9,4 +9,4 @@ import "github.com/lni/dragonboat/v4/config"
 const FaultsBuild = false
 
 // withFaults does nothing in a normal build.
-func withFaults(*config.NodeHostConfig, uint64) {}
+func withFaults(*config.NodeHostConfig, uint64) func() error { return nil }

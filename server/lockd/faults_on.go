@@ -35,11 +35,13 @@ const faultRecheck = 20 * time.Millisecond
 var errFaultFsync = errors.New("lockd_faults: injected fsync failure")
 
 // withFaults wraps the NodeHost's filesystem in the fsync fault injector
-// when the environment names a control file.
-func withFaults(nhc *config.NodeHostConfig, replicaID uint64) {
+// when the environment names a control file, and returns what the
+// lockd's fsync probe runs before its own sync (so that its figure shows
+// the injected disk), or nil.
+func withFaults(nhc *config.NodeHostConfig, replicaID uint64) func() error {
 	path := os.Getenv(faultFsyncEnv)
 	if path == "" {
-		return
+		return nil
 	}
 	path = strings.ReplaceAll(path, "{id}", strconv.FormatUint(replicaID, 10))
 	fs := nhc.Expert.FS
@@ -50,8 +52,10 @@ func withFaults(nhc *config.NodeHostConfig, replicaID uint64) {
 	// ("invalid fs"); with an ErrorFS its step workers recover an error
 	// panic and stop, so a failed fsync freezes the replica (the process
 	// lives) where a real one would panic and exit.
-	nhc.Expert.FS = vfs.Wrap(fs, &faultControl{path: path})
+	ctl := &faultControl{path: path}
+	nhc.Expert.FS = vfs.Wrap(fs, ctl)
 	fmt.Fprintf(os.Stderr, "lockd_faults: fsync faults follow %s\n", path)
+	return ctl.before
 }
 
 // faultControl is the control file's last reading, refreshed at most every

@@ -52,14 +52,27 @@ func (p *Process) fsyncProbe() {
 	block := make([]byte, 4096)
 	p.every(time.Second, func() {
 		start := time.Now()
-		if _, err := f.WriteAt(block, 0); err != nil {
-			return
+		err := probeSync(f, block, p.probeFault)
+		took := time.Since(start)
+		p.probe.done(start.Add(took), took, err)
+		if err == nil {
+			p.health.fsync.Observe(took.Seconds())
 		}
-		if err := f.Sync(); err != nil {
-			return
-		}
-		p.health.fsync.Observe(time.Since(start).Seconds())
 	})
+}
+
+// probeSync writes block at the start of f and syncs it (after fault,
+// the fault suite's hook, if any).
+func probeSync(f *os.File, block []byte, fault func() error) error {
+	if _, err := f.WriteAt(block, 0); err != nil {
+		return err
+	}
+	if fault != nil {
+		if err := fault(); err != nil {
+			return err
+		}
+	}
+	return f.Sync()
 }
 
 // checkQuorums sets, for every cell this lockd leads, how many of its
@@ -68,6 +81,11 @@ func (p *Process) fsyncProbe() {
 // has no series here (the leader's is the one to read).
 func (p *Process) checkQuorums() {
 	view := p.Directory()
+	// Moves are dated from when this lockd first saw them in flight: seen
+	// here every 5 s, not only when someone asks for the health.
+	p.seen.observe(view.Response(), time.Now())
+	own := p.Status()
+	p.seen.sawStatus(own.ReplicaID, &own, time.Now())
 	self := p.cfg.Self().ID
 	statuses := map[uint64]*api.StatusResponse{}
 	var mu sync.Mutex
@@ -81,6 +99,8 @@ func (p *Process) checkQuorums() {
 			defer wg.Done()
 			var st api.StatusResponse
 			if p.peerCallWithin(time.Second, l.APIAddr, "GET", api.RouteStatus, nil, &st) == nil {
+				p.seen.answer(l.ID, time.Now())
+				p.seen.sawStatus(l.ID, &st, time.Now())
 				mu.Lock()
 				statuses[l.ID] = &st
 				mu.Unlock()

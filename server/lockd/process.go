@@ -44,6 +44,14 @@ type Process struct {
 	metrics *prometheus.Registry
 	fanout  *prometheus.HistogramVec
 	health  *healthMetrics
+	// probeFault, in the fault suite's build, runs before the fsync
+	// probe's sync as before every NodeHost sync (faults_on.go).
+	probeFault func() error
+	// probe is the fsync probe's recent record (fsyncstat.go); seen the
+	// soft record of peers' answers, replicas' progress and moves
+	// (seen.go).
+	probe fsyncRecord
+	seen  seenRecord
 	// cellMetrics are each running replica's collectors (cellsMu).
 	cellMetrics map[string][]prometheus.Collector
 	peers       peerClient // directory reads and registration, on a lockd without a directory replica

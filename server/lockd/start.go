@@ -114,7 +114,7 @@ func (p *Process) startNodeHost() error {
 	nhc := nodeHostConfig(p.cfg)
 	nhc.RaftEventListener = p.listener
 	nhc.SystemEventListener = p.unloads
-	withFaults(&nhc, p.cfg.ReplicaID) // the fault suite's build only (faults_on.go)
+	p.probeFault = withFaults(&nhc, p.cfg.ReplicaID) // the fault suite's build only (faults_on.go)
 	nh, err := dragonboat.NewNodeHost(nhc)
 	if err != nil {
 		return fmt.Errorf("nodehost: %w", err)

@@ -20,6 +20,7 @@ func (p *Process) Status() api.StatusResponse {
 	}
 	st.DirectoryIndex = p.view.Load().Index()
 	st.LogCodec, st.LogCodecFloor = p.cfg.LogCodec(), p.view.Load().LogCodec()
+	p.probe.status(time.Now(), &st)
 	cells := p.allCells()
 	sort.Slice(cells, func(i, j int) bool { return cells[i].Info().Name < cells[j].Info().Name })
 	for _, c := range cells {
@@ -45,15 +46,12 @@ func (p *Process) ClusterStatus(ctx context.Context) api.ClusterStatus {
 		wg.Add(1)
 		go func(ls *api.LockdStatus) {
 			defer wg.Done()
-			within := time.Second
-			if d, ok := ctx.Deadline(); ok {
-				within = min(within, time.Until(d))
-			}
 			var st api.StatusResponse
-			if err := p.peerCallWithin(within, ls.APIAddr, "GET", api.RouteStatus, nil, &st); err != nil {
+			if err := p.peerCallWithin(callBound(ctx), ls.APIAddr, "GET", api.RouteStatus, nil, &st); err != nil {
 				ls.Error = err.Error()
 				return
 			}
+			p.seen.answer(ls.ID, time.Now())
 			ls.Status = &st
 		}(&out.Lockds[i])
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lockservice/lockd/internal/mutant"
+	"github.com/lockservice/lockd/internal/recent"
 
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/server/fsm"
@@ -132,8 +133,10 @@ type Manager struct {
 	batches       atomic.Uint64
 	batchSessions atomic.Uint64
 	expiries      atomic.Uint64
-	dropped       atomic.Uint64
-	missed        atomic.Uint64
+	// recentExpiries counts the expiries per second, for ExpiriesIn.
+	recentExpiries recent.Counter
+	dropped        atomic.Uint64
+	missed         atomic.Uint64
 }
 
 // ErrUnknown means the manager has no lease for the session: the caller must
@@ -478,6 +481,12 @@ func (l *lease) ackLocked(seq uint64) {
 	}
 }
 
+// ExpiriesIn is how many sessions this manager expired in the span
+// before now (a minute at most).
+func (m *Manager) ExpiriesIn(now time.Time, span time.Duration) int {
+	return m.recentExpiries.Sum(now, span)
+}
+
 // Stats returns live leases and counters.
 func (m *Manager) Stats() (leases int, keepAlives, expiries, droppedEvents uint64) {
 	m.mu.Lock()
@@ -618,6 +627,7 @@ func (m *Manager) expire(id, epoch uint64) {
 	err := m.cfg.Expire(ctx, id, epoch)
 	if err == nil {
 		m.expiries.Add(1)
+		m.recentExpiries.Add(time.Now(), 1)
 		m.cfg.Logger.Info("session expired", "session", id, "epoch", epoch)
 		return
 	}

@@ -6,10 +6,12 @@ package fake
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/server/health"
 )
 
 // SetHook installs h (nil removes it).
@@ -120,6 +122,8 @@ func (c *Cell) handle(rep int, route string, body []byte) (int, any) {
 		return 200, c.directoryLocked()
 	case api.RouteStatus:
 		return 200, c.statusLocked(rep)
+	case api.RouteStatusHealth:
+		return 200, c.healthLocked(rep)
 	case api.RouteSessionOpen:
 		return onLeader(c, rep, body, c.checkOpen, c.openSessionLocked)
 	case api.RouteSessionKeepAlive:
@@ -158,13 +162,31 @@ func (c *Cell) directoryLocked() api.DirectoryResponse {
 	return d
 }
 
+// healthLocked assesses the fake's cell as a lockd would (server/health),
+// from every replica's status: each replica is a lockd, in its own zone.
+func (c *Cell) healthLocked(rep int) api.ClusterHealth {
+	d := c.directoryLocked()
+	in := health.Input{Now: time.Now(), Self: c.replicas[rep].addr, Dir: d, LastAnswered: map[uint64]time.Time{}}
+	for i, r := range c.replicas {
+		id := uint64(i + 1)
+		st := c.statusLocked(i)
+		d.Lockds = append(d.Lockds, api.LockdInfo{ID: id, APIAddr: r.addr})
+		d.Cells[0].Replicas = append(d.Cells[0].Replicas, api.ReplicaInfo{ReplicaID: id, Lockd: id, APIAddr: r.addr})
+		in.Lockds = append(in.Lockds, api.LockdStatus{ID: id, APIAddr: r.addr, Status: &st})
+		in.LastAnswered[id] = in.Now
+	}
+	in.Dir = d
+	return health.Assess(in)
+}
+
 func (c *Cell) statusLocked(rep int) api.StatusResponse {
 	role := "follower"
 	if rep == c.leader {
 		role = "leader"
 	}
 	_, term := c.st.Leader()
-	st := api.ReplicaStatus{Cell: c.name, ShardID: 1, ReplicaID: uint64(rep + 1), Role: role, Term: term, AppliedIndex: c.st.Index(), Epoch: c.st.Epoch()}
+	st := api.ReplicaStatus{Cell: c.name, ShardID: 1, ReplicaID: uint64(rep + 1), Role: role, Term: term, AppliedIndex: c.st.Index(), Epoch: c.st.Epoch(),
+		Sessions: c.st.NumSessions(), Nodes: c.st.NumNodes(), TokenHeadroom: c.st.TokenHeadroom()}
 	if c.leader >= 0 {
 		st.LeaderID, st.LeaderAPI = uint64(c.leader+1), c.replicas[c.leader].addr
 	}

@@ -1,9 +1,14 @@
 package integration_test
 
 import (
+	"context"
+	"io"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/ctl"
 	"github.com/lockservice/lockd/tests/cluster"
 )
 
@@ -46,5 +51,25 @@ func TestHealthMetrics(t *testing.T) {
 	}
 	if n := scrape(t, c.APIAddr(other), "lockd_cell_voters", "demo"); n != 0 {
 		t.Errorf("follower %d reports %v voters of demo", other, n)
+	}
+	// lockctl status puts it first, with the status page's reasons: demo
+	// is at a bare majority (critical), its replica on the killed lockd
+	// is down, and that lockd does not answer.
+	var out strings.Builder
+	for i := 0; ; i++ {
+		out.Reset()
+		err := ctl.Execute(context.Background(), []string{"--endpoints", c.APIAddr(leader), "--direct", "--timeout", "5s", "status"}, &out, io.Discard)
+		first, _, _ := strings.Cut(out.String(), "\n")
+		if err == nil && strings.HasPrefix(first, "HEALTH critical") && strings.Contains(out.String(), api.ReasonQuorumAtRisk) &&
+			strings.Contains(out.String(), api.ReasonReplicaDown) && strings.Contains(out.String(), api.ReasonLockdDown) {
+			break
+		}
+		if i == 50 {
+			t.Fatalf("lockctl status after a follower's kill (%v):\n%s", err, out.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if strings.Index(out.String(), api.ReasonQuorumAtRisk) > strings.Index(out.String(), "ENDPOINT") {
+		t.Fatalf("the problems are not first:\n%s", out.String())
 	}
 }

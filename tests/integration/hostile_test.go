@@ -173,6 +173,7 @@ func (e *hostileEnv) hostileRoutes() []hostileRoute {
 		{api.RouteDirectory, "GET", nil, needsAny},
 		{api.RouteStatus, "GET", nil, needsAdmin},
 		{api.RouteStatusCluster, "GET", nil, needsAdmin},
+		{api.RouteStatusHealth, "GET", nil, needsAdmin},
 		{api.RouteAdminTenants, "GET", nil, needsAdmin},
 		{api.RouteAdminTenant, "", api.TenantRequest{Action: api.TenantPut, NewToken: true, Tenant: api.Tenant{Name: "evil", Grants: []api.Grant{{Prefix: "/", Roles: []api.Role{api.RoleAdmin}}}}}, needsAdmin},
 		{api.RouteAdminTenant, "", api.TenantRequest{Action: api.TenantRevoke, Tenant: api.Tenant{Name: "alice"}}, needsAdmin},

@@ -460,16 +460,20 @@ func TestMigrationSurvivesCrashes(t *testing.T) {
 		_, err := admin.Put(ctx, fmt.Sprintf("/demo/v/k%02d", i), []byte(fmt.Sprint(i)), sdk.MakeParents())
 		must(t, err)
 	}
+	// A restart still waiting for its lockd to be healthy when the test
+	// ends would see the cleanup's kill: the test waits for them first.
+	var restarts sync.WaitGroup
+	defer restarts.Wait()
 	restartLater := func(id int) {
 		t.Helper()
 		must(t, c.Kill(id))
 		t.Logf("killed lockd %d", id)
-		go func() {
+		restarts.Go(func() {
 			time.Sleep(500 * time.Millisecond)
 			if err := c.Restart(id); err != nil {
 				t.Errorf("restart lockd %d: %v", id, err)
 			}
-		}()
+		})
 	}
 	steps := []struct {
 		to, killAt, whom string

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,21 +17,6 @@ import (
 	"github.com/lockservice/lockd/tests/cluster"
 )
 
-// chromiumPath finds Chromium; without one the test skips, unless
-// LOCKD_REQUIRE_CHROMIUM=1 (.ci/run installs it and sets that).
-func chromiumPath(t *testing.T) string {
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("LOCKD_REQUIRE_CHROMIUM") == "1" {
-		t.Fatal("no Chromium found and LOCKD_REQUIRE_CHROMIUM=1")
-	}
-	t.Skip("no Chromium installed (apt-get install chromium)")
-	return ""
-}
-
 // TestStatusPageInChromium opens lockd's status page in headless Chromium
 // (driven with chromedp) on three real lockds: the cells table names each
 // cell's leader, the lockds table lists all three, and for a lock with a
@@ -42,7 +26,7 @@ func chromiumPath(t *testing.T) string {
 // tests/integration/out/status-page.png.
 func TestStatusPageInChromium(t *testing.T) {
 	t.Parallel()
-	bin := chromiumPath(t)
+	bin := cluster.ChromiumPath(t)
 	c := cluster.Start(t, cluster.Options{Replicas: 3})
 	cl := c.NewClient()
 	mustDo(t, cl, api.RoutePut, api.PutRequest{Path: "/demo/status/lock", Value: []byte{}, MakeParents: true}, nil)

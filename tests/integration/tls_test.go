@@ -3,6 +3,7 @@ package integration_test
 import (
 	"bytes"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -46,6 +47,16 @@ func TestMutualTLS(t *testing.T) {
 		"--tls-cert", files.Cert, "--tls-key", files.Key, "--tls-ca", files.CA, "get", "/demo/tls"}, &out, io.Discard)
 	if err != nil || !strings.HasPrefix(out.String(), "v\n") {
 		t.Fatalf("lockctl get over TLS: %q, %v", out.String(), err)
+	}
+	// The cluster's health (the status page's source) over mutual TLS.
+	out.Reset()
+	err = ctl.Execute(ctx, []string{"--endpoints", strings.Join(c.Endpoints(), ","), "--direct",
+		"--tls-cert", files.Cert, "--tls-key", files.Key, "--tls-ca", files.CA, "status", "-o", "json"}, &out, io.Discard)
+	var rep struct {
+		Health *api.ClusterHealth `json:"health"`
+	}
+	if err != nil || json.Unmarshal(out.Bytes(), &rep) != nil || rep.Health == nil || len(rep.Health.Cells) == 0 {
+		t.Fatalf("lockctl status over TLS: %q, %v", out.String(), err)
 	}
 
 	pool, err := tlsutil.LoadCA(files.CA)

@@ -1,0 +1,40 @@
+package lockd
+
+import (
+	"testing"
+	"time"
+
+	"github.com/lockservice/lockd/api"
+)
+
+// The health record is pruned to the directory: a lockd removed and a
+// move ended leave it, and a new move of a prefix starts its age afresh.
+func TestSeenRecordFollowsDirectory(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	var r seenRecord
+	r.answer(1, t0)
+	r.answer(9, t0)
+	move := func(began uint64) api.DirectoryResponse {
+		return api.DirectoryResponse{Lockds: []api.LockdInfo{{ID: 1}, {ID: 2}},
+			Prefixes: []api.PrefixInfo{{Prefix: "/p", Migration: &api.Migration{BeganAt: began}}, {Prefix: "/q"}}}
+	}
+	answered, moves := r.observe(move(5), t0)
+	if len(answered) != 1 || !answered[1].Equal(t0) || len(moves) != 1 || !moves["/p"].Equal(t0) {
+		t.Fatalf("first: %v %v", answered, moves)
+	}
+	if _, ok := r.answered[9]; ok {
+		t.Fatal("a lockd the directory no longer lists is kept")
+	}
+	_, moves = r.observe(move(5), t0.Add(time.Minute))
+	if !moves["/p"].Equal(t0) {
+		t.Fatalf("the same move's first sighting moved: %v", moves)
+	}
+	_, moves = r.observe(move(7), t0.Add(2*time.Minute))
+	if !moves["/p"].Equal(t0.Add(2 * time.Minute)) {
+		t.Fatalf("a new move of the prefix kept the old one's age: %v", moves)
+	}
+	_, moves = r.observe(api.DirectoryResponse{}, t0.Add(3*time.Minute))
+	if len(moves) != 0 || len(r.moves) != 0 {
+		t.Fatalf("an ended move is kept: %v", r.moves)
+	}
+}

@@ -12,9 +12,9 @@ import (
 )
 
 // fetchHealth asks every endpoint at once for the cluster's health and
-// takes the first answer (a lockproxy, or a lockd of an older build,
-// answers none; one that hangs costs nothing while another answers): the
-// same assessment the status page shows. Without any, the error of the
+// takes the first answer (a lockproxy forwards to a lockd; a lockd of an
+// older build answers none; one that hangs costs nothing while another
+// answers): the same assessment the status page shows. Without any, the error of the
 // first endpoint (in the order given) that answered something other than
 // unavailable says why.
 func fetchHealth(ctx context.Context, g *globals, eps []string) (*api.ClusterHealth, *api.Error) {
@@ -42,7 +42,7 @@ func fetchHealth(ctx context.Context, g *globals, eps []string) (*api.ClusterHea
 	}
 	var first *api.Error
 	for _, e := range errs {
-		if first == nil || first.Code == api.CodeUnavailable {
+		if first == nil || first.Code == api.CodeUnavailable && e.Code != api.CodeUnavailable {
 			first = e
 		}
 	}

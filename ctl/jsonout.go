@@ -3,7 +3,11 @@ package ctl
 // What lockctl -o json prints goes through emptyNotNull: a list is always
 // a list (docs/lockctl.md, "Conventions").
 
-import "reflect"
+import (
+	"reflect"
+
+	"github.com/lockservice/lockd/internal/mutant"
+)
 
 // emptyNotNull is v with every nil slice and nil map in it, at any depth
 // (through pointers, structs, slices, maps and interfaces), made empty, so
@@ -11,8 +15,8 @@ import "reflect"
 // any list lockctl prints. A field with omitempty is left out either way.
 // A []byte stays as it is (JSON shows it as a base64 string).
 func emptyNotNull(v any) any {
-	if v == nil {
-		return nil
+	if v == nil || mutant.On(mutant.JSONNulls) {
+		return v
 	}
 	return emptyNotNullValue(reflect.ValueOf(v)).Interface()
 }

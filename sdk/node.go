@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/internal/mutant"
 )
 
 // CreateOption modifies a Create.
@@ -86,7 +87,7 @@ func checkValue(v []byte) error {
 // lock nodes) are owned by the cell's session, opened if needed. It fails
 // with node_exists if the path exists.
 func (c *Client) Create(ctx context.Context, path string, value []byte, opts ...CreateOption) (api.CreateResponse, error) {
-	req := api.CreateRequest{Path: path, Value: value, MakeParents: true}
+	req := api.CreateRequest{Path: path, Value: value, MakeParents: !mutant.On(mutant.ParentsDefault)}
 	for _, o := range opts {
 		o.applyCreate(&req)
 	}
@@ -115,7 +116,7 @@ func (c *Client) create(ctx context.Context, req *api.CreateRequest) (api.Create
 // parent; see WithVersion and MustNotExist for conditional puts). It
 // returns the node as written.
 func (c *Client) Put(ctx context.Context, path string, value []byte, opts ...PutOption) (api.Node, error) {
-	req := api.PutRequest{Path: path, Value: value, MakeParents: true}
+	req := api.PutRequest{Path: path, Value: value, MakeParents: !mutant.On(mutant.ParentsDefault)}
 	for _, o := range opts {
 		o.applyPut(&req)
 	}

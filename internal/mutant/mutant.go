@@ -591,6 +591,18 @@ const (
 	HealthBlindQuorum Mutant = "lockd_broken_health_quorum"
 )
 
+// What the documentation promises (issue 28).
+const (
+	// ParentsDefault makes the SDK's Put and Create send no make_parents
+	// unless asked (the default before issue 28, unlike lockctl put): the
+	// README's first Put fails with no_node. Caught by sdk
+	// TestParentsByDefault.
+	ParentsDefault Mutant = "lockd_broken_parents_default"
+	// JSONNulls makes lockctl -o json print an empty list as null, not
+	// [] (docs/lockctl.md, "Conventions"). Caught by ctl TestJSONShapes.
+	JSONNulls Mutant = "lockd_broken_json_nulls"
+)
+
 // all is every mutant (TestAllListsEveryConstant holds it to the
 // constants above).
 var all = []Mutant{
@@ -629,8 +641,9 @@ var all = []Mutant{
 	EtcdPastRead, EtcdTxnSnapshot, EtcdNoForward, // etcd gateway: past reads, one snapshot, forwarding
 	AdoptLostWakeup,                           // a cell's adoption of its prefixes
 	ParkNoWake, ParkUncounted, ParkLostWaiter, // a parked KeepAlive
-	DirRegress,        // the SDK's directory view
-	HealthBlindQuorum, // the health assessment
+	DirRegress,                // the SDK's directory view
+	HealthBlindQuorum,         // the health assessment
+	ParentsDefault, JSONNulls, // what the documentation promises
 }
 
 // parse reads a LOCKD_MUTANT value: empty (none), one mutant name, or

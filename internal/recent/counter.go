@@ -29,7 +29,7 @@ func (c *Counter) Add(now time.Time, n int) {
 			c.sec[i] = -1
 		}
 	}
-	s := int64(now.Sub(c.base) / time.Second)
+	s := max(int64(now.Sub(c.base)/time.Second), 0) // a time before the first Add counts in its second
 	i := int(s % CounterBuckets)
 	if c.sec[i] != s {
 		c.sec[i], c.n[i] = s, 0
@@ -54,4 +54,11 @@ func (c *Counter) Sum(now time.Time, span time.Duration) int {
 		}
 	}
 	return total
+}
+
+// Reset forgets every event counted.
+func (c *Counter) Reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.started = false
 }

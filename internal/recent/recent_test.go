@@ -73,6 +73,27 @@ func TestCounterCountsPastTheSampleBound(t *testing.T) {
 	}
 }
 
+// Events stamped before the first one (racing writers) count, and never
+// index outside the buckets; Reset forgets.
+func TestCounterEarlyEventsAndReset(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	var c Counter
+	c.Add(t0, 1)
+	c.Add(t0.Add(-1500*time.Millisecond), 1)
+	c.Add(t0.Add(-time.Hour), 1)
+	if n := c.Sum(t0, time.Minute); n != 3 {
+		t.Fatalf("%d counted, want 3", n)
+	}
+	c.Reset()
+	if n := c.Sum(t0, time.Minute); n != 0 {
+		t.Fatalf("%d counted after Reset", n)
+	}
+	c.Add(t0.Add(time.Second), 2)
+	if n := c.Sum(t0.Add(time.Second), time.Minute); n != 2 {
+		t.Fatalf("%d counted after Reset and Add, want 2", n)
+	}
+}
+
 func TestWindowOver(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	var w Window

@@ -22,8 +22,10 @@ type recentState struct {
 	leaders  []api.LeaderChange // newest first, at most api.MaxLeaderChanges
 }
 
-// sawLeader records a leader change (a known leader only).
+// sawLeader records a leader change (a known leader only). The failed
+// proposals counted so far were another leadership's.
 func (r *recentState) sawLeader(now time.Time, term, leader uint64) {
+	r.failures.Reset()
 	if leader == 0 {
 		return
 	}

@@ -28,7 +28,13 @@ type Input struct {
 	// AppliedSince is since when the assessing lockd has seen each
 	// replica at the applied index it answers now.
 	AppliedSince map[ReplicaKey]time.Time
+	// UnconfirmedSince is since when the assessing lockd has seen each
+	// proxy's cell (ProxyCellKey) with sessions and no batch confirmed.
+	UnconfirmedSince map[string]time.Time
 }
+
+// ProxyCellKey names one cell of one proxy.
+func ProxyCellKey(proxy, cell string) string { return proxy + " " + cell }
 
 // ReplicaKey names one replica: its cell and its lockd.
 type ReplicaKey struct {
@@ -61,7 +67,7 @@ func Assess(in Input) api.ClusterHealth {
 		problems = append(problems, r...)
 	}
 	for _, p := range in.Proxies {
-		problems = append(problems, proxyReasons(p)...)
+		problems = append(problems, v.proxyReasons(p)...)
 		if p.Cells == nil {
 			p.Cells = []api.ProxyCellStatus{}
 		}

@@ -121,7 +121,12 @@ func TestAssess(t *testing.T) {
 		{"proxy down", func(in *Input) { in.Proxies = []api.ProxyHealth{{APIAddr: "127.0.0.1:7201", Error: "unavailable"}} }, api.HealthOK, []string{api.ReasonProxyDown}},
 		{"proxy never had a batch confirmed", func(in *Input) {
 			in.Proxies = []api.ProxyHealth{{APIAddr: "127.0.0.1:7201", Cells: []api.ProxyCellStatus{{Cell: "payments", Sessions: 500, LastBatchAgeMS: -1}}}}
+			in.UnconfirmedSince = map[string]time.Time{ProxyCellKey("127.0.0.1:7201", "payments"): t0.Add(-ProxyBatchLate - time.Second)}
 		}, api.HealthOK, []string{api.ReasonProxyBehind}},
+		{"proxy's first batch on its way", func(in *Input) {
+			in.Proxies = []api.ProxyHealth{{APIAddr: "127.0.0.1:7201", Cells: []api.ProxyCellStatus{{Cell: "payments", Sessions: 500, LastBatchAgeMS: -1}}}}
+			in.UnconfirmedSince = map[string]time.Time{ProxyCellKey("127.0.0.1:7201", "payments"): t0.Add(-time.Second)}
+		}, api.HealthOK, nil},
 		{"proxy batches late", func(in *Input) {
 			in.Proxies = []api.ProxyHealth{{APIAddr: "127.0.0.1:7201", Cells: []api.ProxyCellStatus{{Cell: "payments", Sessions: 3, LastBatchAgeMS: 9000}}}}
 		}, api.HealthOK, []string{api.ReasonProxyBehind}},

@@ -134,7 +134,7 @@ func quorumReasons(subject string, ch api.CellHealth) []api.HealthReason {
 	}
 	for _, id := range stalled {
 		r := replicaOn(ch.Replicas, id)
-		out = append(out, reason(api.HealthDegraded, api.ReasonReplicaStalled, subject, "replica on lockd %d has applied nothing for %.0f s, %d entries behind the leader (a frozen disk?)", id, float64(r.StalledMS)/1000, r.Behind))
+		out = append(out, reason(api.HealthDegraded, api.ReasonReplicaStalled, subject, "replica on lockd %d has applied nothing for %.0f s, %d entries behind the leader (a frozen disk, or a snapshot on its way)", id, float64(r.StalledMS)/1000, r.Behind))
 	}
 	return out
 }

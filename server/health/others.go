@@ -68,7 +68,7 @@ func (v *view) lockd(l api.LockdStatus) (api.LockdHealth, []api.HealthReason) {
 
 // proxyReasons judges a lockproxy: it answers, and its batches to each
 // cell are confirmed.
-func proxyReasons(p api.ProxyHealth) []api.HealthReason {
+func (v *view) proxyReasons(p api.ProxyHealth) []api.HealthReason {
 	subject := "proxy " + p.APIAddr
 	if p.Error != "" {
 		return []api.HealthReason{reason(api.HealthDegraded, api.ReasonProxyDown, subject, "does not answer: %s (its clients' sessions expire unless they fail over)", p.Error)}
@@ -78,7 +78,9 @@ func proxyReasons(p api.ProxyHealth) []api.HealthReason {
 		switch {
 		case c.Sessions == 0:
 		case c.LastBatchAgeMS < 0: // none confirmed yet: a batch goes every second
-			out = append(out, reason(api.HealthDegraded, api.ReasonProxyBehind, subject, "no KeepAlive batch to cell %s confirmed yet (%d sessions)", c.Cell, c.Sessions))
+			if since, ok := v.in.UnconfirmedSince[ProxyCellKey(p.APIAddr, c.Cell)]; ok && v.in.Now.Sub(since) > ProxyBatchLate {
+				out = append(out, reason(api.HealthDegraded, api.ReasonProxyBehind, subject, "no KeepAlive batch to cell %s confirmed in %.0f s (%d sessions)", c.Cell, v.in.Now.Sub(since).Seconds(), c.Sessions))
+			}
 		case time.Duration(c.LastBatchAgeMS)*time.Millisecond > ProxyBatchLate:
 			out = append(out, reason(api.HealthDegraded, api.ReasonProxyBehind, subject, "its last KeepAlive batch to cell %s was confirmed %.1f s ago (%d sessions)", c.Cell, float64(c.LastBatchAgeMS)/1000, c.Sessions))
 		}

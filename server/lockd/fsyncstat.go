@@ -32,6 +32,16 @@ func (r *fsyncRecord) done(now time.Time, took time.Duration, err error) {
 	r.mu.Unlock()
 }
 
+// started dates the probe's start: a first probe that hangs shows its
+// age from here.
+func (r *fsyncRecord) started(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.last.IsZero() {
+		r.last = now
+	}
+}
+
 // status fills a lockd's status with the probe's last minute.
 func (r *fsyncRecord) status(now time.Time, st *api.StatusResponse) {
 	st.FsyncP99MS, st.FsyncProbes = r.samples.Quantile(now, cell.HealthSpan, 0.99)

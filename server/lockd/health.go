@@ -50,6 +50,7 @@ func (p *Process) fsyncProbe() {
 	}
 	defer func() { f.Close(); os.Remove(path) }()
 	block := make([]byte, 4096)
+	p.probe.started(time.Now())
 	p.every(time.Second, func() {
 		start := time.Now()
 		err := probeSync(f, block, p.probeFault)

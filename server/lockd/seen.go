@@ -18,14 +18,49 @@ type seenRecord struct {
 	answered map[uint64]time.Time
 	moves    map[string]moveSeen
 	applied  map[health.ReplicaKey]appliedSeen
+	// unconfirmed: since when each proxy's cell has had sessions and no
+	// batch confirmed (health.ProxyCellKey); only the proxies that answer.
+	unconfirmed map[string]time.Time
 }
 
-// appliedSeen is a replica's applied index and since when it has been
-// there.
-type appliedSeen struct {
-	index uint64
-	since time.Time
+// sawProxies records which proxies' cells have sessions and no batch
+// confirmed, and returns since when each has.
+func (r *seenRecord) sawProxies(proxies []api.ProxyHealth, now time.Time) map[string]time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	next := map[string]time.Time{}
+	for _, p := range proxies {
+		for _, c := range p.Cells {
+			if c.Sessions == 0 || c.LastBatchAgeMS >= 0 {
+				continue
+			}
+			k := health.ProxyCellKey(p.APIAddr, c.Cell)
+			since, ok := r.unconfirmed[k]
+			if !ok {
+				since = now
+			}
+			next[k] = since
+		}
+	}
+	r.unconfirmed = next
+	out := make(map[string]time.Time, len(next))
+	for k, v := range next {
+		out[k] = v
+	}
+	return out
 }
+
+// appliedSeen is a replica's applied index, since when it has been
+// there, and when it was last seen.
+type appliedSeen struct {
+	index      uint64
+	since, saw time.Time
+}
+
+// sightingGap: a replica not seen for longer (its lockd down, this one
+// restarted) has been nowhere we know of: it is dated afresh, not held
+// stalled for the gap (checkQuorums looks every 5 s).
+const sightingGap = 12 * time.Second
 
 // sawStatus records the applied index of every replica in a lockd's
 // status.
@@ -37,9 +72,12 @@ func (r *seenRecord) sawStatus(id uint64, st *api.StatusResponse, now time.Time)
 	}
 	for _, rs := range st.Cells {
 		k := health.ReplicaKey{Cell: rs.Cell, Lockd: id}
-		if old, ok := r.applied[k]; !ok || old.index != rs.AppliedIndex {
-			r.applied[k] = appliedSeen{index: rs.AppliedIndex, since: now}
+		old, ok := r.applied[k]
+		if !ok || old.index != rs.AppliedIndex || now.Sub(old.saw) > sightingGap {
+			old = appliedSeen{index: rs.AppliedIndex, since: now}
 		}
+		old.saw = now
+		r.applied[k] = old
 	}
 }
 
@@ -136,11 +174,12 @@ func (p *Process) ClusterHealth(ctx context.Context, admin bool) api.ClusterHeal
 		}
 	}
 	answered, moves := p.seen.observe(dir, now)
+	unconfirmed := p.seen.sawProxies(proxies, now)
 	if !admin {
 		dir.Tenants = nil
 	}
 	return health.Assess(health.Input{Now: now, Self: cs.Self, Dir: dir, Lockds: cs.Lockds, LastAnswered: answered, Proxies: proxies,
-		MoveSeen: moves, AppliedSince: p.seen.appliedSince()})
+		MoveSeen: moves, AppliedSince: p.seen.appliedSince(), UnconfirmedSince: unconfirmed})
 }
 
 // proxyHealth asks each lockproxy for its status (a second at most).

@@ -5,7 +5,12 @@ import (
 	"time"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/server/health"
 )
+
+func healthKey(cell string, lockd uint64) health.ReplicaKey {
+	return health.ReplicaKey{Cell: cell, Lockd: lockd}
+}
 
 // The health record is pruned to the directory: a lockd removed and a
 // move ended leave it, and a new move of a prefix starts its age afresh.
@@ -36,5 +41,31 @@ func TestSeenRecordFollowsDirectory(t *testing.T) {
 	_, moves = r.observe(api.DirectoryResponse{}, t0.Add(3*time.Minute))
 	if len(moves) != 0 || len(r.moves) != 0 {
 		t.Fatalf("an ended move is kept: %v", r.moves)
+	}
+}
+
+// A replica is dated from when its applied index last moved, but one not
+// seen for a while (its lockd was down) starts afresh: back at its old
+// index it is catching up, not stalled for the whole gap.
+func TestSeenAppliedSince(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	var r seenRecord
+	st := func(applied uint64) *api.StatusResponse {
+		return &api.StatusResponse{Cells: []api.ReplicaStatus{{Cell: "demo", AppliedIndex: applied}}}
+	}
+	k := healthKey("demo", 2)
+	r.sawStatus(2, st(10), t0)
+	r.sawStatus(2, st(10), t0.Add(5*time.Second))
+	if got := r.appliedSince()[k]; !got.Equal(t0) {
+		t.Fatalf("unmoved: since %v, want %v", got, t0)
+	}
+	r.sawStatus(2, st(11), t0.Add(10*time.Second))
+	if got := r.appliedSince()[k]; !got.Equal(t0.Add(10 * time.Second)) {
+		t.Fatalf("moved: since %v", got)
+	}
+	back := t0.Add(10*time.Second + 5*time.Minute)
+	r.sawStatus(2, st(11), back)
+	if got := r.appliedSince()[k]; !got.Equal(back) {
+		t.Fatalf("seen again after a gap at the same index: since %v, want %v", got, back)
 	}
 }

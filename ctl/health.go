@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/sdk"
 )
@@ -96,4 +98,34 @@ func plural(n int, what string) string {
 		return fmt.Sprintf("%d %sies", n, strings.TrimSuffix(what, "y"))
 	}
 	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// exitHealth is lockctl status's exit status when --fail-on is met.
+const exitHealth = 3
+
+// parseFailOn reads --fail-on: "" (never), degraded or critical.
+func parseFailOn(v string) (api.HealthLevel, error) {
+	switch l := api.HealthLevel(v); l {
+	case "", api.HealthDegraded, api.HealthCritical:
+		return l, nil
+	}
+	return "", usagef("--fail-on takes degraded or critical, not %q", v)
+}
+
+// failHealth ends status with exitHealth when the health is threshold or
+// worse, or was not assessed (a probe cannot be sure: it fails), saying
+// so on stderr.
+func failHealth(cmd *cobra.Command, h *api.ClusterHealth, threshold api.HealthLevel) error {
+	if threshold == "" {
+		return nil
+	}
+	if h == nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "lockctl: health not assessed (--fail-on %s)\n", threshold)
+		return &exitStatusError{code: exitHealth}
+	}
+	if h.Level.Rank() >= threshold.Rank() {
+		fmt.Fprintf(cmd.ErrOrStderr(), "lockctl: health %s, %d problem(s) (--fail-on %s)\n", h.Level, len(h.Problems), threshold)
+		return &exitStatusError{code: exitHealth}
+	}
+	return nil
 }

@@ -33,9 +33,10 @@ type statusRow struct {
 }
 
 func statusCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var failOn string
+	cmd := &cobra.Command{
 		Use:     "status",
-		Example: "  lockctl status\n  lockctl status --endpoints 10.0.0.1:7001,10.0.0.2:7001 -o json",
+		Example: "  lockctl status\n  lockctl status --endpoints 10.0.0.1:7001,10.0.0.2:7001 -o json\n  lockctl status --fail-on critical   (exit 3 if a cell is critical: for a probe)",
 		Short:   "Show what is wrong first, then every endpoint's view of its cells",
 		Long: "Ask the cluster to assess itself (GET /v1/status/health: the same\n" +
 			"reasons the status page shows) and print its problems, worst first,\n" +
@@ -44,9 +45,14 @@ func statusCmd(g *globals) *cobra.Command {
 			"directory lists (its clients and the sessions it renews). An endpoint\n" +
 			"that does not answer gets a row saying so; the command fails only if\n" +
 			"none answers. -o json prints {\"health\", \"health_error\", \"endpoints\"}\n" +
-			"(docs/lockctl.md).",
+			"(docs/lockctl.md). With --fail-on LEVEL it exits 3 when the health is\n" +
+			"LEVEL or worse, or could not be assessed.",
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			threshold, err := parseFailOn(failOn)
+			if err != nil {
+				return err
+			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
 			defer cancel()
 			eps := g.endpointList()
@@ -63,7 +69,6 @@ func statusCmd(g *globals) *cobra.Command {
 			}
 			prows := proxyRows(ctx, g, rep.Endpoints)
 			rep.Endpoints = append(dropProxies(rep.Endpoints, prows), prows...)
-			var err error
 			if g.output == "json" {
 				err = writeJSON(cmd.OutOrStdout(), rep)
 			} else if err = writeHealth(cmd.OutOrStdout(), rep); err == nil {
@@ -75,9 +80,11 @@ func statusCmd(g *globals) *cobra.Command {
 			if answered == 0 {
 				return api.Errorf(api.CodeUnavailable, "no endpoint answered (%d tried: %s; is a cluster running? make run starts a local one)", len(eps), strings.Join(eps, ", "))
 			}
-			return nil
+			return failHealth(cmd, rep.Health, threshold)
 		},
 	}
+	cmd.Flags().StringVar(&failOn, "fail-on", "", "exit 3 when the cluster's health is this level or worse (degraded, critical), or unknown")
+	return cmd
 }
 
 // statusRows asks every endpoint for its status at once.

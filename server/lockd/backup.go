@@ -69,15 +69,20 @@ func (p *Process) Backup(ctx context.Context, cellName string) (api.BackupRespon
 	if err := os.MkdirAll(scratch, 0o755); err != nil {
 		return api.BackupResponse{}, api.Errorf(api.CodeInternal, "backup: %v", err)
 	}
+	sweepExports(scratch, time.Now(), exportSweepAge)
 	tmp, err := os.MkdirTemp(scratch, cellName+"-")
 	if err != nil {
 		return api.BackupResponse{}, api.Errorf(api.CodeInternal, "backup: %v", err)
 	}
-	defer os.RemoveAll(tmp)
 	snap, dir, err := c.Export(ctx, tmp)
 	if err != nil {
+		// The request ended (its context, say) but dragonboat's snapshot
+		// worker may still be writing into tmp: removing it under the
+		// worker makes the save fail, and dragonboat panics on that (a
+		// lockd lost to a slow backup). Left for a later sweep.
 		return api.BackupResponse{}, err
 	}
+	defer os.RemoveAll(tmp) // the save is done: SyncRequestSnapshot returned it
 	loc, err := p.store.Put(ctx, cellName, snap.Index, dir)
 	if err != nil {
 		return api.BackupResponse{}, api.Errorf(api.CodeInternal, "backup store: %v", err)
@@ -256,4 +261,24 @@ func restorePlanRound(cfg Config, pc peerClient, cellName string) (plan api.Rest
 		return plan, true, nil, err
 	}
 	return api.RestorePlan{}, false, errs, nil
+}
+
+// exportSweepAge: an export directory left by a failed backup (its save
+// possibly still running then) is removed once this old, by a later
+// backup.
+const exportSweepAge = time.Hour
+
+// sweepExports removes the entries of scratch last modified before
+// now-age (bounded by the directory's listing: one per failed backup).
+func sweepExports(scratch string, now time.Time, age time.Duration) {
+	entries, err := os.ReadDir(scratch)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		info, err := e.Info()
+		if err == nil && now.Sub(info.ModTime()) > age {
+			os.RemoveAll(filepath.Join(scratch, e.Name()))
+		}
+	}
 }

@@ -296,7 +296,10 @@ func (e *hostileEnv) renewals(t *testing.T) {
 	dave := e.c.NewClient()
 	dave.Token = e.tokens["dave"]
 	var sess api.SessionResponse
-	mustDo(t, dave, api.RouteSessionOpen, api.OpenSessionRequest{Cell: "demo"}, &sess)
+	// A long lease: the session must outlive the wait for every lockd to
+	// see the revocation (under load, longer than the cluster's 3 s), so
+	// that the batch below is refused for the revocation, not the expiry.
+	mustDo(t, dave, api.RouteSessionOpen, api.OpenSessionRequest{Cell: "demo", LeaseMS: api.MaxLease.Milliseconds()}, &sess)
 	_, err = e.adm.RevokeTenantTokens(ctx, "dave")
 	must(t, err)
 	// Every lockd's view has the revocation once dave's token fails there.

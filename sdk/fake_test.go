@@ -5,13 +5,16 @@ package sdk
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/tests/fake"
+	"go.uber.org/goleak"
 )
 
 type fakeReq struct {
@@ -47,8 +50,18 @@ func newTCPFakeCell(t testing.TB, replicas int) *fakeCell {
 // bubble runs f in a synctest bubble: time there advances only when
 // every goroutine in it waits, so leases, grace periods and lock-delays
 // pass at once and exactly. Make the fake inside f (newFakeCell).
+//
+// A leak check in the bubble (verifyNoBubbleLeaks) sees only goroutines
+// started after the bubble: goleak's retries sleep in the bubble's time,
+// which does not pass for a goroutine outside it (an earlier real-time
+// test's idle-connection cleaner ending its last 100 ms sleep), so such a
+// goroutine would be reported however long it had left. TestMain's check
+// still covers those.
 func bubble(t *testing.T, f func(t *testing.T)) {
+	before := goleak.IgnoreCurrent()
 	synctest.Test(t, func(t *testing.T) {
+		bubbleBefore.Store(t, before)
+		t.Cleanup(func() { bubbleBefore.Delete(t) })
 		// Runs last, after the clients and the fake have closed: time
 		// stops once f returns, so let the fasthttp janitors (the client's
 		// idle-connection cleaner, the server's worker-pool cleaner) sleep
@@ -125,4 +138,19 @@ func mustMarshal(v any) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// bubbleBefore maps a bubble's *testing.T to the goroutines that were
+// running when it started.
+var bubbleBefore sync.Map
+
+// verifyNoBubbleLeaks fails t if a goroutine started in its bubble is
+// still running.
+func verifyNoBubbleLeaks(t *testing.T) {
+	t.Helper()
+	opts := slices.Clip(bubbleLeakOpts)
+	if before, ok := bubbleBefore.Load(t); ok {
+		opts = append(opts, before.(goleak.Option))
+	}
+	goleak.VerifyNone(t, opts...)
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/lockservice/lockd/api"
-	"go.uber.org/goleak"
 )
 
 const lockDir = "/demo/locks/job"
@@ -840,7 +839,7 @@ func TestMutexClientClose(t *testing.T) {
 		}
 		_ = ca.Close()
 		fc.close()
-		goleak.VerifyNone(t, bubbleLeakOpts...)
+		verifyNoBubbleLeaks(t)
 	})
 }
 

@@ -850,7 +850,7 @@ func TestCloseStopsEverything(t *testing.T) {
 			t.Fatalf("second Close: %v", err)
 		}
 		fc.close()
-		goleak.VerifyNone(t, bubbleLeakOpts...)
+		verifyNoBubbleLeaks(t)
 	})
 }
 
@@ -878,7 +878,7 @@ func TestCloseInterruptsRetryingCall(t *testing.T) {
 			t.Fatal("call kept retrying after Close")
 		}
 		fc.close()
-		goleak.VerifyNone(t, bubbleLeakOpts...)
+		verifyNoBubbleLeaks(t)
 	})
 }
 

@@ -171,17 +171,25 @@ func newProxy(cfg Config, up *sdk.Client, g *gate, ln net.Listener) *Proxy {
 // server is the proxy's fasthttp server.
 func (p *Proxy) server() *fasthttp.Server {
 	return &fasthttp.Server{
-		Handler: p.handle,
-		Name:    "lockproxy",
-		// Bodies stream: none is read before the client is known (its
-		// certificate and token), and then only up to MaxRequestBody.
-		MaxRequestBodySize: api.MaxRequestBody,
-		StreamRequestBody:  true,
-		ReadTimeout:        api.MaxKeepAliveWait + 10*time.Second,
-		WriteTimeout:       api.MaxKeepAliveWait + 10*time.Second,
-		IdleTimeout:        2 * time.Minute,
-		CloseOnShutdown:    true,
-		Concurrency:        cmp.Or(p.cfg.MaxConns, api.MaxConnectionsPerProxy),
+		Handler:      p.handle,
+		ErrorHandler: p.errorHandler,
+		Name:         "lockproxy",
+		// Without TLS bodies are read whole before the handler, within
+		// what requestConfig allows from the header (body.go), and an
+		// idle connection keeps no read buffer. With (mutual) TLS a
+		// body streams and is read once the client is known (its
+		// certificate and token), and then only up to MaxRequestBody:
+		// the header hook cannot see the certificate.
+		MaxRequestBodySize:           api.MaxRequestBody,
+		StreamRequestBody:            p.cfg.TLS != nil,
+		HeaderReceived:               p.requestConfigFor(p.cfg.TLS == nil),
+		ReduceMemoryUsage:            true,
+		DisablePreParseMultipartForm: true,
+		ReadTimeout:                  api.MaxKeepAliveWait + 10*time.Second,
+		WriteTimeout:                 api.MaxKeepAliveWait + 10*time.Second,
+		IdleTimeout:                  2 * time.Minute,
+		CloseOnShutdown:              true,
+		Concurrency:                  cmp.Or(p.cfg.MaxConns, api.MaxConnectionsPerProxy),
 		ConnState: func(_ net.Conn, st fasthttp.ConnState) {
 			switch st {
 			case fasthttp.StateNew:

@@ -39,3 +39,16 @@ func Read(ctx *fasthttp.RequestCtx, limit int) error {
 	ctx.Request.SetBody(b)
 	return nil
 }
+
+// HeaderRoute is the path of h's request URI, normalized as a handler's
+// ctx.Path() is (slashes collapsed, percent-decoded, an absolute URI's
+// scheme and host dropped): the route a HeaderReceived hook decides a
+// body's bound by ("" if the URI does not parse).
+func HeaderRoute(h *fasthttp.RequestHeader) string {
+	u := fasthttp.AcquireURI()
+	defer fasthttp.ReleaseURI(u)
+	if err := u.Parse(h.Host(), h.RequestURI()); err != nil {
+		return ""
+	}
+	return string(u.Path())
+}

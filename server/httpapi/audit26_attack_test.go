@@ -36,13 +36,7 @@ const attackBodyLen = 64 << 20
 // PostBody, which reads a streamed body whole, without a bound: an
 // unauthenticated client could make a lockd hold any body it sent.
 func TestAuditUnauthenticatedReadsNoBody(t *testing.T) {
-	s := wireTestServer(t)
-	var buf bytes.Buffer
-	l, err := audit.New(slog.New(slog.NewTextHandler(&buf, nil)), audit.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.SetAudit(l)
+	s, buf := auditedTestServer(t)
 	for _, auth := range []string{"", "lkd_unknown"} {
 		buf.Reset()
 		body := &countingReader{}
@@ -60,6 +54,21 @@ func TestAuditUnauthenticatedReadsNoBody(t *testing.T) {
 		if !strings.Contains(buf.String(), "result=unauthorized") {
 			t.Errorf("auth %q: no refusal record: %q", auth, buf.String())
 		}
+	}
+}
+
+// TestAuditStrangerClaimsNoSession: the session an unauthenticated
+// request's body names (read whole, within its bound) is not recorded:
+// it is the stranger's claim.
+func TestAuditStrangerClaimsNoSession(t *testing.T) {
+	s, buf := auditedTestServer(t)
+	var ctx fasthttp.RequestCtx
+	ctx.Request.Header.SetMethod("POST")
+	ctx.Request.SetRequestURI(api.RouteAdminTenant)
+	ctx.Request.SetBodyString(`{"session":424242}`)
+	s.Handler(&ctx)
+	if !strings.Contains(buf.String(), "result=unauthorized") || strings.Contains(buf.String(), "424242") {
+		t.Fatalf("audit record %q: want a refusal naming no session", buf.String())
 	}
 }
 

@@ -79,13 +79,7 @@ func TestDescribe(t *testing.T) {
 // leave a record naming the caller by token id and address (a proxy's
 // client as claimed), and no record holds a token.
 func TestAdminRoutesAreAudited(t *testing.T) {
-	s := wireTestServer(t)
-	var buf bytes.Buffer
-	l, err := audit.New(slog.New(slog.NewTextHandler(&buf, nil)), audit.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.SetAudit(l)
+	s, buf := auditedTestServer(t)
 	const unknown = "lkd_an-unknown-token"
 	for _, tc := range []struct {
 		name, route, auth, claimed string
@@ -129,4 +123,18 @@ func TestAdminRoutesAreAudited(t *testing.T) {
 			}
 		})
 	}
+}
+
+// auditedTestServer is wireTestServer with its audit log written, as
+// text, to the returned buffer.
+func auditedTestServer(t *testing.T) (*Server, *bytes.Buffer) {
+	t.Helper()
+	s := wireTestServer(t)
+	var buf bytes.Buffer
+	l, err := audit.New(slog.New(slog.NewTextHandler(&buf, nil)), audit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetAudit(l)
+	return s, &buf
 }

@@ -100,6 +100,24 @@ func (s *sessionSim) post(i int, route string, req, resp any) error {
 	if err != nil {
 		return err
 	}
+	return s.exchange(i, route, body, "", func(b []byte) error {
+		if resp == nil {
+			return nil
+		}
+		return json.Unmarshal(b, resp)
+	})
+}
+
+// keepAlive sends session i's KeepAlive in the binary encoding, as the
+// SDK does (api.ContentTypeWire).
+func (s *sessionSim) keepAlive(i int, req api.KeepAliveRequest, resp *api.SessionResponse) error {
+	return s.exchange(i, api.RouteSessionKeepAlive, req.AppendWire(nil), api.ContentTypeWire, resp.UnmarshalWire)
+}
+
+// exchange posts body (JSON unless contentType says) to session i's proxy
+// and hands a 200's body to decode; any other status is the error it
+// carries.
+func (s *sessionSim) exchange(i int, route string, body []byte, contentType string, decode func([]byte) error) error {
 	rq, rs := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(rq)
 	defer fasthttp.ReleaseResponse(rs)
@@ -107,6 +125,9 @@ func (s *sessionSim) post(i int, route string, req, resp any) error {
 	rq.SetRequestURI("http://" + hc.Addr + route)
 	rq.Header.SetMethod(fasthttp.MethodPost)
 	rq.Header.Set(api.HeaderCell, "demo")
+	if contentType != "" {
+		rq.Header.SetContentType(contentType)
+	}
 	rq.SetBody(body)
 	if err := hc.DoTimeout(rq, rs, 20*time.Second); err != nil {
 		return api.Errorf(api.CodeUnavailable, "%s: %v", hc.Addr, err)
@@ -118,10 +139,7 @@ func (s *sessionSim) post(i int, route string, req, resp any) error {
 		}
 		return api.Errorf(api.CodeInternal, "HTTP %d", rs.StatusCode())
 	}
-	if resp != nil {
-		return json.Unmarshal(rs.Body(), resp)
-	}
-	return nil
+	return decode(rs.Body())
 }
 
 // each runs f for every session index on 256 workers, retrying what a
@@ -211,7 +229,7 @@ func (s *sessionSim) keepAlives(ctx context.Context, interval time.Duration, rec
 					}
 					t0 := time.Now()
 					var resp api.SessionResponse
-					err := s.post(i, api.RouteSessionKeepAlive, api.KeepAliveRequest{Cell: "demo", Session: id, Secret: s.secrets[i]}, &resp)
+					err := s.keepAlive(i, api.KeepAliveRequest{Cell: "demo", Session: id, Secret: s.secrets[i]}, &resp)
 					switch code := api.CodeOf(err); {
 					case err == nil:
 						s.kaOK.Add(1)

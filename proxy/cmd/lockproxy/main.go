@@ -35,6 +35,7 @@ func rootCommand() *cobra.Command {
 		tokenFile string
 		tlsFiles  tlsutil.Files
 		plain     bool
+		pprofAddr string
 	)
 	cmd := &cobra.Command{
 		Use:   "lockproxy",
@@ -77,6 +78,13 @@ func rootCommand() *cobra.Command {
 				}
 				cfg.Token = strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0])
 			}
+			if pprofAddr != "" {
+				stopPprof, err := servePprof(pprofAddr)
+				if err != nil {
+					return err
+				}
+				defer func() { _ = stopPprof() }()
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			p, err := startProxy(ctx, cfg)
@@ -105,6 +113,7 @@ func rootCommand() *cobra.Command {
 	f.StringVar(&cfg.EtcdDefaultPrefix, "etcd-default-prefix", "/etcd", "the path etcd keys without a leading \"/\" live under (\"\" refuses such keys)")
 	f.DurationVar(&cfg.EtcdLockDelay, "etcd-lock-delay", 0, "lock-delay of locks taken through etcd's Lock service (0 to the API's maximum)")
 	f.StringVar(&tokenFile, "token-file", "", "when the lockds require tokens: a file holding an admin token (the proxy renews every client's session and reads the tenants)")
+	f.StringVar(&pprofAddr, "pprof-addr", "", "serve Go's profiles under /debug/pprof/ on this loopback address (host:port; off when empty)")
 	return cmd
 }
 

@@ -29,8 +29,10 @@ type devCluster struct {
 	raftBase int
 	rttMS    int
 	pprof    bool
-	logdb    string
-	cells    int
+	// proxyPprofBase: proxy i serves its profiles on proxyPprofBase+i-1 (0: none).
+	proxyPprofBase int
+	logdb          string
+	cells          int
 	// proxies lockproxy processes on proxyBase, proxyBase+1, ...
 	proxies   int
 	proxyBase int
@@ -72,6 +74,7 @@ func devCommand() *cobra.Command {
 	f.IntVar(&d.rttMS, "rtt-ms", 100, "Raft tick in ms")
 	f.IntVar(&d.cells, "cells", 3, "cells to run: demo (/demo) and payments (/payments) from the bootstrap flags, then cell3 (/cell3) and on, each created through the directory and placed over the lockds")
 	f.BoolVar(&d.pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on every replica's API port")
+	f.IntVar(&d.proxyPprofBase, "proxy-pprof-port", 0, "proxy i serves Go profiles under /debug/pprof/ on 127.0.0.1:(this+i-1); 0 for none")
 	f.IntVar(&d.proxies, "proxies", 2, "lockproxy processes to run (clients send through them by default); 0 for none")
 	f.IntVar(&d.proxyBase, "proxy-port", 7201, "API port of proxy 1; proxy i listens on proxy-port+i-1")
 	f.StringVar(&d.proxyBin, "proxy-bin", "", "the lockproxy binary (default: lockproxy beside this lockd)")
@@ -147,6 +150,9 @@ func (d devCluster) ports() []portUse {
 		if d.etcd {
 			out = append(out, portUse{addr: d.etcdAddr(i), kind: "etcd", replica: uint64(i)})
 		}
+		if d.proxyPprofBase > 0 {
+			out = append(out, portUse{addr: d.proxyPprofAddr(i), kind: "pprof", replica: uint64(i)})
+		}
 	}
 	return out
 }
@@ -163,6 +169,11 @@ func (d devCluster) etcdAddr(i int) string {
 
 func (d devCluster) proxyAddr(i int) string { return fmt.Sprintf("127.0.0.1:%d", d.proxyBase+i-1) }
 
+// proxyPprofAddr is proxy i's profiles address (with --proxy-pprof-port).
+func (d devCluster) proxyPprofAddr(i int) string {
+	return fmt.Sprintf("127.0.0.1:%d", d.proxyPprofBase+i-1)
+}
+
 // proxyArgs are proxy i's flags: it learns the directory from the
 // bootstrap lockds, and is in zone i like the lockds.
 func (d devCluster) proxyArgs(i int) []string {
@@ -176,6 +187,9 @@ func (d devCluster) proxyArgs(i int) []string {
 	}
 	if d.etcd {
 		args = append(args, "--etcd-listen", d.etcdAddr(i), "--etcd-default-prefix", devEtcdDefaultPrefix)
+	}
+	if d.proxyPprofBase > 0 {
+		args = append(args, "--pprof-addr", d.proxyPprofAddr(i))
 	}
 	return append(args, d.tlsArgs()...)
 }

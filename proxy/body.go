@@ -39,17 +39,28 @@ func (p *Proxy) requestConfigFor(readWhole bool) func(*fasthttp.RequestHeader) f
 // strangerBody. The handler still refuses a body past
 // api.MaxRequestBody, and authenticates before it reads one.
 func (p *Proxy) requestConfig(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
-	route := httpbody.HeaderRoute(h)
-	limit := strangerBody
-	switch {
-	case mutant.On(mutant.ProxyBody):
-		limit = api.MaxBatchBody
-	case !h.IsPost() || route == api.RouteHealth || route == api.RouteMetrics:
-		limit = 1
-	case p.knownToken(h):
-		limit = api.MaxRequestBody
+	return fasthttp.RequestConfig{MaxRequestBodySize: p.bodyBound(h)}
+}
+
+// bodyBound is requestConfig's bound. A body of a known length within
+// strangerBody needs no look-up of the token (a KeepAlive, most writes).
+func (p *Proxy) bodyBound(h *fasthttp.RequestHeader) int {
+	if mutant.On(mutant.ProxyBody) {
+		return api.MaxBatchBody
 	}
-	return fasthttp.RequestConfig{MaxRequestBodySize: limit}
+	if !h.IsPost() {
+		return 1
+	}
+	if route := httpbody.HeaderRoute(h); route == api.RouteHealth || route == api.RouteMetrics {
+		return 1
+	}
+	if n := h.ContentLength(); n >= 0 && n <= strangerBody {
+		return strangerBody
+	}
+	if p.knownToken(h) {
+		return api.MaxRequestBody
+	}
+	return strangerBody
 }
 
 // knownToken reports whether h carries a token in the proxy's current

@@ -177,9 +177,10 @@ func (p *Proxy) server() *fasthttp.Server {
 		// Without TLS bodies are read whole before the handler, within
 		// what requestConfig allows from the header (body.go), and an
 		// idle connection keeps no read buffer. With (mutual) TLS a
-		// body streams and is read once the client is known (its
-		// certificate and token), and then only up to MaxRequestBody:
-		// the header hook cannot see the certificate.
+		// body streams and, past fasthttp's 8 KiB read-ahead, is read
+		// once the client is known (its certificate and token), and
+		// then only up to MaxRequestBody: the header hook cannot see
+		// the certificate.
 		MaxRequestBodySize:           api.MaxRequestBody,
 		StreamRequestBody:            p.cfg.TLS != nil,
 		HeaderReceived:               p.requestConfigFor(p.cfg.TLS == nil),
@@ -317,7 +318,8 @@ func (p *Proxy) Status() api.ProxyStatus {
 
 // handle serves one client request, step by step: the routes that take no
 // client (health, metrics), the client's check (its certificate, then its
-// body, read once the client is known), the proxy's own routes, the
+// body, checked against api.MaxRequestBody once the client is known; body.go
+// bounds what is read before), the proxy's own routes, the
 // KeepAlives, and the rest forwarded to the cell's leader.
 func (p *Proxy) handle(ctx *fasthttp.RequestCtx) { p.handleFrom(ctx, true) }
 

@@ -1,6 +1,8 @@
-// Package httpbody reads a request's body within a bound, for servers
-// that stream bodies (fasthttp's StreamRequestBody) so that nothing is
-// read before the caller is known: a lockd's API and a lockproxy's.
+// Package httpbody reads a request's body within a bound, whether the
+// server streamed it (fasthttp's StreamRequestBody: with TLS, nothing
+// past fasthttp's read-ahead is read before the caller is known) or read
+// it whole within a bound its HeaderReceived hook chose from the header
+// (HeaderRoute): a lockd's API and a lockproxy's.
 package httpbody
 
 import (

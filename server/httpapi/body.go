@@ -88,17 +88,26 @@ func (s *Server) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
 		s.reply(ctx, nil, api.Errorf(api.CodeValueTooLarge, "%s takes no body", route))
 		return
 	}
+	// Counted as the handler counts what it answers (not the time: the
+	// body was not read).
+	code := s.reply(ctx, nil, s.oversizeRefusal(ctx, route))
+	s.requests.WithLabelValues(routeLabel(route), code).Observe(0)
+}
+
+// oversizeRefusal is why a request to route whose body ran past
+// RequestConfig's bound is refused.
+func (s *Server) oversizeRefusal(ctx *fasthttp.RequestCtx, route string) error {
 	p, err := s.caller(ctx, route)
 	switch limit := bodyLimit(route, p); {
 	case err != nil:
-		s.reply(ctx, nil, err)
+		return err
 	case !ctx.IsPost():
-		s.reply(ctx, nil, api.Errorf(api.CodeBadRequest, "%s takes POST", route))
+		return api.Errorf(api.CodeBadRequest, "%s takes POST", route)
 	case limit > api.MaxRequestBody && ctx.Request.Header.ContentLength() <= limit:
 		e := api.Errorf(api.CodeUnavailable, "token new to this lockd; retry")
 		e.NotApplied = true
-		s.reply(ctx, nil, e)
+		return e
 	default:
-		s.reply(ctx, nil, api.Errorf(api.CodeValueTooLarge, "request body over %d bytes", limit))
+		return api.Errorf(api.CodeValueTooLarge, "request body over %d bytes", limit)
 	}
 }

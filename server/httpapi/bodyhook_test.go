@@ -147,3 +147,24 @@ func rawRequest(t *testing.T, addr, method, route, auth string, size int, chunke
 	}
 	return resp.StatusCode(), append([]byte(nil), resp.Body()...)
 }
+
+// TestOversizeRefusalAsksARetry: an admin's batch refused at the header
+// only because its token was new to the lockd then (the hook gave it the
+// ordinary bound) is answered unavailable and not applied, so a client
+// retries it whatever the call.
+func TestOversizeRefusalAsksARetry(t *testing.T) {
+	s := wireTestServer(t)
+	var ctx fasthttp.RequestCtx
+	ctx.Request.Header.SetMethod("POST")
+	ctx.Request.SetRequestURI(api.RouteKeepAliveBatch)
+	ctx.Request.Header.Set(api.HeaderAuth, "Bearer "+wireTestAdmin)
+	ctx.Request.Header.SetContentLength(1 << 20)
+	s.ErrorHandler(&ctx, fasthttp.ErrBodyTooLarge)
+	var er api.ErrorResponse
+	if err := json.Unmarshal(ctx.Response.Body(), &er); err != nil || er.Error == nil {
+		t.Fatalf("HTTP %d %q", ctx.Response.StatusCode(), ctx.Response.Body())
+	}
+	if er.Error.Code != api.CodeUnavailable || !er.Error.NotApplied || !ctx.Response.ConnectionClose() {
+		t.Fatalf("HTTP %d %+v (connection close %v): want unavailable, not applied, closed", ctx.Response.StatusCode(), er.Error, ctx.Response.ConnectionClose())
+	}
+}

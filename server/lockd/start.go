@@ -227,7 +227,8 @@ func (p *Process) newAPI(serverTLS *tls.Config) *httpapi.Server {
 // refused unread (httpapi's ErrorHandler). Then an idle connection keeps
 // no read buffer (5.7 KB, TestIdleConnCost). With TLS (streamBodies),
 // where every route but the public ones needs a client certificate, a
-// body streams and is read only once its caller is known: the header hook
+// body streams and past fasthttp's 8 KiB read-ahead is read only once its
+// caller is known: the header hook
 // cannot see the connection's certificate, so a caller without one could
 // otherwise make the server read a body it then refuses. fasthttp keeps a
 // streaming connection's 4 KB read buffer while idle (11.7 KB).

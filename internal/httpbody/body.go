@@ -1,8 +1,6 @@
-// Package httpbody reads a request's body within a bound, whether the
-// server streamed it (fasthttp's StreamRequestBody: with TLS, nothing
-// past fasthttp's read-ahead is read before the caller is known) or read
-// it whole within a bound its HeaderReceived hook chose from the header
-// (HeaderRoute): a lockd's API and a lockproxy's.
+// Package httpbody reads a request's body within a bound, for servers
+// that stream bodies (fasthttp's StreamRequestBody) so that nothing is
+// read before the caller is known: a lockd's API and a lockproxy's.
 package httpbody
 
 import (
@@ -40,17 +38,4 @@ func Read(ctx *fasthttp.RequestCtx, limit int) error {
 	}
 	ctx.Request.SetBody(b)
 	return nil
-}
-
-// HeaderRoute is the path of h's request URI, normalized as a handler's
-// ctx.Path() is (slashes collapsed, percent-decoded, an absolute URI's
-// scheme and host dropped): the route a HeaderReceived hook decides a
-// body's bound by ("" if the URI does not parse).
-func HeaderRoute(h *fasthttp.RequestHeader) string {
-	u := fasthttp.AcquireURI()
-	defer fasthttp.ReleaseURI(u)
-	if err := u.Parse(h.Host(), h.RequestURI()); err != nil {
-		return ""
-	}
-	return string(u.Path())
 }

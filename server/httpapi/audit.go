@@ -180,10 +180,10 @@ func (s *Server) actor(ctx *fasthttp.RequestCtx, p principal) audit.Actor {
 }
 
 // sessionOf is the session ctx's body names, if the body was read: a
-// body that still streams (with TLS, a request refused before its caller
-// was known) is never read here, as PostBody would read it whole and
-// without a bound (0: none). An unauthenticated caller's body is not
-// probed at all (actor).
+// body that still streams (a request refused before its caller was
+// known, past api.MaxRequestBody) is never read here, as PostBody would
+// read it whole and without a bound (0: none). An unauthenticated
+// caller's body is not probed at all (actor).
 func sessionOf(ctx *fasthttp.RequestCtx) uint64 {
 	if ctx.Request.IsBodyStream() && !mutant.On(mutant.AuditReadsStream) {
 		return 0

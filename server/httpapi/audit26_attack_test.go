@@ -58,8 +58,8 @@ func TestAuditUnauthenticatedReadsNoBody(t *testing.T) {
 }
 
 // TestAuditStrangerClaimsNoSession: the session an unauthenticated
-// request's body names (read whole, within its bound) is not recorded:
-// it is the stranger's claim.
+// request's body names (a small body, read ahead with its header) is not
+// recorded: it is the stranger's claim.
 func TestAuditStrangerClaimsNoSession(t *testing.T) {
 	s, buf := auditedTestServer(t)
 	var ctx fasthttp.RequestCtx

@@ -162,8 +162,13 @@ func (s *Server) route(ctx *fasthttp.RequestCtx, route string) string {
 	if s.servePublic(ctx, route) {
 		return "-"
 	}
-	p, err := s.caller(ctx, route)
+	if s.clientCerts && !tlsutil.HasClientCert(ctx.TLSConnectionState()) && !mutant.On(mutant.ClientCerts) {
+		return s.reply(ctx, nil, api.Errorf(api.CodeUnauthorized, "this lockd requires a client certificate its CA signed (mutual TLS: --tls-cert, --tls-key, --tls-ca)"))
+	}
+	p, err := s.authenticate(ctx)
 	if err != nil {
+		s.auditUnauthenticated(ctx, route, err)
+		ctx.SetConnectionClose() // its body, if any, is left unread
 		return s.reply(ctx, nil, err)
 	}
 	if getRoutes[route] {
@@ -195,21 +200,6 @@ func (s *Server) route(ctx *fasthttp.RequestCtx, route string) string {
 	code := s.reply(ctx, v, err)
 	finishTrace(ctx)
 	return code
-}
-
-// caller is who sent a request to a route that is not public: refused
-// without the client certificate mutual TLS needs, or an accepted token
-// (audited, and the connection closed: its body, if any, is left unread).
-func (s *Server) caller(ctx *fasthttp.RequestCtx, route string) (principal, error) {
-	if s.clientCerts && !tlsutil.HasClientCert(ctx.TLSConnectionState()) && !mutant.On(mutant.ClientCerts) {
-		return principal{}, api.Errorf(api.CodeUnauthorized, "this lockd requires a client certificate its CA signed (mutual TLS: --tls-cert, --tls-key, --tls-ca)")
-	}
-	p, err := s.authenticate(ctx)
-	if err != nil {
-		s.auditUnauthenticated(ctx, route, err)
-		ctx.SetConnectionClose()
-	}
-	return p, err
 }
 
 // servePublic answers the routes that need no credential, and reports
@@ -423,6 +413,17 @@ func writeErrorTo(resp *fasthttp.Response, status int, e *api.Error) {
 	resp.SetStatusCode(status)
 	b, _ := json.Marshal(api.ErrorResponse{Error: e})
 	resp.SetBody(b)
+}
+
+// ErrorHandler answers requests fasthttp rejects before routing (an
+// over-size or unparsable request) with the same JSON error body as every
+// other failure.
+func ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		writeError(ctx, fasthttp.StatusRequestEntityTooLarge, api.Errorf(api.CodeValueTooLarge, "request body over %d bytes", api.MaxRequestBody))
+		return
+	}
+	writeError(ctx, fasthttp.StatusBadRequest, api.Errorf(api.CodeBadRequest, "malformed request: %v", err))
 }
 
 func decode(ctx *fasthttp.RequestCtx, v any) error {

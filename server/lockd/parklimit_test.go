@@ -30,7 +30,7 @@ func TestParkedConnectionsCounted(t *testing.T) {
 			held.Add(1)
 			go func() { <-release; _ = c.Close() }() // held, as a parked KeepAlive's
 		})
-	}, false)
+	})
 	go func() { _ = srv.Serve(apiListener(raw, nil, max)) }()
 	defer func() { close(release); _ = srv.Shutdown() }()
 	req := []byte("POST /v1/session/keepalive HTTP/1.1\r\nHost: lockd\r\nContent-Length: 0\r\n\r\n")

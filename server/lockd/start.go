@@ -174,11 +174,7 @@ func (p *Process) startCells(view *directory.Directory) error {
 // (serverTLS on it when set), and the goroutine that serves.
 func (p *Process) serveAPI(serverTLS *tls.Config) error {
 	srv := p.newAPI(serverTLS)
-	p.http = newHTTPServer(srv.Handler, serverTLS != nil)
-	p.http.ErrorHandler = srv.ErrorHandler
-	if serverTLS == nil {
-		p.http.HeaderReceived = srv.RequestConfig
-	}
+	p.http = newHTTPServer(srv.Handler)
 	p.apiSrv = srv
 	srv.ServeConns(p.http.ServeConn)
 	ln, err := p.listenAPI(serverTLS)
@@ -216,38 +212,30 @@ func (p *Process) newAPI(serverTLS *tls.Config) *httpapi.Server {
 	return srv
 }
 
-// newHTTPServer is the API's HTTP server over handler (httpapi's, whose
-// ErrorHandler, and RequestConfig when bodies are read whole, serveAPI
-// sets).
-//
-// Without TLS a body is read whole before the handler runs, within the
-// bound httpapi's RequestConfig gives from the header: a route that takes
-// none one byte, a KeepAlive batch with an admin's token
-// api.MaxBatchBody, anything else api.MaxRequestBody; a body past it is
-// refused unread (httpapi's ErrorHandler). Then an idle connection keeps
-// no read buffer (5.7 KB, TestIdleConnCost). With TLS (streamBodies),
-// where every route but the public ones needs a client certificate, a
-// body streams and past fasthttp's 8 KiB read-ahead is read only once its
-// caller is known: the header hook
-// cannot see the connection's certificate, so a caller without one could
-// otherwise make the server read a body it then refuses. fasthttp keeps a
-// streaming connection's 4 KB read buffer while idle (11.7 KB).
-func newHTTPServer(handler fasthttp.RequestHandler, streamBodies bool) *fasthttp.Server {
+// newHTTPServer is the API's HTTP server over handler (httpapi's).
+func newHTTPServer(handler fasthttp.RequestHandler) *fasthttp.Server {
 	return &fasthttp.Server{
-		Handler:                      handler,
-		Name:                         "lockd",
-		MaxRequestBodySize:           api.MaxRequestBody,
-		StreamRequestBody:            streamBodies,
-		DisablePreParseMultipartForm: true, // no route takes a form
+		Handler:      handler,
+		ErrorHandler: httpapi.ErrorHandler,
+		Name:         "lockd",
+		// At most MaxRequestBody is read before the request is
+		// authenticated; a larger body (a KeepAlive batch, MaxBatchBody)
+		// streams, and httpapi reads it only for a caller allowed to send it.
+		MaxRequestBodySize: api.MaxRequestBody,
+		StreamRequestBody:  true,
+		// No route takes a form: fasthttp would otherwise read a
+		// multipart body (to temporary files) before the handler.
+		DisablePreParseMultipartForm: true,
 		ReadTimeout:                  api.MaxKeepAliveWait + 2*httpapi.RequestTimeout,
 		WriteTimeout:                 api.MaxKeepAliveWait + 2*httpapi.RequestTimeout,
 		IdleTimeout:                  2 * time.Minute,
 		CloseOnShutdown:              true,
 		// Past it a new connection is answered 503 and closed.
 		Concurrency: api.MaxConnectionsPerLockd,
-		// An idle keep-alive connection gives its write buffer, body
-		// buffers and (bodies read whole) read buffer back between
-		// requests.
+		// An idle keep-alive connection gives its write buffer and body
+		// buffers back between requests: about 11.7 KB each instead of
+		// 15.9 KB (TestIdleConnCost; the 4 KB read buffer stays, as
+		// StreamRequestBody keeps it: bench/RESULTS.md, Memory).
 		ReduceMemoryUsage: true,
 		// A parked KeepAlive's connection is held by httpapi (park.go)
 		// and served again once answered (ServeConns).

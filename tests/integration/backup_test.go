@@ -119,10 +119,11 @@ func TestBackupAndRestore(t *testing.T) {
 	must(t, err)
 
 	// Every replica loaded exactly the backup's bytes. A replica may start
-	// its cell a moment after the leader is elected: wait for each.
+	// its cell a moment after the leader is elected, and recover the
+	// imported snapshot a moment after it lists the cell: wait for each.
 	for _, id := range c.IDs() {
 		for i := 0; ; i++ {
-			if _, ok := replicaOf(t, c, id, "demo"); ok || i == 300 {
+			if st, ok := replicaOf(t, c, id, "demo"); (ok && st.RestoredIndex != 0) || i == 300 {
 				break
 			}
 			time.Sleep(100 * time.Millisecond)

@@ -79,11 +79,12 @@ func rootCommand() *cobra.Command {
 				cfg.Token = strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0])
 			}
 			if pprofAddr != "" {
-				stopPprof, err := servePprof(pprofAddr)
+				bound, stopPprof, err := servePprof(pprofAddr)
 				if err != nil {
 					return err
 				}
 				defer func() { _ = stopPprof() }()
+				cfg.Logger.Info("profiles served", "addr", "http://"+bound+"/debug/pprof/")
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()

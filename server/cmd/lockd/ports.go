@@ -22,7 +22,7 @@ func checkPorts(uses []portUse) error {
 	for _, u := range uses {
 		ln, err := net.Listen("tcp", u.addr)
 		if errors.Is(err, syscall.EADDRINUSE) {
-			if u.kind == "proxy" || u.kind == "etcd" {
+			if u.kind == "proxy" || u.kind == "etcd" || u.kind == "pprof" {
 				return fmt.Errorf("port %s (%s of proxy %d) is already in use", u.addr, u.kind, u.replica)
 			}
 			return fmt.Errorf("port %s (%s of replica %d) is already in use", u.addr, u.kind, u.replica)

@@ -209,9 +209,12 @@ func (c *Cell) Status() api.ReplicaStatus {
 			st.Role = "leader"
 		}
 	}
-	if s, err := readLocal(c, statsOf); err == nil {
+	// One read of the state for the figures and the health's.
+	s, err := readLocal(c, statusOf)
+	if err == nil {
 		st.AppliedIndex, st.Epoch, st.Sessions, st.Nodes = s.index, s.epoch, s.sessions, s.nodes
 		st.TokenHeadroom = s.tokenHeadroom
+		st.Staged, st.Usage = s.health.staged, s.health.usage
 	}
 	st.RestoredIndex, st.RestoredSHA256 = c.Restored()
 	st.LogCodec, st.UngatedEntries = uint8(c.LogCodec()), c.UngatedEntries()

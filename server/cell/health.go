@@ -50,19 +50,25 @@ type healthState struct {
 	usage  []api.TenantUsage
 }
 
-func healthOf(s *fsm.State) (healthState, error) {
-	return healthState{staged: s.StagedCopies(), usage: s.Usages()}, nil
+// statusState is a status's one read of the state: its figures and its
+// health's.
+type statusState struct {
+	stats
+	health healthState
 }
 
-// healthStatus adds the replica's health figures to its status: the
-// leader's soft ones (commit p99, the oldest change waiting on its
-// cachers, expiries) only while it leads.
+func statusOf(s *fsm.State) (statusState, error) {
+	st, err := statsOf(s)
+	return statusState{stats: st, health: healthState{staged: s.StagedCopies(), usage: s.Usages()}}, err
+}
+
+// healthStatus adds the replica's soft health figures to its status (the
+// state's, staged copies and usage, come with Status's read): its leader
+// changes, and the leader's commit p99, the oldest change waiting on its
+// cachers and expiries only while it leads.
 func (c *Cell) healthStatus(st *api.ReplicaStatus) {
 	now := time.Now()
 	st.LeaderChanges = c.recent.leaderChanges()
-	if h, err := readLocal(c, healthOf); err == nil {
-		st.Staged, st.Usage = h.staged, h.usage
-	}
 	if st.Role != "leader" {
 		return
 	}

@@ -177,7 +177,7 @@ func (s *Server) prefixOp(ctx *fasthttp.RequestCtx, p principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	cctx, cancel := context.WithTimeout(context.Background(), prefixOpTimeout(req.Op))
 	defer cancel()
 	v, err := c.PrefixOp(cctx, req)
 	if err == nil && (req.Op != api.PrefixStage || req.First || req.Last) { // one line per copy, not per page
@@ -235,4 +235,17 @@ func (s *Server) transfer(ctx *fasthttp.RequestCtx, p principal) (any, error) {
 		}
 	}
 	return nil, api.Errorf(api.CodeNotFound, "cell %s has no voting replica on lockd %d", req.Cell, req.To)
+}
+
+// prefixOpTimeout bounds one prefix op: a read (a prefix's state, a page
+// of its export) as any read, so that one caught behind a leadership
+// change (a ReadIndex the old leader dropped) is answered unavailable in
+// RequestTimeout and retried, not held for a minute; a write (seal,
+// stage, drop) may wait a minute for its commit.
+func prefixOpTimeout(op string) time.Duration {
+	switch op {
+	case api.PrefixState, api.PrefixExport:
+		return RequestTimeout
+	}
+	return time.Minute
 }

@@ -349,6 +349,10 @@ func askCell(t *testing.T, c *cluster.Cluster, cell, route string, req any) *api
 }
 
 // prefixStates asks every cell for the prefix's state there.
+// stateClient bounds each prefix-state request of prefixStates (a lockd
+// may hold one for its own RequestTimeout).
+var stateClient = &http.Client{Timeout: 10 * time.Second}
+
 func prefixStates(t *testing.T, c *cluster.Cluster, cl *sdk.Client, prefix string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
@@ -357,7 +361,7 @@ func prefixStates(t *testing.T, c *cluster.Cluster, cl *sdk.Client, prefix strin
 		for attempt := 0; attempt < 200; attempt++ {
 			var got *api.PrefixOpResponse
 			for _, ep := range c.Endpoints() {
-				resp, err := http.Post("http://"+ep+api.RouteAdminPrefixOp, "application/json", bytes.NewReader(b))
+				resp, err := stateClient.Post("http://"+ep+api.RouteAdminPrefixOp, "application/json", bytes.NewReader(b))
 				if err != nil {
 					continue
 				}

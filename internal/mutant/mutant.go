@@ -411,6 +411,10 @@ const (
 	// PostBody reads it whole, without a bound. Caught by server/httpapi
 	// TestAuditUnauthenticatedReadsNoBody.
 	AuditReadsStream Mutant = "lockd_broken_audit_reads_stream"
+	// PprofAnyAddr lets lockproxy --pprof-addr serve its profiles on any
+	// address and to any Host. Caught by proxy/cmd/lockproxy
+	// TestServePprof.
+	PprofAnyAddr Mutant = "lockproxy_broken_pprof_any_addr"
 	// StageContainerUngated lets a prefix move stage container
 	// directories onto a cell below log codec 2, whose older replicas
 	// would drop them. Caught by server/cell TestStageGateContainers.
@@ -630,7 +634,7 @@ var all = []Mutant{
 	GrantEarly, LendToken, MovedAway, NoCellRefresh, ForeignHint,
 	WireCount, BatchReplyEvents,
 	AuditToken,
-	AuditReadsStream, StageContainerUngated,
+	AuditReadsStream, StageContainerUngated, PprofAnyAddr,
 	RangeACL, ChangesFloor, ChangesSplit, // etcd gateway: server reads
 	TxnValueMissing, TxnRevEpoch, // etcd gateway: server txn
 	EtcdWatchACL, EtcdWatchGap, // etcd gateway: watch and election

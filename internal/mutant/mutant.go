@@ -415,6 +415,11 @@ const (
 	// address and to any Host. Caught by proxy/cmd/lockproxy
 	// TestServePprof.
 	PprofAnyAddr Mutant = "lockproxy_broken_pprof_any_addr"
+	// TimerSlackOneThread makes lockd serve set its timer slack on the
+	// calling thread only, without re-executing: the runtime's threads
+	// created before main (the system monitor's) keep the OS's. Caught by
+	// server/cmd/lockd TestTimerSlackEveryThread.
+	TimerSlackOneThread Mutant = "lockd_broken_timer_slack_one_thread"
 	// StageContainerUngated lets a prefix move stage container
 	// directories onto a cell below log codec 2, whose older replicas
 	// would drop them. Caught by server/cell TestStageGateContainers.
@@ -634,7 +639,7 @@ var all = []Mutant{
 	GrantEarly, LendToken, MovedAway, NoCellRefresh, ForeignHint,
 	WireCount, BatchReplyEvents,
 	AuditToken,
-	AuditReadsStream, StageContainerUngated, PprofAnyAddr,
+	AuditReadsStream, StageContainerUngated, PprofAnyAddr, TimerSlackOneThread,
 	RangeACL, ChangesFloor, ChangesSplit, // etcd gateway: server reads
 	TxnValueMissing, TxnRevEpoch, // etcd gateway: server txn
 	EtcdWatchACL, EtcdWatchGap, // etcd gateway: watch and election

@@ -83,6 +83,10 @@ type Config struct {
 	// default, DefaultGCPercent; -1: collect only at the limit). memory.go.
 	MemoryLimitMB int `json:"memory_limit_mb,omitempty"`
 	GCPercent     int `json:"gc_percent,omitempty"`
+	// TimerSlackUS is the OS timer slack lockd serve runs every thread
+	// with, in µs (0: the default, DefaultTimerSlackUS; -1: the OS's own,
+	// untouched). timerslack.go.
+	TimerSlackUS int `json:"timer_slack_us,omitempty"`
 	// DeploymentID keeps unrelated clusters on one network from talking.
 	DeploymentID uint64 `json:"deployment_id,omitempty"`
 	// BackupDir is the backup store (server/backup.Dir): where exported
@@ -241,6 +245,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if _, err := memoryFor(c); err != nil {
+		return err
+	}
+	if _, err := TimerSlackFor(c); err != nil {
 		return err
 	}
 	if err := audit.CheckOptions(c.auditOptions()); err != nil {

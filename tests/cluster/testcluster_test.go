@@ -4,11 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -100,6 +106,7 @@ func TestLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := c.PID(leader)
+	checkTimerSlack(t, pid, time.Millisecond) // lockd serve's default, on every thread
 	if err := c.Kill(leader); err != nil {
 		t.Fatal(err)
 	}
@@ -146,5 +153,38 @@ func TestLifecycle(t *testing.T) {
 	}
 	if !strings.Contains(c.LogTail(next, 5), "exited") {
 		t.Errorf("log of stopped replica %d does not record its exit:\n%s", next, c.LogTail(next, 5))
+	}
+}
+
+// checkTimerSlack fails t unless every thread of process pid has timer
+// slack want (lockd serve sets it: server/cmd/lockd/timerslack_linux.go).
+func checkTimerSlack(t *testing.T, pid int, want time.Duration) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		return
+	}
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	if err != nil || len(tasks) == 0 {
+		t.Fatalf("threads of pid %d: %v (%d found)", pid, err, len(tasks))
+	}
+	read := 0
+	for _, task := range tasks {
+		b, err := os.ReadFile("/proc/" + filepath.Base(task) + "/timerslack_ns")
+		switch {
+		case errors.Is(err, fs.ErrPermission):
+			t.Logf("timer slack of pid %d not checked: reading another process's needs CAP_SYS_NICE", pid)
+			return
+		case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH):
+			continue // the thread ended since the listing
+		case err != nil:
+			t.Fatalf("pid %d thread %s: %v", pid, filepath.Base(task), err)
+		}
+		read++
+		if got := strings.TrimSpace(string(b)); got != strconv.FormatInt(want.Nanoseconds(), 10) {
+			t.Fatalf("pid %d thread %s: timer slack %s ns, want %d", pid, filepath.Base(task), got, want.Nanoseconds())
+		}
+	}
+	if read == 0 {
+		t.Fatalf("pid %d: no thread's timer slack could be read", pid)
 	}
 }

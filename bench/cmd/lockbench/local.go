@@ -30,7 +30,7 @@ type localCluster struct {
 // startLocal runs `lockd dev` with five replicas on free loopback ports and
 // waits until every replica answers /v1/status.
 // Its data goes in a new folder under dataDir ("": $TMPDIR).
-func startLocal(ctx context.Context, lockd, dataDir string, lease time.Duration, cells int, logdb string, proxies int, auth bool) (*localCluster, error) {
+func startLocal(ctx context.Context, lockd, dataDir string, lease time.Duration, cells int, logdb string, timerSlackUS int, proxies int, auth bool) (*localCluster, error) {
 	lockd, proxyBin, err := localBinaries(lockd, proxies)
 	if err != nil {
 		return nil, err
@@ -40,7 +40,7 @@ func startLocal(ctx context.Context, lockd, dataDir string, lease time.Duration,
 		return nil, err
 	}
 	const replicas = 5
-	apiBase, args, err := devArgs(dir, replicas, lease, cells, logdb, proxies, proxyBin, auth)
+	apiBase, args, err := devArgs(dir, replicas, lease, cells, logdb, timerSlackUS, proxies, proxyBin, auth)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +82,7 @@ func localBinaries(lockd string, proxies int) (lockdBin, proxyBin string, err er
 
 // devArgs is the `lockd dev` command line for a cluster in dir on free
 // loopback ports; apiBase is the first replica's API port.
-func devArgs(dir string, replicas int, lease time.Duration, cells int, logdb string, proxies int, proxyBin string, auth bool) (apiBase int, args []string, err error) {
+func devArgs(dir string, replicas int, lease time.Duration, cells int, logdb string, timerSlackUS int, proxies int, proxyBin string, auth bool) (apiBase int, args []string, err error) {
 	apiBase, err = freePorts(replicas)
 	if err != nil {
 		return 0, nil, err
@@ -92,7 +92,7 @@ func devArgs(dir string, replicas int, lease time.Duration, cells int, logdb str
 		return 0, nil, err
 	}
 	args = []string{"dev", "--data-dir", dir, "--replicas", fmt.Sprint(replicas), "--lockds", fmt.Sprint(replicas),
-		"--api-port", fmt.Sprint(apiBase), "--raft-port", fmt.Sprint(raftBase), "--lease", lease.String(), "--pprof", "--cells", fmt.Sprint(cells), "--logdb", logdb,
+		"--api-port", fmt.Sprint(apiBase), "--raft-port", fmt.Sprint(raftBase), "--lease", lease.String(), "--pprof", "--cells", fmt.Sprint(cells), "--logdb", logdb, "--timer-slack-us", fmt.Sprint(timerSlackUS),
 		"--proxies", fmt.Sprint(proxies)}
 	if proxies > 0 {
 		proxyBase, err := freePorts(proxies)

@@ -32,6 +32,7 @@ type devCluster struct {
 	// proxyPprofBase: proxy i serves its profiles on proxyPprofBase+i-1 (0: none).
 	proxyPprofBase int
 	logdb          string
+	timerSlackUS   int // passed to every lockd serve when not 0
 	cells          int
 	// proxies lockproxy processes on proxyBase, proxyBase+1, ...
 	proxies   int
@@ -83,6 +84,7 @@ func devCommand() *cobra.Command {
 	f.BoolVar(&d.tls, "tls", false, "run mutual TLS everywhere: development CAs and certificates are made in DATA_DIR/tls, the API's and, on a CA of its own, Raft's (lockctl --tls-ca/--tls-cert/--tls-key with its client.pem)")
 	f.BoolVar(&d.auth, "auth", false, "require API tokens: an admin token is made in DATA_DIR/admin.token (lockctl --auth-token $(cat it)); tenants with lockctl tenant")
 	f.StringVar(&d.logdb, "logdb", "tiny", "LogDB memory preset of every replica (tiny keeps five replicas small; small is lockd serve's default)")
+	f.IntVar(&d.timerSlackUS, "timer-slack-us", 0, "every replica's --timer-slack-us (0: lockd serve's default, 1000; -1: the OS's own)")
 	return cmd
 }
 
@@ -93,6 +95,7 @@ func (d devCluster) args(id int) []string {
 		"--lease", d.lease.String(),
 		"--rtt-ms", fmt.Sprint(d.rttMS),
 		"--logdb", d.logdb,
+		"--timer-slack-us", fmt.Sprint(d.timerSlackUS),
 		// The audit log of each lockd, beside its data (docs: "Audit log").
 		"--audit-file", filepath.Join(d.dataDir, fmt.Sprintf("replica-%d", id), "audit.log"),
 	}

@@ -60,6 +60,7 @@ func (sf *serveFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&sf.cfg.LogDB, "logdb", "small", "LogDB memory preset: tiny, small, medium, large")
 	f.IntVar(&sf.cfg.MemoryLimitMB, "memory-limit-mb", 0, "the Go runtime's soft memory limit in MB (0: 2048, twice the spec's 1 GB state bound)")
 	f.IntVar(&sf.cfg.GCPercent, "gc-percent", 0, "the Go collector's target percent (0: 50; -1: collect only at --memory-limit-mb)")
+	f.IntVar(&sf.cfg.TimerSlackUS, "timer-slack-us", 0, "the OS timer slack of every thread, in µs (0: 1000; -1: the OS's own; at most 10000); Linux, where lockd re-executes itself once at start to set it")
 	f.Uint64Var(&sf.cfg.SnapshotEntries, "snapshot-entries", 100_000, "snapshot every N applied entries")
 	f.Uint64Var(&sf.cfg.DeploymentID, "deployment-id", 1, "cluster id; lockds with different ids ignore each other")
 	f.StringVar(&sf.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -126,6 +127,19 @@ func (sf *serveFlags) config(cmd *cobra.Command) (lockd.Config, error) {
 	return cfg, nil
 }
 
+// rereadBlocked is why the binary could not be run again with the same
+// arguments ("" if it can): a config read from a pipe, a FIFO or a
+// terminal is gone once read.
+func (sf *serveFlags) rereadBlocked() string {
+	if sf.configPath == "" {
+		return ""
+	}
+	if st, err := os.Stat(sf.configPath); err == nil && !st.Mode().IsRegular() {
+		return fmt.Sprintf("--config %s is not a regular file, and re-executing would read it again (pass a file, or set the slack with systemd's TimerSlackNSec)", sf.configPath)
+	}
+	return ""
+}
+
 // overrideFromFlags sets, in cfg (read from --config), every field whose
 // flag was given explicitly, from flags.
 func overrideFromFlags(cfg *lockd.Config, flags lockd.Config, f *pflag.FlagSet) {
@@ -139,6 +153,7 @@ func overrideFromFlags(cfg *lockd.Config, flags lockd.Config, f *pflag.FlagSet) 
 		{"logdb", func() { cfg.LogDB = flags.LogDB }},
 		{"memory-limit-mb", func() { cfg.MemoryLimitMB = flags.MemoryLimitMB }},
 		{"gc-percent", func() { cfg.GCPercent = flags.GCPercent }},
+		{"timer-slack-us", func() { cfg.TimerSlackUS = flags.TimerSlackUS }},
 		{"snapshot-entries", func() { cfg.SnapshotEntries = flags.SnapshotEntries }},
 		{"deployment-id", func() { cfg.DeploymentID = flags.DeploymentID }},
 		{"pprof", func() { cfg.Pprof = flags.Pprof }},
@@ -178,11 +193,30 @@ func serveCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return serve(cfg, sf.logLevel)
+			slack, err := lockd.TimerSlackFor(cfg)
+			if err != nil {
+				return err
+			}
+			// First, before the lockd opens anything: it may re-execute the
+			// binary, which reads its config again.
+			return serve(cfg, sf.logLevel, ensureTimerSlack(slack, sf.rereadBlocked()))
 		},
 	}
 	sf.register(cmd.Flags())
 	return cmd
+}
+
+// logTimerSlack logs the timer slack the process runs with, and why not
+// the one configured if it does not.
+func logTimerSlack(log *slog.Logger, r timerSlackReport) {
+	switch {
+	case r.Want <= 0:
+		log.Info("timer slack: the OS's own (timer_slack_us -1)")
+	case r.Note != "":
+		log.Warn(r.Note, "timer_slack_wanted", r.Want, "timer_slack", r.Now)
+	default:
+		log.Info("timer slack set on every thread", "timer_slack", r.Now, "re_executed", r.ReExecuted)
+	}
 }
 
 func restoreCommand() *cobra.Command {
@@ -246,7 +280,7 @@ replica answers. Other cells are untouched.`,
 	return cmd
 }
 
-func serve(cfg lockd.Config, level string) error {
+func serve(cfg lockd.Config, level string, slack timerSlackReport) error {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return fmt.Errorf("log level %q: %w", level, err)
@@ -261,6 +295,7 @@ func serve(cfg lockd.Config, level string) error {
 		}
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
+	logTimerSlack(log, slack)
 	p, err := lockd.Start(cfg, log)
 	if err != nil {
 		return err

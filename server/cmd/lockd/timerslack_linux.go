@@ -1,0 +1,143 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"reflect"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/lockservice/lockd/internal/mutant"
+)
+
+// timerSlackExecEnv marks the process lockd serve re-executed to give
+// every thread its timer slack: the slack it asked for, in ns. It stops a
+// second re-execution if the slack did not carry over, and is removed
+// once read.
+const timerSlackExecEnv = "LOCKD_TIMER_SLACK_EXEC"
+
+// Linux's prctl options for a thread's timer slack.
+const (
+	prSetTimerSlack = 29 // PR_SET_TIMERSLACK
+	prGetTimerSlack = 30 // PR_GET_TIMERSLACK
+)
+
+// timerSlackReport is what ensureTimerSlack found and did, for the log.
+type timerSlackReport struct {
+	Want, Now  time.Duration // asked for; the calling thread's after
+	ReExecuted bool          // this process is the re-executed binary
+	Note       string        // why the slack is not want ("" when it is)
+}
+
+// ensureTimerSlack makes every thread of this process run with timer
+// slack want (lockd.TimerSlackFor; 0 leaves the OS's). prctl sets only
+// the calling thread's slack, and a thread inherits its creator's: the Go
+// runtime's first threads, the system monitor's among them, exist before
+// main runs. So the binary sets want on its locked thread and executes
+// itself again there (same PID, arguments and environment, plus
+// timerSlackExecEnv); every thread of the new image descends from that
+// one. blocked, if not "", is why this process cannot be run again (its
+// config comes from a pipe): then nothing is changed. It returns only if
+// no re-execution was needed or it could not be done (then the process
+// goes on with the slack it had, and the report says why).
+func ensureTimerSlack(want time.Duration, blocked string) timerSlackReport {
+	marker := os.Getenv(timerSlackExecEnv)
+	_ = os.Unsetenv(timerSlackExecEnv) // not passed on to anything this process runs
+	r := timerSlackReport{Want: want, ReExecuted: marker != "" && marker == nanos(want)}
+	if want <= 0 {
+		return r
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	now, err := threadTimerSlack()
+	r.Now = now
+	switch {
+	case err != nil:
+		r.Note = err.Error()
+		return r
+	case now == want:
+		return r
+	case r.ReExecuted:
+		r.Note = fmt.Sprintf("timer slack: the re-executed binary has slack %v, not %v (real-time scheduling?): going on with it", now, want)
+		return r
+	case blocked != "":
+		r.Note = "timer slack: not set: " + blocked
+		return r
+	}
+	image, err := runningImage()
+	if err != nil {
+		r.Note = err.Error()
+		return r
+	}
+	if err := setThreadTimerSlack(want); err != nil {
+		r.Note = err.Error()
+		return r
+	}
+	if mutant.On(mutant.TimerSlackOneThread) {
+		r.Now = want // the calling thread only: the runtime's other threads keep the OS's
+		return r
+	}
+	env := append(os.Environ(), timerSlackExecEnv+"="+nanos(want))
+	err = syscall.Exec(image, os.Args, env) // returns only on failure
+	// This thread goes back to the runtime, which may make threads from
+	// it: it gets the slack the others have again.
+	_ = setThreadTimerSlack(now)
+	r.Note = fmt.Sprintf("timer slack: re-executing %s: %v", image, err)
+	return r
+}
+
+func nanos(d time.Duration) string { return strconv.FormatInt(d.Nanoseconds(), 10) }
+
+// runningImage is the path of the file this code runs from: the mapping
+// of /proc/self/maps that holds it. Not /proc/self/exe (the kernel names
+// a process after the file executed, what ps, top and pgrep show, and
+// "exe" would hide a lockd from its operators; started through the
+// dynamic loader, /proc/self/exe is the loader). A binary replaced on
+// disk since the start is what runs again (what the operator installed);
+// one removed is an error.
+func runningImage() (string, error) {
+	pc := uint64(reflect.ValueOf(runningImage).Pointer())
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return "", fmt.Errorf("timer slack: cannot find this binary to re-execute: %v", err)
+	}
+	for line := range strings.Lines(string(maps)) {
+		// start-end perms offset dev inode path
+		f := strings.Fields(line)
+		if len(f) < 6 {
+			continue
+		}
+		lo, hi, ok := strings.Cut(f[0], "-")
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		if !ok || err1 != nil || err2 != nil || pc < start || pc >= end {
+			continue
+		}
+		path := strings.Join(f[5:], " ")
+		if strings.HasSuffix(path, "(deleted)") || !strings.HasPrefix(path, "/") {
+			return "", fmt.Errorf("timer slack: this binary (%s) cannot be run again", path)
+		}
+		return path, nil
+	}
+	return "", fmt.Errorf("timer slack: cannot find this binary in /proc/self/maps")
+}
+
+// threadTimerSlack is the calling thread's timer slack.
+func threadTimerSlack() (time.Duration, error) {
+	v, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prGetTimerSlack, 0, 0)
+	if errno != 0 {
+		return 0, fmt.Errorf("timer slack: prctl(PR_GET_TIMERSLACK): %v", errno)
+	}
+	return time.Duration(v), nil
+}
+
+// setThreadTimerSlack sets the calling thread's timer slack.
+func setThreadTimerSlack(d time.Duration) error {
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetTimerSlack, uintptr(d.Nanoseconds()), 0); errno != 0 {
+		return fmt.Errorf("timer slack: prctl(PR_SET_TIMERSLACK, %v): %v", d, errno)
+	}
+	return nil
+}

@@ -206,6 +206,14 @@ func serveCommand() *cobra.Command {
 	return cmd
 }
 
+// timerSlackReport is what ensureTimerSlack (timerslack_linux.go) found
+// and did, for the log.
+type timerSlackReport struct {
+	Want, Now  time.Duration // asked for; the calling thread's after
+	ReExecuted bool          // this process is the re-executed binary
+	Note       string        // why the slack is not want ("" when it is)
+}
+
 // logTimerSlack logs the timer slack the process runs with, and why not
 // the one configured if it does not.
 func logTimerSlack(log *slog.Logger, r timerSlackReport) {

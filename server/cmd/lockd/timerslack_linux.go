@@ -19,19 +19,6 @@ import (
 // once read.
 const timerSlackExecEnv = "LOCKD_TIMER_SLACK_EXEC"
 
-// Linux's prctl options for a thread's timer slack.
-const (
-	prSetTimerSlack = 29 // PR_SET_TIMERSLACK
-	prGetTimerSlack = 30 // PR_GET_TIMERSLACK
-)
-
-// timerSlackReport is what ensureTimerSlack found and did, for the log.
-type timerSlackReport struct {
-	Want, Now  time.Duration // asked for; the calling thread's after
-	ReExecuted bool          // this process is the re-executed binary
-	Note       string        // why the slack is not want ("" when it is)
-}
-
 // ensureTimerSlack makes every thread of this process run with timer
 // slack want (lockd.TimerSlackFor; 0 leaves the OS's). prctl sets only
 // the calling thread's slack, and a thread inherits its creator's: the Go
@@ -127,7 +114,7 @@ func runningImage() (string, error) {
 
 // threadTimerSlack is the calling thread's timer slack.
 func threadTimerSlack() (time.Duration, error) {
-	v, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prGetTimerSlack, 0, 0)
+	v, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_GET_TIMERSLACK, 0, 0)
 	if errno != 0 {
 		return 0, fmt.Errorf("timer slack: prctl(PR_GET_TIMERSLACK): %v", errno)
 	}
@@ -136,7 +123,7 @@ func threadTimerSlack() (time.Duration, error) {
 
 // setThreadTimerSlack sets the calling thread's timer slack.
 func setThreadTimerSlack(d time.Duration) error {
-	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetTimerSlack, uintptr(d.Nanoseconds()), 0); errno != 0 {
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_TIMERSLACK, uintptr(d.Nanoseconds()), 0); errno != 0 {
 		return fmt.Errorf("timer slack: prctl(PR_SET_TIMERSLACK, %v): %v", d, errno)
 	}
 	return nil

@@ -22,8 +22,9 @@
 // Writes made while the cell has a session carry the session's request id,
 // so the retry loop can resend them safely: the cell applies each id once.
 // A write without a session is retried only when it certainly did not
-// reach the cell (a refused connection, a not_leader reply); otherwise the
-// caller gets unavailable, meaning the outcome is unknown.
+// reach the cell (a refused connection, a pooled connection the server had
+// already closed, a not_leader reply); otherwise the caller gets
+// unavailable, meaning the outcome is unknown.
 //
 // # Locks
 //

@@ -64,7 +64,7 @@ func (st *retryState) observeTransport(cl *call, r attemptResult, o *outcome) {
 	var de *dialError
 	dial := errors.As(r.err, &de)
 	o.transport = true
-	o.notSent = dial || errors.Is(r.err, fasthttp.ErrNoFreeConns)
+	o.notSent = dial || errors.Is(r.err, fasthttp.ErrNoFreeConns) || errors.Is(r.err, errStaleConn)
 	o.closed = errors.Is(r.err, errTransportClosed) || r.closing
 	if !o.notSent {
 		cl.reached = true

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/lockservice/lockd/internal/mutant"
@@ -40,6 +42,10 @@ type transport struct {
 	hosts  map[string]*fasthttp.HostClient
 	conns  map[*trackedConn]struct{}
 	closed bool
+
+	// stale counts requests refused on a pooled connection the server had
+	// closed (errStaleConn): each was resent on a fresh one.
+	stale atomic.Uint64
 
 	// wg counts requests whose caller gave up (context done) while the
 	// fasthttp call was still running; Close waits for them.
@@ -75,10 +81,37 @@ type dialError struct{ err error }
 func (e *dialError) Error() string { return "dial: " + e.err.Error() }
 func (e *dialError) Unwrap() error { return e.err }
 
+// errStaleConn fails a request whose pooled connection the server had
+// already closed (peerGone) before the request was written: it never
+// left, so it is safe to resend anywhere, even when not idempotent.
+var errStaleConn = errors.New("the server had closed the pooled connection before the request was sent")
+
 type trackedConn struct {
 	net.Conn
 	t    *transport
 	once sync.Once
+	// raw is the TCP socket under Conn (under its TLS too), for peerGone;
+	// nil when the configured dial gave a connection without one.
+	raw syscall.RawConn
+	// answered: a reply was read since the last request was written, so
+	// the next write begins a request on a connection from the pool.
+	answered atomic.Bool
+}
+
+func (c *trackedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.answered.Store(true)
+	return n, err
+}
+
+// Write checks, before the first bytes of a request on a pooled
+// connection, that the server has not closed it meanwhile.
+func (c *trackedConn) Write(p []byte) (int, error) {
+	if c.answered.Swap(false) && c.raw != nil && !mutant.On(mutant.PooledStale) && peerGone(c.raw) {
+		c.t.stale.Add(1)
+		return 0, errStaleConn
+	}
+	return c.Conn.Write(p)
 }
 
 func (c *trackedConn) Close() error {
@@ -110,6 +143,10 @@ func (t *transport) dial(addr string, timeout time.Duration) (net.Conn, error) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
+	var raw syscall.RawConn
+	if sc, ok := nc.(syscall.Conn); ok {
+		raw, _ = sc.SyscallConn()
+	}
 	if t.tls != nil {
 		cfg := t.tls.Clone()
 		if cfg.ServerName == "" {
@@ -124,7 +161,7 @@ func (t *transport) dial(addr string, timeout time.Duration) (net.Conn, error) {
 		_ = tc.SetDeadline(time.Time{})
 		nc = tc
 	}
-	c := &trackedConn{Conn: nc, t: t}
+	c := &trackedConn{Conn: nc, t: t, raw: raw}
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()

@@ -387,6 +387,11 @@ const (
 	// proxy takes it around the proxies. Caught by sdk
 	// TestRedirectFollowsOnlyEndpoints.
 	ForeignHint Mutant = "sdk_broken_foreignhint"
+	// PooledStale makes the SDK send a request on a pooled connection its
+	// server has already closed (a restarted lockd; an idle timeout):
+	// a write comes back outcome-unknown though it never left. Caught by
+	// sdk TestStalePooledConnectionResends.
+	PooledStale Mutant = "sdk_broken_pooledstale"
 
 	// BatchReplyEvents lets a KeepAlive batch reply carry every session's
 	// events, past api.MaxBatchReplyEvents (and so past what a proxy
@@ -636,7 +641,7 @@ var all = []Mutant{
 	ProxyACL, AwaitBatch, BatchSplit, KeepDead, LeaseAge, ProxyBody,
 	ProxyWatchQuota, RenewOnError, ProxyRevoke, SharedAck, TenantLapses,
 	WatchKey, ProxyEventCap,
-	GrantEarly, LendToken, MovedAway, NoCellRefresh, ForeignHint,
+	GrantEarly, LendToken, MovedAway, NoCellRefresh, ForeignHint, PooledStale,
 	WireCount, BatchReplyEvents,
 	AuditToken,
 	AuditReadsStream, StageContainerUngated, PprofAnyAddr, TimerSlackOneThread,

@@ -58,6 +58,9 @@ type Options struct {
 	// NoWire makes the cell a lockd older than the binary KeepAlive
 	// encoding (wire.go): it reads every body as JSON.
 	NoWire bool
+	// IdleTimeout is how long a replica keeps an idle client connection
+	// open before closing it; 1 s.
+	IdleTimeout time.Duration
 }
 
 // Request is one request a replica received.
@@ -132,6 +135,9 @@ func New(o Options) (*Cell, error) {
 	if o.Epoch == 0 {
 		o.Epoch = 1
 	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = time.Second
+	}
 	if o.Term < o.Epoch {
 		o.Term = o.Epoch
 	}
@@ -167,7 +173,7 @@ func New(o Options) (*Cell, error) {
 		r.srv = &fasthttp.Server{
 			Handler:               func(ctx *fasthttp.RequestCtx) { c.serve(r.idx, ctx) },
 			MaxIdleWorkerDuration: 20 * time.Millisecond,
-			IdleTimeout:           time.Second,
+			IdleTimeout:           o.IdleTimeout,
 			CloseOnShutdown:       true,
 			// No Date header: fasthttp's process-wide ticker that keeps
 			// it would start inside a synctest bubble and never end.

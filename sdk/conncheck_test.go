@@ -1,3 +1,5 @@
+//go:build unix && !aix
+
 package sdk
 
 import (

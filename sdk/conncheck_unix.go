@@ -1,17 +1,20 @@
-//go:build unix
+//go:build unix && !aix
 
 package sdk
 
-import "syscall"
+import (
+	"errors"
+	"syscall"
+)
 
 // peerGone reports whether the peer of an idle pooled connection has
 // already ended it: a non-blocking peek at the socket finds the end of the
 // stream, a reset, or bytes nobody asked for (a TLS close_notify; a
-// server's last word before it closed). Only "nothing to read yet" means
-// the connection may still carry a request. Go's net/http learns the same
-// from a reader goroutine per connection; fasthttp has none, and would
-// send the request into the dead connection and report it lost with its
-// outcome unknown.
+// server's last word before it closed). "Nothing to read yet", and any
+// error that says nothing about the peer, mean the connection may still
+// carry a request. Go's net/http learns the same from a reader goroutine
+// per connection; fasthttp has none, and would send the request into the
+// dead connection and report it lost with its outcome unknown.
 //
 // The peek runs under Control, not Read: RawConn.Read refuses at once,
 // without calling its function, when the connection's read deadline has
@@ -27,12 +30,24 @@ func peerGone(rc syscall.RawConn) bool {
 			if err == syscall.EINTR {
 				continue
 			}
-			gone = err != syscall.EAGAIN && err != syscall.EWOULDBLOCK
+			gone = err == nil || peerEnded(err)
 			return
 		}
 		// Interrupted throughout: assume alive, as without the check.
 	})
-	return gone || err != nil
+	return gone || err != nil // err: the connection is closed here already
+}
+
+// peerEnded reports whether a peek's error says the peer ended the
+// connection (or the path to it is gone).
+func peerEnded(err error) bool {
+	for _, e := range []syscall.Errno{syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE,
+		syscall.ETIMEDOUT, syscall.EHOSTUNREACH, syscall.ENETUNREACH} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // maxPeekTries bounds peerGone's retries of a peek a signal interrupted.

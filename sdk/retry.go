@@ -73,6 +73,12 @@ const (
 	// maxFreeRedirects is how many not_leader redirects with a fresh hint
 	// a call follows at once before backing off between them.
 	maxFreeRedirects = 3
+	// maxStaleResends is how many times a call is resent at once, to the
+	// same endpoint, after finding its pooled connection closed by the
+	// server (errStaleConn: each such connection is dropped, so a pool a
+	// restarted lockd left full of them drains); past it, it backs off
+	// and rotates as after any transport failure.
+	maxStaleResends = 8
 	// unavailableRotate is how many consecutive unavailable replies from
 	// one replica make the loop look at another: a leader that keeps
 	// answering unavailable may have lost its quorum to a new leader.

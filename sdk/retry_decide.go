@@ -13,18 +13,20 @@ type outcome struct {
 	hint      string   // leader named by a not_leader reply
 	addr      string   // the endpoint tried
 	transport bool     // the exchange failed without a reply
-	notSent   bool     // ... and the request certainly never left (dial failure, no free connection)
+	notSent   bool     // ... and the request certainly never left (dial failure, no free connection, stale)
+	stale     bool     // ... because its pooled connection was closed by the server (errStaleConn)
 	ctxDone   bool     // the call's context ended (during a failed exchange)
 	closed    bool     // the client (or its transport) is closing
 	// noCluster: every endpoint has refused connections for the call's
 	// noClusterAfter (nothing listens there).
 	noCluster bool
 
-	unreachable []string // the endpoints the call failed to reach and that have not answered since, after this attempt (call.unreachable)
-	retryUnsure bool     // the call may be resent after an unsure failure
-	redirects   int      // not_leader hints followed without backoff so far, not counting this one
-	unavailable int      // consecutive unavailable replies from addr, this one included
-	notApplied  bool     // the unavailable reply says the request had no effect (api.Error.NotApplied)
+	unreachable  []string // the endpoints the call failed to reach and that have not answered since, after this attempt (call.unreachable)
+	retryUnsure  bool     // the call may be resent after an unsure failure
+	redirects    int      // not_leader hints followed without backoff so far, not counting this one
+	staleResends int      // resends at once after stale connections so far, not counting this one
+	unavailable  int      // consecutive unavailable replies from addr, this one included
+	notApplied   bool     // the unavailable reply says the request had no effect (api.Error.NotApplied)
 }
 
 // action is what the retry loop does after an attempt.
@@ -63,6 +65,10 @@ func decide(o outcome) decision {
 		return decision{act: actCanceled}
 	case o.transport && o.closed:
 		return decision{act: actClosed}
+	case o.transport && o.stale && o.staleResends < maxStaleResends:
+		// The endpoint answers; only a pooled connection to it was gone:
+		// send again at once on another (or a fresh) one.
+		return decision{act: actRetry}
 	case o.transport && o.notSent && o.noCluster:
 		return decision{act: actNoCluster}
 	case o.transport && !o.notSent && !o.retryUnsure:

@@ -28,6 +28,7 @@ func retryStep(cl *call, st *retryState, r attemptResult) (outcome, decision) {
 // retryAfter is what the loop and the call remember after an attempt.
 type retryAfter struct {
 	redirects, unavail   int
+	stale                int
 	lastAddr             string
 	refused, unreachable []string
 	reached              bool
@@ -140,6 +141,10 @@ func retryCases() []retryCase {
 			want: decision{act: actBackoff, forget: true}, after: retryAfter{unreachable: []string{ra}}},
 		{name: "dial failure: never sent, a write too", cl: rWrite, r: rTransport(ra, &dialError{errors.New("no route to host")}, 0),
 			want: decision{act: actBackoff, forget: true}, after: retryAfter{unreachable: []string{ra}}},
+		{name: "stale pooled connection: never sent, a write too; at once, to the same endpoint", cl: rWrite, r: rTransport(ra, errStaleConn, 0),
+			want: decision{act: actRetry}, after: retryAfter{stale: 1}},
+		{name: "stale pooled connections past the bound back off", cl: rWrite, before: slices.Repeat([]attemptResult{rTransport(ra, errStaleConn, 0)}, maxStaleResends), r: rTransport(ra, errStaleConn, 0),
+			want: decision{act: actBackoff, forget: true}, after: retryAfter{stale: maxStaleResends}},
 		{name: "connection lost after sending, a read", cl: rRead, r: rLost(ra),
 			want: decision{act: actBackoff, forget: true}, after: retryAfter{unreachable: []string{ra}, reached: true}},
 		{name: "connection lost after sending, a session write", cl: rSessionWrite, r: rLost(ra),
@@ -263,9 +268,9 @@ func TestRetryDecisions(t *testing.T) {
 			if d != tc.want {
 				t.Errorf("decision %+v, want %+v (outcome %+v)", d, tc.want, o)
 			}
-			got := retryAfter{redirects: st.redirects, unavail: st.unavail, lastAddr: st.lastAddr,
+			got := retryAfter{redirects: st.redirects, unavail: st.unavail, stale: st.stale, lastAddr: st.lastAddr,
 				refused: st.refused, unreachable: cl.unreachable, reached: cl.reached}
-			if got.redirects != tc.after.redirects || got.unavail != tc.after.unavail || got.lastAddr != tc.after.lastAddr ||
+			if got.redirects != tc.after.redirects || got.unavail != tc.after.unavail || got.stale != tc.after.stale || got.lastAddr != tc.after.lastAddr ||
 				!slices.Equal(got.refused, tc.after.refused) || !slices.Equal(got.unreachable, tc.after.unreachable) || got.reached != tc.after.reached {
 				t.Errorf("after: %+v, want %+v", got, tc.after)
 			}

@@ -33,6 +33,7 @@ type attemptResult struct {
 // observe and settle change it; the loop's wait counts its backoffs.
 type retryState struct {
 	redirects int    // not_leader hints followed without backoff
+	stale     int    // resends at once after a stale pooled connection
 	retries   int    // backoffs waited: the next backoff's exponent
 	lastAddr  string // the endpoint of the last reply (transport failures aside)
 	unavail   int    // consecutive unavailable replies from lastAddr
@@ -48,7 +49,7 @@ type retryState struct {
 // failed to reach; whether an attempt may have reached the cell) and does
 // nothing else: no I/O, no clock.
 func (st *retryState) observe(cl *call, r attemptResult) outcome {
-	o := outcome{addr: r.addr, retryUnsure: cl.retryUnsure, redirects: st.redirects, ctxDone: r.ctxDone}
+	o := outcome{addr: r.addr, retryUnsure: cl.retryUnsure, redirects: st.redirects, staleResends: st.stale, ctxDone: r.ctxDone}
 	if r.err != nil {
 		st.observeTransport(cl, r, &o)
 	} else {
@@ -64,7 +65,8 @@ func (st *retryState) observeTransport(cl *call, r attemptResult, o *outcome) {
 	var de *dialError
 	dial := errors.As(r.err, &de)
 	o.transport = true
-	o.notSent = dial || errors.Is(r.err, fasthttp.ErrNoFreeConns) || errors.Is(r.err, errStaleConn)
+	o.stale = errors.Is(r.err, errStaleConn)
+	o.notSent = dial || o.stale || errors.Is(r.err, fasthttp.ErrNoFreeConns)
 	o.closed = errors.Is(r.err, errTransportClosed) || r.closing
 	if !o.notSent {
 		cl.reached = true
@@ -80,7 +82,9 @@ func (st *retryState) observeTransport(cl *call, r attemptResult, o *outcome) {
 	} else {
 		st.refused = st.refused[:0]
 	}
-	if !slices.Contains(cl.unreachable, r.addr) && len(cl.unreachable) < maxUnreachable {
+	// A stale pooled connection says the endpoint is reachable: only that
+	// connection to it was gone.
+	if !o.stale && !slices.Contains(cl.unreachable, r.addr) && len(cl.unreachable) < maxUnreachable {
 		cl.unreachable = append(cl.unreachable, r.addr)
 	}
 	st.last = api.Errorf(api.CodeUnavailable, "%s %s: %v", r.addr, cl.route, r.err)
@@ -128,7 +132,10 @@ func (st *retryState) settle(o outcome, d decision) {
 	if !o.transport {
 		st.lastAddr = o.addr
 	}
-	if d.act == actRetry {
+	switch {
+	case d.act == actRetry && o.stale:
+		st.stale++
+	case d.act == actRetry:
 		st.redirects++
 	}
 }

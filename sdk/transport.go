@@ -143,8 +143,11 @@ func (t *transport) dial(addr string, timeout time.Duration) (net.Conn, error) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
-	var raw syscall.RawConn
-	if sc, ok := nc.(syscall.Conn); ok {
+	var raw syscall.RawConn // peerGone peeks at sockets only
+	switch sc := nc.(type) {
+	case *net.TCPConn:
+		raw, _ = sc.SyscallConn()
+	case *net.UnixConn:
 		raw, _ = sc.SyscallConn()
 	}
 	if t.tls != nil {

@@ -249,6 +249,12 @@ const (
 	// (HoldAll a no-op). Caught by server/session
 	// TestRestoredLeaderHoldsEverything.
 	RestoreNoHold Mutant = "lockd_broken_restorehold"
+	// ProposalOutlivesLeader keeps a proposal waiting after its leader
+	// lost the leadership (until its deadline: a minute for a move's
+	// copy page). Caught by tests/integration
+	// TestProposalEndsWithItsLeadership and server/cell
+	// TestProposalBoundToItsLeadership.
+	ProposalOutlivesLeader Mutant = "lockd_broken_proposal_outlives_leader"
 	// StaleConn makes the Raft sender write on a connection its restarted
 	// peer closed (the message is lost). Caught by server/raftnet
 	// TestFirstMessageAfterPeerRestartArrives.
@@ -634,7 +640,7 @@ var all = []Mutant{
 	CachesParents, CacheSettle, CacheWindow, DeclaredWindow, FenceCachers,
 	LockDelayLostOnFailover, WatchQuota,
 	TenantMisses, EarlyExpiry, FairDeadline, RenewExpiring, RestoreNoHold,
-	StaleConn,
+	StaleConn, ProposalOutlivesLeader,
 	ACL, BodyLimit, FreeGrants, NoHostHint, RefreshGap, RenewCheck,
 	RouteLabel, ClientCerts,
 	DirViewRead, FDExhaust, MemberNoBarrier, RaftCA, SkipsUnloadWait,

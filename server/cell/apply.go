@@ -39,6 +39,7 @@ func (c *Cell) afterApply(s *fsm.State, a *fsm.Applied) {
 			break // a stale leader_start changed nothing
 		}
 		c.clock.Applied(s.Epoch())
+		c.inflight.settled(cmd.Term) // proposals of ended leaderships not applied by now never will be
 		if cmd.ReplicaID == c.cfg.ReplicaID && c.leading(cmd.Term) {
 			if active, epoch := c.sessions.Active(); active && epoch == s.Epoch() {
 				break // a second copy of the running leadership's own: keep its leases and watches

@@ -102,6 +102,10 @@ type Cell struct {
 
 	leaderID atomic.Uint64 // as last reported by the Raft event listener
 	term     atomic.Uint64
+	// inflight ends the proposals of a leadership once it has ended and
+	// their fate is decided (inflight.go); rtt is one Raft tick.
+	inflight leaderBound
+	rtt      time.Duration
 	// changed is closed (and replaced) whenever the leader this replica
 	// knows of changes or its session manager starts: requests held while
 	// the cell had no usable leader (WaitUsable) wake on it.
@@ -135,7 +139,8 @@ func Start(nh *dragonboat.NodeHost, cfg Config) (*Cell, error) {
 	if cfg.DefaultLease <= 0 {
 		cfg.DefaultLease = api.DefaultLease
 	}
-	c := &Cell{cfg: cfg, nh: nh, stop: make(chan struct{}), clock: session.NewLeaderClock(nil), changed: make(chan struct{})}
+	c := &Cell{cfg: cfg, nh: nh, stop: make(chan struct{}), clock: session.NewLeaderClock(nil), changed: make(chan struct{}),
+		rtt: time.Duration(nh.NodeHostConfig().RTTMillisecond) * time.Millisecond}
 	c.log = cfg.Logger.With("cell", cfg.Info.Name, "shard", cfg.Info.ShardID)
 	c.sessions = session.New(session.Config{Expire: c.proposeExpiry, Tick: c.proposeTick, Confirm: c.proposeConfirm, Logger: c.log})
 	c.watches = watch.NewTable(c.sessions)

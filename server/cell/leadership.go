@@ -43,6 +43,11 @@ func (c *Cell) LeaderUpdated(info raftio.LeaderInfo) {
 		c.log.Info("leader change", "replica", c.cfg.ReplicaID, "leader", info.LeaderID, "previous", prev, "term", info.Term)
 		c.recent.sawLeader(time.Now(), info.Term, info.LeaderID)
 	}
+	if info.LeaderID == c.cfg.ReplicaID {
+		c.inflight.lead(info.Term, c.inflightGrace()) // inflight.go
+	} else {
+		c.inflight.lose(c.inflightGrace())
+	}
 	c.leaderID.Store(info.LeaderID)
 	c.term.Store(info.Term)
 	defer c.signalChange()
@@ -57,6 +62,17 @@ func (c *Cell) LeaderUpdated(info raftio.LeaderInfo) {
 	c.watches.Reset()
 	c.cachers.Reset()
 	c.changeWaiters.wakeAll() // changes.go: a long poll answers what it has
+}
+
+// inflightGrace is how long the proposals of an ended leadership wait for
+// a later leader_start to decide their fate: the longest randomized
+// election timeout (twice ElectionRTT ticks); a second without a tick
+// known (a Cell built without a NodeHost).
+func (c *Cell) inflightGrace() time.Duration {
+	if g := 2 * time.Duration(c.cfg.ElectionRTT) * c.rtt; g > 0 {
+		return g
+	}
+	return time.Second
 }
 
 // leading reports whether the listener says this replica leads term.

@@ -24,7 +24,9 @@ func (c *Cell) propose(ctx context.Context, cmd *fsm.Command) (fsm.Result, error
 		defer c.applies.waiting.Add(-1)
 	}
 	sess := c.nh.GetNoOPSession(c.cfg.Info.ShardID)
-	data := c.encodeProposal(cmd) // in the state's codec (codec.go)
+	data := c.encodeProposal(cmd)     // in the state's codec (codec.go)
+	ctx, stop := c.inflight.bind(ctx) // inflight.go: bound to this replica's leadership, if it leads
+	defer stop()
 	tr.Mark(MarkPropose)
 	start := time.Now()
 	r, err := c.nh.SyncPropose(ctx, sess, data)
@@ -40,6 +42,9 @@ func (c *Cell) propose(ctx context.Context, cmd *fsm.Command) (fsm.Result, error
 	}
 	if f := c.onCommit.Load(); f != nil {
 		(*f)(took, err == nil)
+	}
+	if errors.Is(err, dragonboat.ErrCanceled) && errors.Is(context.Cause(ctx), errLeadershipLost) {
+		return fsm.Result{}, api.Errorf(api.CodeUnavailable, "replica %d lost the leadership of cell %s while the entry was in flight (it may yet commit under the next leader)", c.cfg.ReplicaID, c.cfg.Info.Name)
 	}
 	if err != nil {
 		return fsm.Result{}, raftError(err)

@@ -44,7 +44,8 @@ type transport struct {
 	closed bool
 
 	// stale counts requests refused on a pooled connection the server had
-	// closed (errStaleConn): each was resent on a fresh one.
+	// closed (errStaleConn): each was resent at once, on another pooled
+	// connection or a fresh one.
 	stale atomic.Uint64
 
 	// wg counts requests whose caller gave up (context done) while the
@@ -90,8 +91,8 @@ type trackedConn struct {
 	net.Conn
 	t    *transport
 	once sync.Once
-	// raw is the TCP socket under Conn (under its TLS too), for peerGone;
-	// nil when the configured dial gave a connection without one.
+	// raw is the TCP or unix socket under Conn (under its TLS too), for
+	// peerGone; nil when the dial gave any other kind of connection.
 	raw syscall.RawConn
 	// answered: a reply was read since the last request was written, so
 	// the next write begins a request on a connection from the pool.

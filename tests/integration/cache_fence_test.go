@@ -140,13 +140,7 @@ func TestTimedOutWriteLeavesNoStaleCache(t *testing.T) {
 	}
 	leader, err := c.LeaderOf("demo")
 	must(t, err)
-	var paused []int
-	for _, id := range c.IDs() {
-		if id != leader && len(paused) < 3 {
-			must(t, c.Pause(id))
-			paused = append(paused, id)
-		}
-	}
+	paused := pauseThreeFollowers(t, c, leader)
 	resume := func() {
 		for _, id := range paused {
 			_ = c.Resume(id)

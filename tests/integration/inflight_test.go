@@ -34,17 +34,7 @@ func TestProposalEndsWithItsLeadership(t *testing.T) {
 	for round := 1; ; round++ {
 		leader, err := c.WaitLeader("demo", 30*time.Second)
 		must(t, err)
-		// Three of the leader's four followers stop: it keeps one, no majority.
-		var paused []int
-		for _, id := range c.IDs() {
-			if id != leader && len(paused) < 3 {
-				must(t, c.Pause(id))
-				paused = append(paused, id)
-			}
-		}
-		for _, id := range paused {
-			allStopped(t, c.PID(id))
-		}
+		paused := pauseThreeFollowers(t, c, leader)
 		status, reply, err := cl.Once(ctx, c.APIAddr(leader), "POST", api.RoutePut, body, 30*time.Second)
 		for _, id := range paused {
 			must(t, c.Resume(id))
@@ -59,6 +49,24 @@ func TestProposalEndsWithItsLeadership(t *testing.T) {
 		}
 		t.Fatalf("a put in flight as its leader lost the majority: %d %s; want unavailable, the leadership lost", status, reply)
 	}
+}
+
+// pauseThreeFollowers SIGSTOPs three of the five replicas other than
+// leader, and waits until every thread of each has stopped: the leader
+// keeps one follower, no majority. It returns the paused ids.
+func pauseThreeFollowers(t *testing.T, c *cluster.Cluster, leader int) []int {
+	t.Helper()
+	var paused []int
+	for _, id := range c.IDs() {
+		if id != leader && len(paused) < 3 {
+			must(t, c.Pause(id))
+			paused = append(paused, id)
+		}
+	}
+	for _, id := range paused {
+		allStopped(t, c.PID(id))
+	}
+	return paused
 }
 
 // allStopped waits (bounded) until every thread of process pid is stopped

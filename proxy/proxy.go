@@ -456,7 +456,12 @@ func (p *Proxy) forwardToCell(ctx *fasthttp.RequestCtx, route string, arrived ti
 	}
 	cctx, cancel := p.requestContext(ctx)
 	defer cancel()
-	o := sdk.ForwardOptions{Authorization: string(ctx.Request.Header.Peek(api.HeaderAuth)), ClientAddr: ctx.RemoteAddr().String()}
+	idx, err := api.ParseDirectoryIndex(ctx.Request.Header.Peek(api.HeaderDirectoryIndex))
+	if err != nil {
+		reply(ctx, nil, err)
+		return
+	}
+	o := sdk.ForwardOptions{Authorization: string(ctx.Request.Header.Peek(api.HeaderAuth)), ClientAddr: ctx.RemoteAddr().String(), DirectoryIndex: idx}
 	if route == api.RouteChanges { // a long poll: the lockd holds it up to MaxChangesWaitMS
 		o.Timeout = sdk.DefaultRequestTimeout + api.MaxChangesWaitMS*time.Millisecond
 		cctx, cancel = context.WithTimeout(p.ctx, o.Timeout)

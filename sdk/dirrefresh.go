@@ -38,6 +38,16 @@ func (c *Client) cellNamed(ctx context.Context, name string) (*cellState, error)
 	return c.cellByName(name)
 }
 
+// routedBy is the directory index a cell call says it was routed by
+// (api.HeaderDirectoryIndex): the client's view's, or the floor the call
+// carries (a proxy's client's), the later.
+func (c *Client) routedBy(cl *call) uint64 {
+	if cl.cell == "" {
+		return 0
+	}
+	return max(c.dir.Load().raw.Index, cl.dirIndex)
+}
+
 // KnowsCell reports whether the directory names cell, reading it again
 // (as cellNamed) if the client's view does not.
 func (c *Client) KnowsCell(ctx context.Context, cell string) bool {

@@ -24,6 +24,20 @@ func dirAt(fc *fakeCell, index uint64, prefixes ...string) api.DirectoryResponse
 	return d
 }
 
+// serveDirectory makes the fake answer directory reads with d, and
+// whatever is stored in the pointer returned from then on.
+func serveDirectory(fc *fakeCell, d api.DirectoryResponse) *atomic.Pointer[api.DirectoryResponse] {
+	var served atomic.Pointer[api.DirectoryResponse]
+	served.Store(&d)
+	fc.setHook(func(rep int, route string, body []byte, next func() (int, any)) (int, any) {
+		if route == api.RouteDirectory {
+			return 200, *served.Load()
+		}
+		return next()
+	})
+	return &served
+}
+
 // TestDirectoryNeverGoesBack: a client never trades its directory for an
 // older one (a lockd without a directory replica answers its own lagging
 // view), and a call on a prefix its view lacks reads the directory once
@@ -31,15 +45,7 @@ func dirAt(fc *fakeCell, index uint64, prefixes ...string) api.DirectoryResponse
 func TestDirectoryNeverGoesBack(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		fc := startFakeCell(t, fake.Options{Replicas: 1, Memory: true, Prefixes: []string{"/demo", "/extra"}})
-		var served atomic.Pointer[api.DirectoryResponse]
-		d := dirAt(fc, 1, "/demo")
-		served.Store(&d)
-		fc.setHook(func(rep int, route string, body []byte, next func() (int, any)) (int, any) {
-			if route == api.RouteDirectory {
-				return 200, *served.Load()
-			}
-			return next()
-		})
+		served := serveDirectory(fc, dirAt(fc, 1, "/demo"))
 		c := newTestClient(t, fc, nil)
 		ctx := testCtx(t)
 

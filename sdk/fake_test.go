@@ -22,6 +22,7 @@ type fakeReq struct {
 	route   string
 	body    []byte
 	auth    string
+	dirIdx  string // api.HeaderDirectoryIndex
 }
 
 // hookFunc intercepts a request; next runs the fake's own handling.
@@ -96,7 +97,7 @@ func (fc *fakeCell) handle(rep int, route string, body []byte) (int, any) {
 func (fc *fakeCell) requests(route string) []fakeReq {
 	var out []fakeReq
 	for _, r := range fc.Requests(route) {
-		out = append(out, fakeReq{replica: r.Replica, route: r.Route, body: r.Body, auth: r.Auth})
+		out = append(out, fakeReq{replica: r.Replica, route: r.Route, body: r.Body, auth: r.Auth, dirIdx: r.DirIndex})
 	}
 	return out
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/internal/mutant"
 )
 
 // Forward is for lockproxy: it sends an already encoded request to cell's
@@ -21,12 +22,12 @@ func (c *Client) Forward(ctx context.Context, cell, route string, body []byte, o
 	cs := c.seeds
 	if cell != "" {
 		var err error
-		if cs, err = c.cellNamed(ctx, cell); err != nil {
+		if cs, err = c.forwardCell(ctx, cell, o); err != nil {
 			return nil, err
 		}
 	}
 	var resp json.RawMessage
-	cl := &call{route: route, req: json.RawMessage(body), resp: &resp, keepAlive: o.KeepAlive, timeout: o.Timeout,
+	cl := &call{route: route, req: json.RawMessage(body), resp: &resp, keepAlive: o.KeepAlive, timeout: o.Timeout, dirIndex: o.DirectoryIndex,
 		retryUnsure: o.RetryUnsure, anyReplica: cell == "", auth: authHeader{value: o.Authorization, forward: !o.Own, client: o.ClientAddr}}
 	if o.Method != "" {
 		cl.method, cl.req = o.Method, nil
@@ -46,11 +47,11 @@ func (c *Client) Forward(ctx context.Context, cell, route string, body []byte, o
 // refused it (then in JSON, and resp decoded from JSON). o.Method is
 // ignored: it is a POST.
 func (c *Client) ForwardWire(ctx context.Context, cell, route string, req api.WireEncoder, resp api.WireDecoder, o ForwardOptions) error {
-	cs, err := c.cellNamed(ctx, cell)
+	cs, err := c.forwardCell(ctx, cell, o)
 	if err != nil {
 		return err
 	}
-	cl := &call{route: route, req: req, resp: resp, keepAlive: o.KeepAlive, timeout: o.Timeout,
+	cl := &call{route: route, req: req, resp: resp, keepAlive: o.KeepAlive, timeout: o.Timeout, dirIndex: o.DirectoryIndex,
 		retryUnsure: o.RetryUnsure, auth: authHeader{value: o.Authorization, forward: !o.Own, client: o.ClientAddr}}
 	return c.do(ctx, cs, cl)
 }
@@ -71,6 +72,26 @@ type ForwardOptions struct {
 	// ClientAddr is the proxy's client's address, sent as
 	// api.HeaderClientAddr for the lockd's audit log ("" sends none).
 	ClientAddr string
+	// DirectoryIndex is the directory index the proxy's client routed by
+	// (its api.HeaderDirectoryIndex; 0: none): a cell this client's view
+	// lacks is refused unavailable, not wrong_cell, while the view is
+	// behind it, and the lockd is told the later of the two.
+	DirectoryIndex uint64
+}
+
+// forwardCell is the named cell a forwarded request goes to. A cell the
+// client's view lacks even after a read (cellNamed) while the proxy's
+// client has seen a later directory is one created since: refused
+// unavailable and not applied, for that client to send again.
+func (c *Client) forwardCell(ctx context.Context, cell string, o ForwardOptions) (*cellState, error) {
+	cs, err := c.cellNamed(ctx, cell)
+	if err == nil {
+		return cs, nil
+	}
+	if view := c.dir.Load().raw.Index; o.DirectoryIndex > view && !mutant.On(mutant.ProxyViewBehind) {
+		return nil, api.ViewBehindError("lockproxy", cell, view, o.DirectoryIndex)
+	}
+	return cs, err
 }
 
 // ErrorOf returns err as the *api.Error a proxy answers with.

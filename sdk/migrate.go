@@ -143,6 +143,12 @@ func (c *Client) beginMove(ctx context.Context, prefix, to string, takeOver bool
 // copies the prefix to the new cell and commits the move.
 func (c *Client) sealCopyCommit(ctx context.Context, pi api.PrefixInfo, res *MoveResult, progress func(MoveProgress)) (api.PrefixInfo, time.Time, error) {
 	m, prefix := *pi.Migration, pi.Prefix
+	// The new cell answers first (a linearizable read on its leader): one
+	// created a moment ago may still be starting its replicas and electing,
+	// and the prefix refuses writes from the seal until the copy is served.
+	if _, err := c.prefixOp(ctx, api.PrefixOpRequest{Cell: m.To, Prefix: prefix, Op: api.PrefixState}); err != nil {
+		return pi, time.Time{}, fmt.Errorf("the new cell %s before the seal: %w", m.To, err)
+	}
 	seal, err := c.prefixOp(ctx, api.PrefixOpRequest{Cell: m.From, Prefix: prefix, Op: api.PrefixSeal, To: m.To, DirIndex: m.BeganAt})
 	if err != nil {
 		return pi, time.Time{}, fmt.Errorf("seal on %s: %w", m.From, err)

@@ -44,6 +44,10 @@ type call struct {
 	// cell is the cell the call is routed to (api.HeaderCell); "" for
 	// directory calls.
 	cell string
+	// dirIndex is a floor for the directory index sent with the call
+	// (api.HeaderDirectoryIndex): a lockproxy's client's, which may be
+	// newer than the proxy's own view.
+	dirIndex uint64
 	// noClusterAfter: give up with ErrNoCluster once every endpoint has
 	// refused connections for this long (0: never).
 	noClusterAfter time.Duration
@@ -208,7 +212,7 @@ func (l *retryLoop) attempt(ctx context.Context, addr string) (attemptResult, er
 	}
 	r := attemptResult{addr: addr, wire: ctype == api.ContentTypeWire}
 	r.status, r.body, r.sent, r.err = tr.roundTrip(ctx, exchange{method: l.method, addr: addr, path: cl.route, body: reqBody, contentType: ctype, timeout: l.timeout,
-		waitLeader: true, unreachable: cl.unreachable, cell: cl.cell, auth: cl.auth, trace: l.trace})
+		waitLeader: true, unreachable: cl.unreachable, cell: cl.cell, dirIndex: l.c.routedBy(cl), auth: cl.auth, trace: l.trace})
 	if cl.firstSent.IsZero() {
 		cl.firstSent = r.sent
 	}

@@ -249,6 +249,7 @@ type exchange struct {
 	waitLeader  bool
 	unreachable []string // the addresses the call failed to reach
 	cell        string   // api.HeaderCell, if set
+	dirIndex    uint64   // api.HeaderDirectoryIndex, sent with cell
 	auth        authHeader
 	trace       *Trace // asks for and records the server's stage timings; nil: none
 }
@@ -345,6 +346,10 @@ func (t *transport) prepare(req *fasthttp.Request, x exchange, deadline time.Tim
 	}
 	if x.cell != "" {
 		req.Header.Set(api.HeaderCell, x.cell)
+		if x.dirIndex > 0 {
+			var b [20]byte
+			req.Header.SetBytesV(api.HeaderDirectoryIndex, strconv.AppendUint(b[:0], x.dirIndex, 10))
+		}
 	}
 	if x.trace != nil {
 		req.Header.Set(api.HeaderTrace, "1")

@@ -277,6 +277,12 @@ const (
 	// replica that hosts it. Caught by tests/integration
 	// TestNotHostedCellNamesAReplica.
 	NoHostHint Mutant = "lockd_broken_nohosthint"
+	// ViewBehind answers wrong_cell (final) for a cell this lockd's view
+	// does not list even when the client routed by a later directory (a
+	// cell created a moment ago). Caught by server/httpapi
+	// TestUnknownCellBehindTheClient (also tests/integration
+	// TestUnknownCellBehindTheClientsView).
+	ViewBehind Mutant = "lockd_broken_viewbehind"
 	// RefreshGap lets directory reads for unknown tokens run back to back.
 	// Caught by server/httpapi TestRefresherCoalesces.
 	RefreshGap Mutant = "lockd_broken_refreshgap"
@@ -398,6 +404,11 @@ const (
 	// a write comes back outcome-unknown though it never left. Caught by
 	// sdk TestStalePooledConnectionResends.
 	PooledStale Mutant = "sdk_broken_pooledstale"
+	// ProxyViewBehind makes a lockproxy refuse a cell its view lacks
+	// wrong_cell (final) though its client routed by a later directory.
+	// Caught by sdk TestCellCallsSayTheirDirectoryIndex (also
+	// tests/integration TestUnknownCellBehindTheClientsView).
+	ProxyViewBehind Mutant = "lockproxy_broken_viewbehind"
 
 	// BatchReplyEvents lets a KeepAlive batch reply carry every session's
 	// events, past api.MaxBatchReplyEvents (and so past what a proxy
@@ -641,13 +652,13 @@ var all = []Mutant{
 	LockDelayLostOnFailover, WatchQuota,
 	TenantMisses, EarlyExpiry, FairDeadline, RenewExpiring, RestoreNoHold,
 	StaleConn, ProposalOutlivesLeader,
-	ACL, BodyLimit, FreeGrants, NoHostHint, RefreshGap, RenewCheck,
+	ACL, BodyLimit, FreeGrants, NoHostHint, ViewBehind, RefreshGap, RenewCheck,
 	RouteLabel, ClientCerts,
 	DirViewRead, FDExhaust, MemberNoBarrier, RaftCA, SkipsUnloadWait,
 	ProxyACL, AwaitBatch, BatchSplit, KeepDead, LeaseAge, ProxyBody,
 	ProxyWatchQuota, RenewOnError, ProxyRevoke, SharedAck, TenantLapses,
 	WatchKey, ProxyEventCap,
-	GrantEarly, LendToken, MovedAway, NoCellRefresh, ForeignHint, PooledStale,
+	GrantEarly, LendToken, MovedAway, NoCellRefresh, ForeignHint, PooledStale, ProxyViewBehind,
 	WireCount, BatchReplyEvents,
 	AuditToken,
 	AuditReadsStream, StageContainerUngated, PprofAnyAddr, TimerSlackOneThread,

@@ -58,12 +58,28 @@ func (s *Server) readyCell(ctx *fasthttp.RequestCtx, name string) (*cell.Cell, e
 			}
 			return nil, api.Errorf(api.CodeWrongCell, "cell %s is not hosted by this lockd", name)
 		}
-		return nil, api.Errorf(api.CodeWrongCell, "no cell %s", name)
+		return nil, unknownCell(ctx, name, s.host.Directory().Index())
 	}
 	if err := waitUsable(ctx, c); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// unknownCell refuses a request naming a cell this lockd's view (at index
+// view, read again already) does not list: wrong_cell, unless the client
+// routed by a later directory (api.HeaderDirectoryIndex) — the cell was
+// created after this view, whose next read will list it — then
+// unavailable, not applied, for the client to send again.
+func unknownCell(ctx *fasthttp.RequestCtx, name string, view uint64) error {
+	client, err := api.ParseDirectoryIndex(ctx.Request.Header.Peek(api.HeaderDirectoryIndex))
+	switch {
+	case err != nil:
+		return err
+	case client > view && !mutant.On(mutant.ViewBehind):
+		return api.ViewBehindError("lockd", name, view, client)
+	}
+	return api.Errorf(api.CodeWrongCell, "no cell %s", name)
 }
 
 // otherReplica is the API address of one of the cell's voting replicas

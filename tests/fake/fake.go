@@ -69,6 +69,8 @@ type Request struct {
 	Route   string
 	Body    []byte // as JSON when it came in the binary encoding, unless NoWire
 	Auth    string // Authorization header
+	// DirIndex is the api.HeaderDirectoryIndex header ("": none).
+	DirIndex string
 	// Wire: the request came in the binary encoding (api.ContentTypeWire).
 	Wire bool
 }

@@ -57,7 +57,8 @@ func (c *Cell) serve(rep int, ctx *fasthttp.RequestCtx) {
 		}
 	}
 	c.mu.Lock()
-	c.reqs = append(c.reqs, Request{Replica: rep, Route: route, Body: body, Auth: string(ctx.Request.Header.Peek("Authorization")), Wire: wire})
+	c.reqs = append(c.reqs, Request{Replica: rep, Route: route, Body: body, Auth: string(ctx.Request.Header.Peek("Authorization")),
+		DirIndex: string(ctx.Request.Header.Peek(api.HeaderDirectoryIndex)), Wire: wire})
 	hook := c.hook
 	c.mu.Unlock()
 

@@ -8,8 +8,11 @@ package integration_test
 // follows.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"testing"
@@ -24,6 +27,16 @@ import (
 // replica of demo for a demo node: the answer must be not_leader with a
 // hint among demo's replicas. mutant lockd_broken_nohosthint (wrong_cell,
 // no hint) fails it.
+//
+// Then (the fault suite's run 251207: a move to a cell created a moment
+// before stopped half-way on wrong_cell "no cell fresh1" from a lockd
+// whose view had not caught up) a cell no view lists is asked for, on a
+// lockd and through a lockproxy, by a client that says it routed by a
+// later directory (api.HeaderDirectoryIndex): both must answer
+// unavailable, not applied (send again), and wrong_cell to a client
+// without the header or with an older index. Mutants
+// lockd_broken_viewbehind and lockproxy_broken_viewbehind (wrong_cell
+// regardless) fail it.
 func TestNotHostedCellNamesAReplica(t *testing.T) {
 	t.Parallel()
 	c := cluster.Start(t, cluster.Options{Lockds: 6, Zones: 3})
@@ -62,4 +75,51 @@ func TestNotHostedCellNamesAReplica(t *testing.T) {
 		t.Fatalf("a lockd without demo answered %d %s; want not_leader naming one of %v", status, b, demo)
 	}
 	t.Logf("lockd %s: %s", outside, b)
+
+	p := startProxies(t, c, 1)[0]
+	view := admin.Directory().Index
+	for _, ep := range []struct{ what, addr string }{{"lockd", outside}, {"lockproxy", p.Addr}} {
+		for _, tc := range []struct {
+			header     string
+			code       api.Code
+			notApplied bool
+		}{
+			{"", api.CodeWrongCell, false},
+			{fmt.Sprint(view), api.CodeWrongCell, false},
+			{fmt.Sprint(view + 1000), api.CodeUnavailable, true},
+			{"x", api.CodeBadRequest, false},
+		} {
+			got := askUnknownCell(t, ep.addr, tc.header)
+			if got.Code != tc.code || got.NotApplied != tc.notApplied {
+				t.Fatalf("%s %s, a cell no view lists, client at directory index %q (the view's is about %d): %+v; want %s, not_applied %v",
+					ep.what, ep.addr, tc.header, view, got, tc.code, tc.notApplied)
+			}
+		}
+	}
+}
+
+// askUnknownCell reads a node of cell "fresh-unknown" (which no directory
+// lists) at addr, saying directory index header ("" none), and returns
+// the error answered.
+func askUnknownCell(t *testing.T, addr, header string) api.Error {
+	t.Helper()
+	body, _ := json.Marshal(api.ReadRequest{Path: "/demo/nothosted/k"})
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+api.RouteGet, bytes.NewReader(body))
+	must(t, err)
+	req.Header.Set(api.HeaderCell, "fresh-unknown")
+	if header != "" {
+		req.Header.Set(api.HeaderDirectoryIndex, header)
+	}
+	hc := http.Client{Timeout: 30 * time.Second}
+	resp, err := hc.Do(req)
+	must(t, err)
+	defer resp.Body.Close()
+	var reply struct {
+		Error api.Error `json:"error"`
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(b, &reply); err != nil {
+		t.Fatalf("%s answered %d %s", addr, resp.StatusCode, b)
+	}
+	return reply.Error
 }

@@ -74,6 +74,10 @@ type Migration struct {
 	// migration, and every later step must carry it (a step of an earlier,
 	// abandoned migration of the prefix is refused).
 	BeganAt uint64 `json:"began_at"`
+	// BeganAtMS is the wall clock (Unix ms) of the lockd that proposed
+	// the begin, as the entry carries it: how long the move has been in
+	// flight (0: begun by a lockd before it).
+	BeganAtMS int64 `json:"began_at_ms,omitempty"`
 	// SealIndex is the old cell's log index of the seal, once recorded.
 	SealIndex uint64 `json:"seal_index,omitempty"`
 	// Driver is the random name of the one client driving the migration

@@ -34,10 +34,11 @@ func ParseDirectoryIndex(header []byte) (uint64, error) {
 	return idx, nil
 }
 
-// ViewBehindError is the refusal of a request naming a cell that a server
-// whose view of the directory (at index view) is behind the client's does
-// not know yet: nothing was applied, and the client should send again.
-func ViewBehindError(who, cell string, view, client uint64) *Error {
+// ViewBehindError is the refusal of a request naming what (a cell, a
+// path's cell) that a server whose view of the directory (at index view)
+// is behind the client's does not know yet: nothing was applied, and the
+// client should send again.
+func ViewBehindError(who, what string, view, client uint64) *Error {
 	return &Error{Code: CodeUnavailable, NotApplied: true,
-		Message: fmt.Sprintf("cell %s is not in this %s's view of the directory (index %d), which is behind the client's (index %d); send again", cell, who, view, client)}
+		Message: fmt.Sprintf("%s is not in this %s's view of the directory (index %d), which is behind the client's (index %d); send again", what, who, view, client)}
 }

@@ -448,6 +448,11 @@ func (p *Proxy) forwardToCell(ctx *fasthttp.RequestCtx, route string, arrived ti
 		reply(ctx, nil, err)
 		return
 	}
+	idx, err := api.ParseDirectoryIndex(ctx.Request.Header.Peek(api.HeaderDirectoryIndex))
+	if err != nil {
+		reply(ctx, nil, err)
+		return
+	}
 	if route == api.RouteSessionClose {
 		p.noteClose(ctx, cell)
 	}
@@ -456,11 +461,6 @@ func (p *Proxy) forwardToCell(ctx *fasthttp.RequestCtx, route string, arrived ti
 	}
 	cctx, cancel := p.requestContext(ctx)
 	defer cancel()
-	idx, err := api.ParseDirectoryIndex(ctx.Request.Header.Peek(api.HeaderDirectoryIndex))
-	if err != nil {
-		reply(ctx, nil, err)
-		return
-	}
 	o := sdk.ForwardOptions{Authorization: string(ctx.Request.Header.Peek(api.HeaderAuth)), ClientAddr: ctx.RemoteAddr().String(), DirectoryIndex: idx}
 	if route == api.RouteChanges { // a long poll: the lockd holds it up to MaxChangesWaitMS
 		o.Timeout = sdk.DefaultRequestTimeout + api.MaxChangesWaitMS*time.Millisecond
@@ -525,6 +525,10 @@ func (p *Proxy) clientKeepAlive(rc *fasthttp.RequestCtx, arrived time.Time) (api
 	}
 	t, err := p.table(req.Cell)
 	if err != nil {
+		idx, perr := api.ParseDirectoryIndex(rc.Request.Header.Peek(api.HeaderDirectoryIndex))
+		if view := p.up.Directory().Index; perr == nil && api.CodeOf(err) == api.CodeWrongCell && idx > view && !mutant.On(mutant.ProxyViewBehind) {
+			err = api.ViewBehindError("lockproxy", "cell "+req.Cell, view, idx)
+		}
 		return api.SessionResponse{}, err
 	}
 	tenant, known := t.owner(req.Session)

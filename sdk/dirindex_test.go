@@ -59,3 +59,39 @@ func TestCellCallsSayTheirDirectoryIndex(t *testing.T) {
 		}
 	})
 }
+
+// TestLaggingReplicaIsPassedOver: a lockd whose directory view lags
+// answers unavailable, not applied, for as long as it lags; it names no
+// leader, so the call looks at another replica after notAppliedRotate of
+// them instead of asking it again until its deadline (the attack on the
+// view-behind answer: 31 attempts to the one replica, none elsewhere).
+func TestLaggingReplicaIsPassedOver(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		fc := startFakeCell(t, fake.Options{Replicas: 3, Memory: true, Prefixes: []string{"/demo"}})
+		c := newTestClient(t, fc, nil)
+		ctx := testCtx(t)
+		if _, err := c.Put(ctx, "/demo/a", []byte("1")); err != nil {
+			t.Fatal(err)
+		}
+		fc.failover(2)
+		fc.setHook(func(rep int, route string, body []byte, next func() (int, any)) (int, any) {
+			if rep == 0 && route == api.RoutePut {
+				e := api.ViewBehindError("lockd", "cell "+fc.Name(), 3, 7)
+				return e.Code.HTTPStatus(), e
+			}
+			return next()
+		})
+		if _, err := c.Put(ctx, "/demo/b", []byte("2")); err != nil {
+			t.Fatalf("put while the replica first asked lags: %v", err)
+		}
+		lagged := 0
+		for _, r := range fc.requests(api.RoutePut) {
+			if r.replica == 0 {
+				lagged++
+			}
+		}
+		if lagged > notAppliedRotate+1 { // +1: the first put
+			t.Fatalf("%d puts to the lagging replica, want at most %d", lagged, notAppliedRotate+1)
+		}
+	})
+}

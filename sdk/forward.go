@@ -88,8 +88,12 @@ func (c *Client) forwardCell(ctx context.Context, cell string, o ForwardOptions)
 	if err == nil {
 		return cs, nil
 	}
-	if view := c.dir.Load().raw.Index; o.DirectoryIndex > view && !mutant.On(mutant.ProxyViewBehind) {
-		return nil, api.ViewBehindError("lockproxy", cell, view, o.DirectoryIndex)
+	d := c.dir.Load() // one view: its cells and its index agree
+	if cs := d.cells[cell]; cs != nil {
+		return cs, nil // listed by a read that landed meanwhile
+	}
+	if o.DirectoryIndex > d.raw.Index && !mutant.On(mutant.ProxyViewBehind) {
+		return nil, api.ViewBehindError("lockproxy", "cell "+cell, d.raw.Index, o.DirectoryIndex)
 	}
 	return cs, err
 }

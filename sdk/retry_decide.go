@@ -27,6 +27,8 @@ type outcome struct {
 	staleResends int      // resends at once after stale connections so far, not counting this one
 	unavailable  int      // consecutive unavailable replies from addr, this one included
 	notApplied   bool     // the unavailable reply says the request had no effect (api.Error.NotApplied)
+	// notAppliedRun: consecutive not_applied replies from addr, this one included.
+	notAppliedRun int
 }
 
 // action is what the retry loop does after an attempt.
@@ -51,6 +53,11 @@ type decision struct {
 	forget bool // forget addr as leader and rotate the next pick past it
 	follow bool // record the not_leader hint as the cell's leader
 }
+
+// notAppliedRotate is how many consecutive not_applied refusals from one
+// replica make the loop look at another (a leader taking a prefix up is
+// found again through not_leader).
+const notAppliedRotate = 4
 
 // retryable are the only codes a call is resent after. Every other code —
 // including ones this SDK does not know — is a final answer.
@@ -97,7 +104,7 @@ func decide(o outcome) decision {
 		switch {
 		case !o.retryUnsure && !o.notApplied:
 			return decision{act: actUnknown}
-		case o.unavailable >= unavailableRotate:
+		case o.unavailable >= unavailableRotate, o.notAppliedRun >= notAppliedRotate:
 			return decision{act: actBackoff, forget: true}
 		default:
 			return decision{act: actBackoff}

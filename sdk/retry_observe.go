@@ -37,6 +37,8 @@ type retryState struct {
 	retries   int    // backoffs waited: the next backoff's exponent
 	lastAddr  string // the endpoint of the last reply (transport failures aside)
 	unavail   int    // consecutive unavailable replies from lastAddr
+	// notApplied: consecutive not_applied unavailable replies from lastAddr.
+	notApplied int
 	// refused are the endpoints that refused connections since
 	// refusedSince, with nothing else heard in between.
 	refused      []string
@@ -110,10 +112,19 @@ func (st *retryState) observeReply(cl *call, r attemptResult, o *outcome) {
 	if aerr.NotApplied {
 		// The leader's state refused it (a prefix being taken up, a
 		// copy arriving): stay with this replica, as not_leader would
-		// send the call back to it.
+		// send the call back to it; but not for ever: a lockd or proxy
+		// whose directory view lags (api.ViewBehindError) hosts no
+		// replica of the cell and names no leader.
 		st.unavail = 0
+		if r.addr == st.lastAddr {
+			st.notApplied++
+		} else {
+			st.notApplied = 1
+		}
+		o.notAppliedRun = st.notApplied
 		return
 	}
+	st.notApplied = 0
 	cl.reached = true
 	if r.addr == st.lastAddr {
 		st.unavail++
@@ -128,6 +139,9 @@ func (st *retryState) observeReply(cl *call, r attemptResult, o *outcome) {
 func (st *retryState) settle(o outcome, d decision) {
 	if o.code == api.CodeNotLeader || (o.unavailable >= unavailableRotate && d.forget) {
 		st.unavail = 0
+	}
+	if o.notAppliedRun >= notAppliedRotate && d.forget {
+		st.notApplied = 0
 	}
 	if !o.transport {
 		st.lastAddr = o.addr

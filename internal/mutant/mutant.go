@@ -280,9 +280,17 @@ const (
 	// ViewBehind answers wrong_cell (final) for a cell this lockd's view
 	// does not list even when the client routed by a later directory (a
 	// cell created a moment ago). Caught by server/httpapi
-	// TestUnknownCellBehindTheClient (also tests/integration
-	// TestUnknownCellBehindTheClientsView).
+	// TestUnknownCellBehindTheClient and TestWatchCellBehindTheClient
+	// (also tests/integration TestNotHostedCellNamesAReplica).
 	ViewBehind Mutant = "lockd_broken_viewbehind"
+	// TimeoutNotApplied marks a timed-out proposal (which may still
+	// commit) not applied, so a write without a request id is sent again
+	// and may apply twice. Caught by server/cell TestRaftErrorCodes.
+	TimeoutNotApplied Mutant = "lockd_broken_timeout_notapplied"
+	// MoveAgeSeen dates a move from when this lockd first saw it, not
+	// from its begin: a lockd restarted under a stuck move reports it
+	// young. Caught by server/lockd TestMoveAgeFromItsBegin.
+	MoveAgeSeen Mutant = "lockd_broken_moveageseen"
 	// RefreshGap lets directory reads for unknown tokens run back to back.
 	// Caught by server/httpapi TestRefresherCoalesces.
 	RefreshGap Mutant = "lockd_broken_refreshgap"
@@ -407,7 +415,7 @@ const (
 	// ProxyViewBehind makes a lockproxy refuse a cell its view lacks
 	// wrong_cell (final) though its client routed by a later directory.
 	// Caught by sdk TestCellCallsSayTheirDirectoryIndex (also
-	// tests/integration TestUnknownCellBehindTheClientsView).
+	// tests/integration TestNotHostedCellNamesAReplica).
 	ProxyViewBehind Mutant = "lockproxy_broken_viewbehind"
 
 	// BatchReplyEvents lets a KeepAlive batch reply carry every session's
@@ -652,7 +660,7 @@ var all = []Mutant{
 	LockDelayLostOnFailover, WatchQuota,
 	TenantMisses, EarlyExpiry, FairDeadline, RenewExpiring, RestoreNoHold,
 	StaleConn, ProposalOutlivesLeader,
-	ACL, BodyLimit, FreeGrants, NoHostHint, ViewBehind, RefreshGap, RenewCheck,
+	ACL, BodyLimit, FreeGrants, NoHostHint, ViewBehind, MoveAgeSeen, TimeoutNotApplied, RefreshGap, RenewCheck,
 	RouteLabel, ClientCerts,
 	DirViewRead, FDExhaust, MemberNoBarrier, RaftCA, SkipsUnloadWait,
 	ProxyACL, AwaitBatch, BatchSplit, KeepDead, LeaseAge, ProxyBody,

@@ -130,8 +130,15 @@ func TestDedupedLockCreateFiresForGonePredecessor(t *testing.T) {
 
 // raftError sorts dragonboat's errors into retryable (unavailable: the
 // outcome is unknown, the client retries with the same request id) and
-// permanent ones, which the SDK must not retry forever.
+// permanent ones, which the SDK must not retry forever. Only errors that
+// say the entry entered no log are marked not applied (a write without a
+// request id is resent): a timed-out or cancelled proposal may still
+// commit. Mutant lockd_broken_timeout_notapplied (a timeout marked not
+// applied) fails it.
 func TestRaftErrorCodes(t *testing.T) {
+	wrappedBusy := fmt.Errorf("wrapped: %w", dragonboat.ErrSystemBusy)
+	notApplied := map[error]bool{wrappedBusy: true, dragonboat.ErrSystemBusy: true, dragonboat.ErrShardNotReady: true, dragonboat.ErrShardNotInitialized: true,
+		dragonboat.ErrInvalidDeadline: true, dragonboat.ErrTimeoutTooSmall: true}
 	cases := []struct {
 		err  error
 		want api.Code
@@ -149,7 +156,7 @@ func TestRaftErrorCodes(t *testing.T) {
 		{dragonboat.ErrLogDBNotCreatedOrClosed, api.CodeUnavailable},
 		{context.DeadlineExceeded, api.CodeUnavailable},
 		{context.Canceled, api.CodeUnavailable},
-		{fmt.Errorf("wrapped: %w", dragonboat.ErrSystemBusy), api.CodeUnavailable},
+		{wrappedBusy, api.CodeUnavailable},
 		{dragonboat.ErrReplicaRemoved, api.CodeNotLeader},
 		{dragonboat.ErrShardNotFound, api.CodeWrongCell},
 		{dragonboat.ErrPayloadTooBig, api.CodeValueTooLarge},
@@ -160,8 +167,12 @@ func TestRaftErrorCodes(t *testing.T) {
 		{errors.New("something dragonboat never documented"), api.CodeInternal},
 	}
 	for _, tc := range cases {
-		if got := api.CodeOf(raftError(tc.err)); got != tc.want {
-			t.Errorf("raftError(%v) = %q, want %q", tc.err, got, tc.want)
+		got := raftError(tc.err)
+		if api.CodeOf(got) != tc.want {
+			t.Errorf("raftError(%v) = %q, want %q", tc.err, api.CodeOf(got), tc.want)
+		}
+		if na := api.AsError(got).NotApplied; na != notApplied[tc.err] {
+			t.Errorf("raftError(%v): not_applied %v, want %v", tc.err, na, notApplied[tc.err])
 		}
 	}
 }

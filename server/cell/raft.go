@@ -10,6 +10,7 @@ import (
 	"github.com/lni/dragonboat/v4"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/internal/mutant"
 	"github.com/lockservice/lockd/server/fsm"
 )
 
@@ -105,20 +106,20 @@ func readLocal[R any](c *Cell, q func(*fsm.State) (R, error)) (R, error) {
 
 // raftError maps dragonboat's errors onto api codes. Transient ones are
 // unavailable: the outcome is unknown and the client retries with the same
-// request id. Permanent ones get a code the SDK does not retry; an error
-// not listed here is internal (a bug to report, not a reason to retry
-// forever).
+// request id; those that say the entry never entered any log (notInLog)
+// are marked not applied, so that even a write without a request id is
+// sent again rather than reported outcome-unknown. Permanent ones get a
+// code the SDK does not retry; an error not listed here is internal (a
+// bug to report, not a reason to retry forever).
 func raftError(err error) error {
 	switch {
+	case notInLog(err) || mutant.On(mutant.TimeoutNotApplied) && errors.Is(err, dragonboat.ErrTimeout):
+		return &api.Error{Code: api.CodeUnavailable, NotApplied: true, Message: err.Error() + " (not proposed: send again)"}
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
 		errors.Is(err, dragonboat.ErrTimeout), errors.Is(err, dragonboat.ErrCanceled),
-		errors.Is(err, dragonboat.ErrSystemBusy), errors.Is(err, dragonboat.ErrAborted),
-		errors.Is(err, dragonboat.ErrShardNotReady), errors.Is(err, dragonboat.ErrShardNotInitialized),
+		errors.Is(err, dragonboat.ErrAborted),
 		errors.Is(err, dragonboat.ErrShardClosed), errors.Is(err, dragonboat.ErrClosed),
-		errors.Is(err, dragonboat.ErrLogDBNotCreatedOrClosed),
-		// The request's deadline had (nearly) passed before Raft saw it: a
-		// retry with a fresh deadline can succeed.
-		errors.Is(err, dragonboat.ErrInvalidDeadline), errors.Is(err, dragonboat.ErrTimeoutTooSmall):
+		errors.Is(err, dragonboat.ErrLogDBNotCreatedOrClosed):
 		return api.Errorf(api.CodeUnavailable, "%v", err)
 	case errors.Is(err, dragonboat.ErrReplicaRemoved):
 		// This replica left the shard; another one may serve it.
@@ -131,6 +132,20 @@ func raftError(err error) error {
 	// ErrRejected (a client session we do not use), ErrDeadlineNotSet,
 	// ErrInvalidSession, ErrInvalidOperation and anything new.
 	return api.Errorf(api.CodeInternal, "raft: %v", err)
+}
+
+// notInLog reports whether err says the entry entered no Raft log, so it
+// can never apply: refused before it was proposed (the shard not ready or
+// not initialized here, its queues full, a deadline already past) or
+// dropped by Raft without being appended or forwarded (no leader known,
+// a candidate, a leader handing over: dragonboat's Dropped, which
+// SyncPropose returns as ErrShardNotReady).
+func notInLog(err error) bool {
+	return errors.Is(err, dragonboat.ErrShardNotReady) || errors.Is(err, dragonboat.ErrShardNotInitialized) ||
+		errors.Is(err, dragonboat.ErrSystemBusy) ||
+		// The request's deadline had (nearly) passed before Raft saw it: a
+		// retry with a fresh deadline can succeed.
+		errors.Is(err, dragonboat.ErrInvalidDeadline) || errors.Is(err, dragonboat.ErrTimeoutTooSmall)
 }
 
 func (c *Cell) proposeExpiry(ctx context.Context, id, epoch uint64) error {

@@ -11,7 +11,7 @@ import (
 // nonce it sends) drives a migration at a time: a begin from another is
 // refused unless it takes over, and from a take-over on the previous
 // driver's steps are refused, so it stops.
-func (s *State) migrate(r *api.MigrateRequest) Result {
+func (s *State) migrate(r *api.MigrateRequest, atMS int64) Result {
 	p, ok := s.prefixes[r.Prefix]
 	if !ok {
 		return refuse(api.CodeNotFound, "no prefix %s in the directory", r.Prefix)
@@ -25,7 +25,7 @@ func (s *State) migrate(r *api.MigrateRequest) Result {
 	}
 	switch r.Action {
 	case api.MigrateBegin:
-		return s.migrateBegin(p, r)
+		return s.migrateBegin(p, r, atMS)
 	case api.MigrateSealed:
 		if m == nil || m.Phase != api.MigrationSealing {
 			return refuse(api.CodeConflict, "no migration of %s is sealing", r.Prefix)
@@ -67,7 +67,7 @@ func (s *State) migrate(r *api.MigrateRequest) Result {
 // begin again (resumed), or a take-over: the driver of a migration still
 // sealing becomes r.Driver, with a new generation. Any other begin while
 // a migration is in flight is refused.
-func (s *State) migrateBegin(p *api.PrefixInfo, r *api.MigrateRequest) Result {
+func (s *State) migrateBegin(p *api.PrefixInfo, r *api.MigrateRequest, atMS int64) Result {
 	if _, ok := s.cells[r.To]; !ok {
 		return refuse(api.CodeNotFound, "no cell %s", r.To)
 	}
@@ -92,7 +92,7 @@ func (s *State) migrateBegin(p *api.PrefixInfo, r *api.MigrateRequest) Result {
 	if p.Epoch+1 > api.MaxTokenEpoch {
 		return refuse(api.CodeTokenExhausted, "prefix %s is at directory epoch %d, the token limit", r.Prefix, p.Epoch)
 	}
-	p.Migration = &api.Migration{From: p.Cell, To: r.To, Phase: api.MigrationSealing, BeganAt: s.index, Driver: r.Driver, Gen: s.index}
+	p.Migration = &api.Migration{From: p.Cell, To: r.To, Phase: api.MigrationSealing, BeganAt: s.index, BeganAtMS: max(atMS, 0), Driver: r.Driver, Gen: s.index}
 	return Result{Prefix: clonePrefix(p)}
 }
 

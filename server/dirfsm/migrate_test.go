@@ -75,3 +75,19 @@ func TestMigrationOneDriver(t *testing.T) {
 		t.Fatalf("a committed migration is finished by anyone: %+v %v", r.Prefix, r.Err)
 	}
 }
+
+// TestMigrationBeganAtMS: a begin records the clock its command carries
+// (the proposing lockd's) as the move's start; a take-over keeps it, and
+// so does every replica replaying the entry (the state reads no clock).
+func TestMigrationBeganAtMS(t *testing.T) {
+	a := bootstrapped(t, 6)
+	a.do(Command{Op: OpCreateCell, CreateCell: &api.CreateCellRequest{Name: "b"}})
+	r := a.do(Command{Op: OpMigrate, AtMS: 1_000, Migrate: &api.MigrateRequest{Prefix: "/demo", Action: api.MigrateBegin, To: "b", Driver: "A"}})
+	if r.Err != nil || r.Prefix.Migration.BeganAtMS != 1_000 {
+		t.Fatalf("begin: %+v", r)
+	}
+	r = a.do(Command{Op: OpMigrate, AtMS: 9_000, Migrate: &api.MigrateRequest{Prefix: "/demo", Action: api.MigrateBegin, To: "b", Driver: "B", TakeOver: true}})
+	if r.Err != nil || r.Prefix.Migration.BeganAtMS != 1_000 {
+		t.Fatalf("take-over: %+v, want the start kept at 1000", r.Prefix.Migration)
+	}
+}

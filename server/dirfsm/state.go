@@ -40,6 +40,13 @@ type Command struct {
 	Tenant     *TenantChange            `json:"tenant,omitempty"`
 	// Codec: for raise_codec, the floor it raises to.
 	Codec uint8 `json:"codec,omitempty"`
+	// AtMS is the proposing lockd's wall clock (Unix ms) when it made the
+	// command: a migrate begin records it as the move's start (for the
+	// age health reports). 0 from a lockd before it: not recorded. A
+	// directory replica before it ignores it (keeps 0): a mixed-version
+	// group may disagree on this one field, which feeds only the health
+	// report, never a decision of the state.
+	AtMS int64 `json:"at_ms,omitempty"`
 }
 
 // Encode serialises a command for the log.
@@ -121,7 +128,7 @@ func (s *State) apply(c *Command) Result {
 	case c.Op == OpAssign && c.Assign != nil:
 		return s.assign(c.Assign)
 	case c.Op == OpMigrate && c.Migrate != nil:
-		return s.migrate(c.Migrate)
+		return s.migrate(c.Migrate, c.AtMS)
 	case c.Op == OpMember && c.Member != nil:
 		return s.member(c.Member)
 	case c.Op == OpRestore && c.Restore != nil:

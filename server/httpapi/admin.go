@@ -152,7 +152,7 @@ func (s *Server) migrate(ctx *fasthttp.RequestCtx, p principal) (any, error) {
 	if err := decode(ctx, &req); err != nil {
 		return nil, err
 	}
-	v, err := s.proposeDirectory(&dirfsm.Command{Op: dirfsm.OpMigrate, Migrate: &req})
+	v, err := s.proposeDirectory(&dirfsm.Command{Op: dirfsm.OpMigrate, Migrate: &req, AtMS: time.Now().UnixMilli()})
 	if err == nil {
 		s.log.Info("migration step", "prefix", req.Prefix, "action", req.Action, "to", req.To, "began_at", req.BeganAt)
 	}

@@ -48,7 +48,8 @@ func (s *Server) readyCell(ctx *fasthttp.RequestCtx, name string) (*cell.Cell, e
 		s.refreshFor(func() bool { c, ok = s.host.Cell(name); return ok })
 	}
 	if !ok {
-		if info, known := s.host.Directory().Cell(name); known {
+		d := s.host.Directory() // one view: its cells and its index agree
+		if info, known := d.Cell(name); known {
 			// Not here: name a replica that is, as a leader hint (never
 			// applied, so safe to resend), for a client whose view of the
 			// cell's replicas is older than this lockd's.
@@ -58,7 +59,7 @@ func (s *Server) readyCell(ctx *fasthttp.RequestCtx, name string) (*cell.Cell, e
 			}
 			return nil, api.Errorf(api.CodeWrongCell, "cell %s is not hosted by this lockd", name)
 		}
-		return nil, unknownCell(ctx, name, s.host.Directory().Index())
+		return nil, unknownCell(ctx, name, d.Index())
 	}
 	if err := waitUsable(ctx, c); err != nil {
 		return nil, err
@@ -72,14 +73,25 @@ func (s *Server) readyCell(ctx *fasthttp.RequestCtx, name string) (*cell.Cell, e
 // created after this view, whose next read will list it — then
 // unavailable, not applied, for the client to send again.
 func unknownCell(ctx *fasthttp.RequestCtx, name string, view uint64) error {
+	if err := clientAhead(ctx, "cell "+name, view); err != nil {
+		return err
+	}
+	return api.Errorf(api.CodeWrongCell, "no cell %s", name)
+}
+
+// clientAhead is the refusal of a request whose client routed by a later
+// directory (api.HeaderDirectoryIndex) than this lockd's view at index
+// view, which lacks what the client named: unavailable, not applied; a
+// bad_request for a malformed index; nil when the client is not ahead.
+func clientAhead(ctx *fasthttp.RequestCtx, what string, view uint64) error {
 	client, err := api.ParseDirectoryIndex(ctx.Request.Header.Peek(api.HeaderDirectoryIndex))
 	switch {
 	case err != nil:
 		return err
 	case client > view && !mutant.On(mutant.ViewBehind):
-		return api.ViewBehindError("lockd", name, view, client)
+		return api.ViewBehindError("lockd", what, view, client)
 	}
-	return api.Errorf(api.CodeWrongCell, "no cell %s", name)
+	return nil
 }
 
 // otherReplica is the API address of one of the cell's voting replicas

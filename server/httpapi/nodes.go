@@ -4,6 +4,7 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/valyala/fasthttp"
 
@@ -136,7 +137,7 @@ func (s *Server) watch(ctx *fasthttp.RequestCtx, p principal) (any, error) {
 	if err := decode(ctx, &req); err != nil {
 		return nil, err
 	}
-	if err := s.checkWatches(p, req); err != nil {
+	if err := s.checkWatches(ctx, p, req); err != nil {
 		return nil, err
 	}
 	c, err := s.readyCell(ctx, req.Cell)
@@ -150,8 +151,8 @@ func (s *Server) watch(ctx *fasthttp.RequestCtx, p principal) (any, error) {
 
 // checkWatches refuses a re-arm past api.MaxWatchesPerCall, or with a
 // watch p may not read, of an unknown kind, or on a node req's cell does
-// not serve in this lockd's view.
-func (s *Server) checkWatches(p principal, req api.WatchRequest) error {
+// not serve in this lockd's view (watchCell).
+func (s *Server) checkWatches(ctx *fasthttp.RequestCtx, p principal, req api.WatchRequest) error {
 	if err := api.CheckWatchesPerCall(len(req.Watches)); err != nil {
 		return err
 	}
@@ -165,9 +166,28 @@ func (s *Server) checkWatches(p principal, req api.WatchRequest) error {
 		if w.Kind != api.WatchData && w.Kind != api.WatchChildren {
 			return api.Errorf(api.CodeBadRequest, "unknown watch kind %q", w.Kind)
 		}
-		if info, err := s.host.Directory().CellFor(w.Path); err != nil || info.Name != req.Cell {
-			return api.Errorf(api.CodeWrongCell, "%s is not served by cell %s", w.Path, req.Cell)
+		if err := s.watchCell(ctx, w.Path, req.Cell); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// watchCell refuses a watch on path unless this lockd's view gives its
+// prefix to cell, read again once if it does not (a move committed a
+// moment ago): wrong_cell, or, when the client routed by a later
+// directory than the view (api.HeaderDirectoryIndex), unavailable and
+// not applied, to be sent again.
+func (s *Server) watchCell(ctx *fasthttp.RequestCtx, path, cell string) error {
+	served := func() bool {
+		info, err := s.host.Directory().CellFor(path)
+		return err == nil && info.Name == cell
+	}
+	if served() || s.refreshFor(served) {
+		return nil
+	}
+	if err := clientAhead(ctx, fmt.Sprintf("%s on cell %s", path, cell), s.host.Directory().Index()); err != nil {
+		return err
+	}
+	return api.Errorf(api.CodeWrongCell, "%s is not served by cell %s", path, cell)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/internal/mutant"
 	"github.com/lockservice/lockd/server/health"
 )
 
@@ -17,6 +18,7 @@ type seenRecord struct {
 	mu       sync.Mutex
 	answered map[uint64]time.Time
 	moves    map[string]moveSeen
+	lastLook time.Time // the last observe: a move not in it began after it
 	applied  map[health.ReplicaKey]appliedSeen
 	// unconfirmed: since when each proxy's cell has had sessions and no
 	// batch confirmed (health.ProxyCellKey); only the proxies that answer.
@@ -81,6 +83,27 @@ func (r *seenRecord) sawStatus(id uint64, st *api.StatusResponse, now time.Time)
 	}
 }
 
+// moveStart is when a move first seen at now began: the begin's own
+// clock as the directory recorded it, unless it has none (begun by a lockd
+// before it) or it is later than now (a clock ahead of this one's): then
+// now, the first sighting. Never before notBefore, this lockd's last look
+// at the directory that did not show the move (a proposer's clock behind
+// this one's must not make a new move look stuck); zero: none yet (a
+// lockd started since).
+func moveStart(m *api.Migration, now, notBefore time.Time) time.Time {
+	if m.BeganAtMS <= 0 || mutant.On(mutant.MoveAgeSeen) {
+		return now
+	}
+	began := time.UnixMilli(m.BeganAtMS)
+	if began.Before(notBefore) {
+		began = notBefore
+	}
+	if began.Before(now) {
+		return began
+	}
+	return now
+}
+
 type moveSeen struct {
 	began uint64 // the move's BeganAt: a new move of the prefix starts afresh
 	at    time.Time
@@ -115,11 +138,11 @@ func (r *seenRecord) observe(dir api.DirectoryResponse, now time.Time) (map[uint
 		}
 		m, ok := r.moves[p.Prefix]
 		if !ok || m.began != p.Migration.BeganAt {
-			m = moveSeen{began: p.Migration.BeganAt, at: now}
+			m = moveSeen{began: p.Migration.BeganAt, at: moveStart(p.Migration, now, r.lastLook)}
 		}
 		moves[p.Prefix], seen[p.Prefix] = m, m.at
 	}
-	r.moves = moves
+	r.moves, r.lastLook = moves, now
 	out := make(map[uint64]time.Time, len(answered))
 	for id, at := range answered {
 		out[id] = at

@@ -44,6 +44,41 @@ func TestSeenRecordFollowsDirectory(t *testing.T) {
 	}
 }
 
+// TestMoveAgeFromItsBegin: a move's age counts from the begin's own clock
+// as the directory recorded it, not from when this lockd first saw it (a
+// lockd restarted under a stuck move would otherwise see it young for
+// another MoveStuckAfter); a begin with no clock (an older lockd's) or
+// one ahead of this lockd's counts from the first sighting. Mutant
+// lockd_broken_moveageseen (always the first sighting) fails it. A move
+// this lockd's last look did not show began after that look, whatever the
+// proposer's clock says (one behind this lockd's).
+func TestMoveAgeFromItsBegin(t *testing.T) {
+	now := time.Unix(10_000, 0)
+	cases := []struct {
+		name     string
+		began    int64     // BeganAtMS
+		lastLook time.Time // a look at the directory without the move (zero: none)
+		want     time.Time
+	}{
+		{"begun 10 minutes before this lockd saw it", now.Add(-10 * time.Minute).UnixMilli(), time.Time{}, now.Add(-10 * time.Minute)},
+		{"no clock recorded", 0, time.Time{}, now},
+		{"a clock ahead of this one", now.Add(time.Minute).UnixMilli(), time.Time{}, now},
+		{"a clock behind this one's, the move new since the last look", now.Add(-time.Hour).UnixMilli(), now.Add(-5 * time.Second), now.Add(-5 * time.Second)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var r seenRecord
+			if !tc.lastLook.IsZero() {
+				r.observe(api.DirectoryResponse{}, tc.lastLook)
+			}
+			dir := api.DirectoryResponse{Prefixes: []api.PrefixInfo{{Prefix: "/p", Migration: &api.Migration{BeganAt: 5, BeganAtMS: tc.began}}}}
+			if _, moves := r.observe(dir, now); !moves["/p"].Equal(tc.want) {
+				t.Fatalf("move dated %v, want %v", moves["/p"], tc.want)
+			}
+		})
+	}
+}
+
 // A replica is dated from when its applied index last moved, but one not
 // seen for a while (its lockd was down) starts afresh: back at its old
 // index it is catching up, not stalled for the whole gap.

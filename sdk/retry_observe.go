@@ -109,39 +109,31 @@ func (st *retryState) observeReply(cl *call, r attemptResult, o *outcome) {
 		return
 	}
 	o.notApplied = aerr.NotApplied
+	if r.addr != st.lastAddr {
+		st.unavail, st.notApplied = 0, 0 // another replica: both runs start again
+	}
 	if aerr.NotApplied {
-		// The leader's state refused it (a prefix being taken up, a
-		// copy arriving): stay with this replica, as not_leader would
-		// send the call back to it; but not for ever: a lockd or proxy
-		// whose directory view lags (api.ViewBehindError) hosts no
-		// replica of the cell and names no leader.
-		st.unavail = 0
-		if r.addr == st.lastAddr {
-			st.notApplied++
-		} else {
-			st.notApplied = 1
-		}
+		// Refused before it could apply (the state taking a prefix up,
+		// an entry Raft dropped, a view behind the client's): stay with
+		// this replica, as not_leader would send the call back to it;
+		// but not for ever: a lockd or proxy whose directory view lags
+		// hosts no replica of the cell and names no leader. The replica's
+		// run of unsure answers is kept: an overloaded leader mixing
+		// refusals with timeouts is still rotated off.
+		st.notApplied++
 		o.notAppliedRun = st.notApplied
 		return
 	}
-	st.notApplied = 0
 	cl.reached = true
-	if r.addr == st.lastAddr {
-		st.unavail++
-	} else {
-		st.unavail = 1
-	}
+	st.unavail++
 	o.unavailable = st.unavail
 }
 
 // settle records decide's verdict d on outcome o in the loop state: what
 // the next attempt's outcome counts from. Pure.
 func (st *retryState) settle(o outcome, d decision) {
-	if o.code == api.CodeNotLeader || (o.unavailable >= unavailableRotate && d.forget) {
-		st.unavail = 0
-	}
-	if o.notAppliedRun >= notAppliedRotate && d.forget {
-		st.notApplied = 0
+	if o.code == api.CodeNotLeader || (o.unavailable >= unavailableRotate || o.notAppliedRun >= notAppliedRotate) && d.forget {
+		st.unavail, st.notApplied = 0, 0 // the next replica starts afresh
 	}
 	if !o.transport {
 		st.lastAddr = o.addr

@@ -525,11 +525,13 @@ func (p *Proxy) clientKeepAlive(rc *fasthttp.RequestCtx, arrived time.Time) (api
 	}
 	t, err := p.table(req.Cell)
 	if err != nil {
-		idx, perr := api.ParseDirectoryIndex(rc.Request.Header.Peek(api.HeaderDirectoryIndex))
-		if view := p.up.Directory().Index; perr == nil && api.CodeOf(err) == api.CodeWrongCell && idx > view && !mutant.On(mutant.ProxyViewBehind) {
-			err = api.ViewBehindError("lockproxy", "cell "+req.Cell, view, idx)
+		idx, _ := api.ParseDirectoryIndex(rc.Request.Header.Peek(api.HeaderDirectoryIndex)) // malformed: as none
+		if err = p.up.UnknownCellError(req.Cell, idx, err); err == nil {
+			t, err = p.table(req.Cell) // listed by a read that landed meanwhile
 		}
-		return api.SessionResponse{}, err
+		if err != nil {
+			return api.SessionResponse{}, err
+		}
 	}
 	tenant, known := t.owner(req.Session)
 	switch {

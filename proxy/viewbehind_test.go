@@ -15,7 +15,7 @@ import (
 // its client routed by a later directory (api.HeaderDirectoryIndex: a
 // cell created since): then unavailable, not applied, to be sent again.
 // Forwarded requests and KeepAlives alike; a malformed index is a
-// bad_request. Mutant lockproxy_broken_viewbehind fails the forwarded
+// bad_request. Mutant lockproxy_broken_viewbehind fails the later-index
 // rows (sdk TestCellCallsSayTheirDirectoryIndex is its row).
 func TestProxyViewBehindTheClient(t *testing.T) {
 	_, p := startOnFake(t, Config{})

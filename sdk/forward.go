@@ -88,14 +88,31 @@ func (c *Client) forwardCell(ctx context.Context, cell string, o ForwardOptions)
 	if err == nil {
 		return cs, nil
 	}
+	return c.unknownCell(cell, o.DirectoryIndex, err)
+}
+
+// UnknownCellError is for a lockproxy about to refuse with err
+// (wrong_cell) a request naming cell, which the client's view lacked even
+// after a read: nil if a read that landed meanwhile lists it, else its
+// refusal (unknownCell).
+func (c *Client) UnknownCellError(cell string, client uint64, err error) error {
+	_, err = c.unknownCell(cell, client, err)
+	return err
+}
+
+// unknownCell is the cell named if a read that landed after err (the
+// view's refusal of it) lists it; else view-behind (unavailable, not
+// applied) when the proxy's client routed by a later directory (index
+// client; 0: none), a cell created since; else err.
+func (c *Client) unknownCell(cell string, client uint64, err error) (*cellState, error) {
 	d := c.dir.Load() // one view: its cells and its index agree
 	if cs := d.cells[cell]; cs != nil {
-		return cs, nil // listed by a read that landed meanwhile
+		return cs, nil
 	}
-	if o.DirectoryIndex > d.raw.Index && !mutant.On(mutant.ProxyViewBehind) {
-		return nil, api.ViewBehindError("lockproxy", "cell "+cell, d.raw.Index, o.DirectoryIndex)
+	if client > d.raw.Index && api.CodeOf(err) == api.CodeWrongCell && !mutant.On(mutant.ProxyViewBehind) {
+		return nil, api.ViewBehindError("lockproxy", "cell "+cell, d.raw.Index, client)
 	}
-	return cs, err
+	return nil, err
 }
 
 // ErrorOf returns err as the *api.Error a proxy answers with.

@@ -414,8 +414,9 @@ const (
 	PooledStale Mutant = "sdk_broken_pooledstale"
 	// ProxyViewBehind makes a lockproxy refuse a cell its view lacks
 	// wrong_cell (final) though its client routed by a later directory.
-	// Caught by sdk TestCellCallsSayTheirDirectoryIndex (also
-	// tests/integration TestNotHostedCellNamesAReplica).
+	// Caught by sdk TestCellCallsSayTheirDirectoryIndex (also proxy
+	// TestProxyViewBehindTheClient and tests/integration
+	// TestNotHostedCellNamesAReplica).
 	ProxyViewBehind Mutant = "lockproxy_broken_viewbehind"
 
 	// BatchReplyEvents lets a KeepAlive batch reply carry every session's

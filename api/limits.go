@@ -102,6 +102,15 @@ func CacheWindowFor(lease time.Duration) time.Duration {
 	return min(CacheWindow, lease*3/4)
 }
 
+// FairCacheAck is the least time an invalidation must leave of a cache
+// grant of the given window for a grant let run out unacknowledged to be
+// held against its client: half the window. An honest client
+// acknowledges within a round trip, but one whose invalidation lands
+// with a few milliseconds of its grant left has had no chance to. A
+// leader judges its sessions' deadlines by it (session.FairAckTime), and
+// a lockproxy its clients' grants.
+func FairCacheAck(window time.Duration) time.Duration { return window / 2 }
+
 // CacheKeepAliveWait is the KeepAlive long poll of a session whose cache
 // holds values: a third of its cache window, so a KeepAlive confirmed
 // within the window follows the last one even when a reply takes as

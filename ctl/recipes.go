@@ -64,8 +64,8 @@ func lockCmd(g *globals) *cobra.Command {
 			"the semaphore PATH with --permits N), run COMMAND with the\n" +
 			"fencing token in LOCK_TOKEN, release the lock when COMMAND exits and exit with\n" +
 			"its status. With --timeout, give up if the lock is not acquired in time.\n" +
-			"If the lock is lost or its lease falls into jeopardy, COMMAND gets SIGTERM\n" +
-			"(SIGKILL " + killGrace.String() + " later) and lockctl exits non-zero.",
+			"If the lock is lost or its lease falls into jeopardy, COMMAND is " + jobStopHelp() + " and\n" +
+			"lockctl exits non-zero.",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 || cmd.ArgsLenAtDash() != 1 {
 				return usagef("lock takes PATH -- COMMAND [ARGS...]")
@@ -190,15 +190,15 @@ func runLocked(ctx context.Context, m holder, timeout time.Duration, argv []stri
 		release()
 		return exitStatus(werr)
 	case <-lockCtx.Done():
-		cause = &api.Error{Code: codeLockLost, Message: "lock lost or lease in jeopardy; COMMAND was sent SIGTERM"}
+		cause = &api.Error{Code: codeLockLost, Message: "lock lost or lease in jeopardy; COMMAND was " + jobStop}
 	case <-ctx.Done():
-		cause = api.Errorf(api.CodeUnavailable, "interrupted; COMMAND was sent SIGTERM")
+		cause = api.Errorf(api.CodeUnavailable, "interrupted; COMMAND was %s", jobStop)
 	}
-	_ = syscall.Kill(-child.Process.Pid, syscall.SIGTERM)
+	termJob(child.Process)
 	select {
 	case <-exited:
 	case <-time.After(killGrace):
-		_ = syscall.Kill(-child.Process.Pid, syscall.SIGKILL)
+		killJob(child.Process)
 		<-exited
 	}
 	release()

@@ -136,7 +136,9 @@ func (p *Proxy) readTenants() {
 	err := p.up.RefreshDirectory(ctx)
 	cancel()
 	if err != nil {
-		p.log.Warn("directory read for the tenants failed", "err", err)
+		if p.ctx.Err() == nil { // a closing proxy's read is not a failure
+			p.log.Warn("directory read for the tenants failed", "err", err)
+		}
 		return
 	}
 	d := p.up.Directory()

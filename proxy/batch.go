@@ -47,6 +47,9 @@ type proxySession struct {
 	// grantUntil bounds every grant to serve from cache this proxy gave
 	// the client (each counts from the client's send, before the reply).
 	grantUntil time.Time
+	// lapsed: a grant of the client's ran out with an invalidation
+	// unacknowledged, and it was counted against its tenant (once).
+	lapsed bool
 	// watches are the shared watches the client waits on (watches.go),
 	// one per path and kind; cached the paths it served it as cacheable
 	// (its entries in cellTable.cachers).

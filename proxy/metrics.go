@@ -1,6 +1,9 @@
 package proxy
 
 import (
+	"strconv"
+
+	"github.com/lockservice/lockd/api"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -17,6 +20,12 @@ type metrics struct {
 	invalidations prometheus.Counter
 	clientWatches prometheus.Gauge
 	sharedWatches prometheus.Gauge
+	// grantLapses counts clients' cache grants that ran out with an
+	// invalidation unacknowledged, by whether the lapse was held against
+	// the client's tenant (held: the grant had at least
+	// api.FairCacheAck left when the invalidation was queued, and it is
+	// the client session's first).
+	grantLapses *prometheus.CounterVec
 }
 
 func newMetrics(reg *prometheus.Registry, p *Proxy) *metrics {
@@ -41,8 +50,10 @@ func newMetrics(reg *prometheus.Registry, p *Proxy) *metrics {
 			Help: "Watches the proxy's clients wait on (at most one per client session, path and kind)."}),
 		sharedWatches: prometheus.NewGauge(prometheus.GaugeOpts{Name: "lockproxy_shared_watches",
 			Help: "Watches the proxy holds on its own sessions for its clients: one per path and kind."}),
+		grantLapses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lockproxy_cache_grant_lapses_total",
+			Help: "Clients' cache grants that ran out with an invalidation unacknowledged; held=true: counted against the client's tenant (at " + strconv.Itoa(api.MaxCacheMissesPerTenant) + " the tenant is served uncached on the cell)."}, []string{"held"}),
 	}
-	reg.MustRegister(m.requests, m.keepAlives, m.batches, m.batchErrors, m.batchSessions, m.cacheHits, m.cacheMisses, m.invalidations, m.clientWatches, m.sharedWatches,
+	reg.MustRegister(m.requests, m.keepAlives, m.batches, m.batchErrors, m.batchSessions, m.cacheHits, m.cacheMisses, m.invalidations, m.clientWatches, m.sharedWatches, m.grantLapses,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lockproxy_clients", Help: "Open client connections."},
 			func() float64 { return float64(p.clients.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lockproxy_sessions", Help: "Client sessions this proxy renews."},

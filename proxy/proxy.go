@@ -229,6 +229,9 @@ func (p *Proxy) Close() error {
 	eerr := p.closeEtcd()
 	p.cancel()
 	err := p.srv.Shutdown()
+	// Shutdown closes only the listeners Serve has taken: a proxy closed
+	// before its Serve began would wait for it for ever.
+	_ = p.ln.Close()
 	p.wg.Wait()
 	return errors.Join(eerr, err, p.up.Close())
 }
@@ -243,6 +246,9 @@ func (p *Proxy) register() {
 		if err == nil {
 			p.log.Info("registered in the directory", "name", info.Name, "addr", info.APIAddr)
 			return
+		}
+		if p.ctx.Err() != nil {
+			return // the proxy is closing: not a failure to report
 		}
 		p.log.Warn("proxy registration failed; retrying", "err", err)
 		sleep(p.ctx, time.Second)
@@ -267,7 +273,7 @@ func (p *Proxy) table(cell string) (*cellTable, error) {
 		return t, nil
 	}
 	t = newCellTable(p.ctx, cell, p.cfg.Name, p.instance, p.up, p.m)
-	t.live, t.quota = p.tenantLive, p.quota
+	t.live, t.quota, t.log = p.tenantLive, p.quota, p.log
 	p.cells[cell] = t
 	p.wg.Add(2)
 	go func() { defer p.wg.Done(); t.run(p.ctx) }()

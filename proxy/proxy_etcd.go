@@ -94,7 +94,11 @@ func (b *etcdBackend) close() error {
 	b.peerCl.CloseIdleConnections()
 	ctx, cancel := context.WithTimeout(context.Background(), etcdCloseGrace)
 	defer cancel()
-	if err := b.srv.ShutdownWithContext(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	err := b.srv.ShutdownWithContext(ctx)
+	// Shutdown closes only the listeners Serve has taken: one whose Serve
+	// had not yet begun would be served, and waited for, for ever.
+	_ = b.ln.Close()
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -81,6 +82,7 @@ type cellTable struct {
 	// of its clients is served cacheable on this cell again (a new
 	// session per write does not renew the attack), as at the leader.
 	lapses      map[string]int
+	log         *slog.Logger       // nil in unit tests
 	flights     map[string]*flight // reads of the shared cache under way, by path
 	nextFlights map[string]*flight // the next ones, collecting reads
 	gen         uint64

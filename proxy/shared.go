@@ -24,6 +24,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/lockservice/lockd/internal/mutant"
@@ -186,10 +187,20 @@ func (t *cellTable) fly(p *Proxy, f *flight, path string) {
 type clientWait struct {
 	ps  *proxySession
 	seq uint64
-	// granted: the client's grant was live when the invalidation was
-	// queued (else it serves nothing from its cache, and a wait that
-	// ends with its grant is no miss of its).
-	granted bool
+	// fair: the client's grant had at least api.FairCacheAck of its
+	// window left when the invalidation was queued. Only a fair wait it
+	// lets run out is held against it (a grant already over serves
+	// nothing, and one a moment from its end left no time to answer),
+	// as a leader judges its sessions' deadlines.
+	fair bool
+}
+
+// fairWait reports whether a wait queued now for ps is fair (clientWait).
+func fairWait(ps *proxySession, now time.Time) bool {
+	if mutant.On(mutant.LapseUnfair) {
+		return now.Before(ps.grantUntil)
+	}
+	return ps.grantUntil.Sub(now) >= api.FairCacheAck(api.CacheWindowFor(ps.leaseOrDefault()))
 }
 
 // invalidate passes the leader's invalidation of paths (nil: all) on to
@@ -225,7 +236,7 @@ func (t *cellTable) invalidateLocked(paths []string) []clientWait {
 			delete(ps.cached, path)
 			seq := t.pushLocked(ps, api.Event{Type: api.EventInvalidate, Path: path})
 			t.m.invalidations.Inc()
-			waits = append(waits, clientWait{ps: ps, seq: seq, granted: time.Now().Before(ps.grantUntil)})
+			waits = append(waits, clientWait{ps: ps, seq: seq, fair: fairWait(ps, time.Now())})
 		}
 		delete(t.cachers, path)
 	}
@@ -270,8 +281,8 @@ func (t *cellTable) await(waits []clientWait) <-chan struct{} {
 			for _, w := range waits {
 				gone := t.sessions[w.ps.id] != w.ps
 				lapsed := !gone && w.ps.pack < w.seq && !now.Before(w.ps.grantUntil)
-				if lapsed && w.granted {
-					t.lapses[w.ps.tenant]++ // once: the wait ends here
+				if lapsed {
+					t.lapsedLocked(w) // once: the wait ends here
 				}
 				if gone || w.ps.pack >= w.seq || lapsed {
 					continue
@@ -402,6 +413,24 @@ func (ps *proxySession) cacheBlocked() bool {
 		}
 	}
 	return false
+}
+
+// lapsedLocked counts a wait that ended with its client's grant,
+// unacknowledged: against the client's tenant if the wait was fair and
+// the client session was not counted before (a tenant's count is of
+// sessions, as at the leader: one client that lets a fail-over's
+// invalidation of all it cached run out is one).
+func (t *cellTable) lapsedLocked(w clientWait) {
+	held := w.fair && (!w.ps.lapsed || mutant.On(mutant.LapsePerWait))
+	t.m.grantLapses.WithLabelValues(strconv.FormatBool(held)).Inc()
+	if !held {
+		return
+	}
+	w.ps.lapsed = true
+	if t.lapses[w.ps.tenant]++; t.lapses[w.ps.tenant] == api.MaxCacheMissesPerTenant && w.ps.tenant != "" && t.log != nil {
+		t.log.Warn("tenant's clients let cache grants run out unacknowledged: served uncached on this cell from now on",
+			"cell", t.name, "tenant", w.ps.tenant, "clients", api.MaxCacheMissesPerTenant, "last_session", w.ps.id)
+	}
 }
 
 // tenantLapsedLocked: api.MaxCacheMissesPerTenant of the tenant's clients

@@ -125,6 +125,15 @@ func TestWaiterRelistsAfterLeaseOfSilence(t *testing.T) {
 		sb := sessionOf(t, cb)
 		want := watchKey{api.Join(lockDir, names[0]), api.WatchData}
 		waitFor(t, "B's predecessor watch", func() bool { return fc.armed(sb.ID(), want) })
+		// A lease of silence with the predecessor still there: a re-list
+		// that finds nothing gone is not an unheard release.
+		first := lockStateReads(t, fc, api.Join(lockDir, names[1]))
+		waitFor(t, "a re-list after a lease of silence", func() bool {
+			return lockStateReads(t, fc, api.Join(lockDir, names[1])) > first
+		})
+		if got := b.Unheard(); got != 0 {
+			t.Fatalf("Unheard %d after a silent re-list that found its predecessor, want 0", got)
+		}
 		reads := lockStateReads(t, fc, api.Join(lockDir, names[1]))
 
 		fc.DeleteQuietly(api.Join(lockDir, names[0])) // no session hears of it
@@ -136,6 +145,9 @@ func TestWaiterRelistsAfterLeaseOfSilence(t *testing.T) {
 		}
 		if n := lockStateReads(t, fc, api.Join(lockDir, names[1])); n <= reads {
 			t.Fatal("granted without a re-list")
+		}
+		if w, u := b.Wakeups(), b.Unheard(); w != 0 || u != 1 {
+			t.Fatalf("Wakeups %d, Unheard %d after a release it never heard of: want 0 and 1", w, u)
 		}
 	})
 }

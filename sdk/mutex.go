@@ -65,6 +65,7 @@ type Mutex struct {
 
 	wakeups atomic.Int64 // predecessor events that woke this Mutex while it waited
 	relists atomic.Int64 // LockState re-lists while waiting
+	unheard atomic.Int64 // predecessors found gone by a re-list after a lease of silence
 
 	mu        sync.Mutex
 	acquiring bool
@@ -150,3 +151,12 @@ func (m *Mutex) Held() bool { return m.current() != nil }
 // predecessor it is one per release it waited through: a diagnostic for
 // herd effects.
 func (m *Mutex) Wakeups() int64 { return m.wakeups.Load() }
+
+// Unheard counts the predecessors this Mutex saw go without hearing their
+// event (a release, or a waiter ahead giving up, as Wakeups counts them):
+// its re-list after a lease of silence (the recipe's second net) found
+// the predecessor gone. Rare and harmless when the event and the re-list
+// crossed; a count that keeps rising means events are lost (the waiter
+// then takes each release a lease late), and is worth a report. Each is
+// also logged at info.
+func (m *Mutex) Unheard() int64 { return m.unheard.Load() }

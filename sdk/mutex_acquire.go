@@ -112,7 +112,9 @@ func (m *Mutex) wait(ctx, caller context.Context) error {
 type lockWait struct {
 	s       *Session
 	node    string
-	waitFor string // the create's predecessor ("" if the create was granted)
+	waitFor string // the predecessor, as of the create or the last re-list that found one
+	// silent: the last wait ended by a lease of silence, not an event.
+	silent  bool
 	held    bool
 	token   uint64
 	floor   uint64 // the index the next re-list must reach (the latest wake-up's)
@@ -211,8 +213,10 @@ func (m *Mutex) awaitWakeup(ctx, caller context.Context, w *lockWait) (done bool
 		}
 		m.wakeups.Add(1)
 		w.floor = max(w.floor, ev.Index)
+		w.silent = false
 	case <-silence.C:
 		s.dropWatch(w.ch) // the re-list arms a fresh one
+		w.silent = true
 		m.c.log.Debug("lock waiter heard nothing for a lease; re-listing", "node", w.node)
 	case <-s.Done():
 		return true, m.waitErr(ctx, s, s.Err())
@@ -236,8 +240,23 @@ func (m *Mutex) relistWait(ctx, caller context.Context, w *lockWait) error {
 	if !st.Exists {
 		return recipeErr(codeLockLost, s.Err(), "lock %s: node %s was deleted while it waited", m.path, w.node)
 	}
+	m.noteUnheard(w, st)
 	w.held, w.token, w.floor, w.version, w.ch, w.lc = st.Held, st.Token, st.Index, st.Version, ch, lc
 	return nil
+}
+
+// noteUnheard counts a re-list after a lease of silence that finds the
+// predecessor gone (the node holds, or waits for another): a release
+// whose event this waiter did not hear before its second net caught it.
+func (m *Mutex) noteUnheard(w *lockWait, st api.LockStateResponse) {
+	if w.silent && !w.held && (st.Held || WaitForPath(w.node, st.WaitFor) != WaitForPath(w.node, w.waitFor)) {
+		m.unheard.Add(1)
+		m.c.log.Info("lock waiter's predecessor went without an event it heard; the re-list after a lease of silence found it", "node", w.node, "predecessor", w.waitFor)
+	}
+	w.silent = false
+	if !st.Held {
+		w.waitFor = st.WaitFor
+	}
 }
 
 // relist re-checks node with LockState, arming the predecessor watch in

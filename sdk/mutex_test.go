@@ -160,8 +160,8 @@ func TestMutexHandoffWakesOnlyNext(t *testing.T) {
 		if err := recvErr(t, cDone); err != nil {
 			t.Fatal(err)
 		}
-		if c.Token() <= tokB || c.Wakeups() != 1 {
-			t.Fatalf("C: token %d (after %d), wake-ups %d", c.Token(), tokB, c.Wakeups())
+		if c.Token() <= tokB || c.Wakeups() != 1 || b.Unheard()+c.Unheard() != 0 {
+			t.Fatalf("C: token %d (after %d), wake-ups %d; unheard releases %d", c.Token(), tokB, c.Wakeups(), b.Unheard()+c.Unheard())
 		}
 		if err := c.Unlock(ctx); err != nil {
 			t.Fatal(err)

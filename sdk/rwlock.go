@@ -138,6 +138,7 @@ func (m *Mutex) awaitUpgrade(ctx context.Context, g *grant, resp api.LockModeRes
 		if !st.Exists {
 			return 0, recipeErr(codeLockLost, nil, "lock %s: node %s was deleted during its upgrade", m.path, g.node)
 		}
+		m.noteUnheard(w, st)
 		if st.Held {
 			g.s.dropWatch(nch) // the monitor keeps its own watch on the node
 			return st.Token, nil

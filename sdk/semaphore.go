@@ -90,3 +90,7 @@ func (s *Semaphore) Permits() int { return s.m.permits }
 // Wakeups counts the events that woke this Semaphore while it waited:
 // one per grant it waited for (a diagnostic for herd effects).
 func (s *Semaphore) Wakeups() int64 { return s.m.Wakeups() }
+
+// Unheard counts the events this Semaphore's waits did not hear, found
+// by the re-list after a lease of silence instead (Mutex.Unheard).
+func (s *Semaphore) Unheard() int64 { return s.m.Unheard() }

@@ -7,9 +7,11 @@ package listen
 // else.
 
 import (
+	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 )
 
 // overLimit is what a plain-HTTP client gets when the server holds its
@@ -61,6 +63,15 @@ type countedConn struct {
 	net.Conn
 	l    *Limited
 	once sync.Once
+}
+
+// SyscallConn is its connection's, so that a poller may watch the
+// descriptor (a lockd's idle connections, server/httpapi/idle.go).
+func (c *countedConn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.New("not a socket")
 }
 
 func (c *countedConn) Close() error {

@@ -245,6 +245,11 @@ const (
 	// RenewExpiring makes KeepAlive renew a lease whose expiry is in
 	// flight. Caught by server/session TestLeaseLifecycle.
 	RenewExpiring Mutant = "lockd_broken_renewexpiring"
+	// LoseEvents makes the leader lose every eighth event it queues for a
+	// session (never sent, so never re-sent): a lock waiter then holds only
+	// when its silence re-list finds the lock, up to a lease after the
+	// release. Caught by tests/integration TestScenario3.
+	LoseEvents Mutant = "lockd_broken_loseevents"
 	// RestoreNoHold makes a restored cell's first leader hold nothing
 	// (HoldAll a no-op). Caught by server/session
 	// TestRestoredLeaderHoldsEverything.
@@ -379,6 +384,14 @@ const (
 	// tenant. Caught by tests/integration TestHostileCacherCannotBlockWrites
 	// (through_a_proxy).
 	TenantLapses Mutant = "lockproxy_broken_tenantlapses"
+	// LapsePerWait counts a client's lapsed grant against its tenant once
+	// per invalidation it left unacknowledged, not once per client
+	// session. Caught by proxy TestGrantLapsesCountClientsFairly.
+	LapsePerWait Mutant = "lockproxy_broken_lapse_per_wait"
+	// LapseUnfair counts a lapsed grant against its tenant however little
+	// of it the invalidation left. Caught by proxy
+	// TestGrantLapsesCountClientsFairly.
+	LapseUnfair Mutant = "lockproxy_broken_lapse_unfair"
 	// WatchKey keys the proxy's watches by (path, kind, since): one entry
 	// per index. Caught by proxy TestWatchDedupe (also tests/integration
 	// TestHostileProxyWatchFlood).
@@ -446,10 +459,11 @@ const (
 	// address and to any Host. Caught by proxy/cmd/lockproxy
 	// TestServePprof.
 	PprofAnyAddr Mutant = "lockproxy_broken_pprof_any_addr"
-	// TimerSlackOneThread makes lockd serve set its timer slack on the
-	// calling thread only, without re-executing: the runtime's threads
-	// created before main (the system monitor's) keep the OS's. Caught by
-	// server/cmd/lockd TestTimerSlackEveryThread.
+	// TimerSlackOneThread makes lockd serve and lockproxy set their timer
+	// slack on the calling thread only, without re-executing: the
+	// runtime's threads created before main (the system monitor's) keep
+	// the OS's. Caught by internal/timerslack TestTimerSlackEveryThread
+	// (and tests/cluster TestLifecycle, on a real lockd and lockproxy).
 	TimerSlackOneThread Mutant = "lockd_broken_timer_slack_one_thread"
 	// StageContainerUngated lets a prefix move stage container
 	// directories onto a cell below log codec 2, whose older replicas
@@ -611,6 +625,20 @@ const (
 	ParkLostWaiter Mutant = "lockd_broken_park_lost"
 )
 
+// An idle keep-alive connection held by the idle poller
+// (server/httpapi/idle.go, idlepoll_linux.go).
+const (
+	// IdleParkUnread parks a connection whose request body was not read:
+	// the body's bytes are then taken for the next request, and the
+	// client reads an answer to a request it never sent. Caught by
+	// server/httpapi TestIdleParkedConnections (unread body).
+	IdleParkUnread Mutant = "lockd_broken_idle_unread"
+	// IdleNoTimeout never closes a parked idle connection: one its
+	// client forgot is held for ever. Caught by server/httpapi
+	// TestIdleParkedConnections (idle timeout).
+	IdleNoTimeout Mutant = "lockd_broken_idle_timeout"
+)
+
 // The SDK's directory view.
 const (
 	// DirRegress makes the SDK adopt whatever directory it reads, an
@@ -659,13 +687,13 @@ var all = []Mutant{
 	SkipsInvalidation, SkipsFence, UnrecordedGrant, SkipsParent,
 	CachesParents, CacheSettle, CacheWindow, DeclaredWindow, FenceCachers,
 	LockDelayLostOnFailover, WatchQuota,
-	TenantMisses, EarlyExpiry, FairDeadline, RenewExpiring, RestoreNoHold,
+	TenantMisses, EarlyExpiry, FairDeadline, RenewExpiring, RestoreNoHold, LoseEvents,
 	StaleConn, ProposalOutlivesLeader,
 	ACL, BodyLimit, FreeGrants, NoHostHint, ViewBehind, MoveAgeSeen, TimeoutNotApplied, RefreshGap, RenewCheck,
 	RouteLabel, ClientCerts,
 	DirViewRead, FDExhaust, MemberNoBarrier, RaftCA, SkipsUnloadWait,
 	ProxyACL, AwaitBatch, BatchSplit, KeepDead, LeaseAge, ProxyBody,
-	ProxyWatchQuota, RenewOnError, ProxyRevoke, SharedAck, TenantLapses,
+	ProxyWatchQuota, RenewOnError, ProxyRevoke, SharedAck, TenantLapses, LapsePerWait, LapseUnfair,
 	WatchKey, ProxyEventCap,
 	GrantEarly, LendToken, MovedAway, NoCellRefresh, ForeignHint, PooledStale, ProxyViewBehind,
 	WireCount, BatchReplyEvents,
@@ -681,6 +709,7 @@ var all = []Mutant{
 	EtcdPastRead, EtcdTxnSnapshot, EtcdNoForward, // etcd gateway: past reads, one snapshot, forwarding
 	AdoptLostWakeup,                           // a cell's adoption of its prefixes
 	ParkNoWake, ParkUncounted, ParkLostWaiter, // a parked KeepAlive
+	IdleParkUnread, IdleNoTimeout, // an idle connection held by the poller
 	DirRegress,                // the SDK's directory view
 	HealthBlindQuorum,         // the health assessment
 	ParentsDefault, JSONNulls, // what the documentation promises

@@ -16,6 +16,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -53,10 +54,10 @@ func (s *Server) ServeConns(serve func(net.Conn) error) {
 }
 
 // Close closes the connections of parked KeepAlives (their clients retry
-// elsewhere); a KeepAlive answered afterwards closes its connection.
+// elsewhere) and of idle ones (idle.go); a KeepAlive answered afterwards
+// closes its connection.
 func (s *Server) Close() {
 	s.parks.mu.Lock()
-	defer s.parks.mu.Unlock()
 	if !s.parks.closed && s.parks.done != nil {
 		close(s.parks.done)
 	}
@@ -65,6 +66,13 @@ func (s *Server) Close() {
 		_ = c.Close()
 	}
 	s.parks.conns = nil
+	poller := s.parks.poller.Swap(nil) // no connection is parked from now
+	s.parks.mu.Unlock()
+	// Outside the lock: the poller's loop may be handing a connection
+	// back (parks.woken), which takes it.
+	if poller != nil {
+		poller.close()
+	}
 }
 
 // parks is the server's parked KeepAlives with a connection (at most one
@@ -79,6 +87,10 @@ type parks struct {
 	// done ends those (Close).
 	idle chan net.Conn
 	done chan struct{}
+	// poller holds connections idle between requests (idle.go), once
+	// ParkIdleConns has made it, until Close; atomic for the request
+	// path, which reads it without the lock.
+	poller atomic.Pointer[idlePoller]
 }
 
 // canPark reports whether ctx's KeepAlive may be parked: the server can
@@ -352,10 +364,24 @@ type tlsConn interface {
 // parked KeepAlive would be most of what the leader allocates for it).
 var probeBufs = sync.Pool{New: func() any { b := make([]byte, 512); return &b }}
 
-// prefixConn reads prefix before its connection.
+// prefixConn reads prefix before its connection. ci is what the idle
+// poller's decision knows of it, as of at (idle.go).
 type prefixConn struct {
 	net.Conn
 	prefix []byte
+	ci     connIdle
+	at     time.Time
+}
+
+func (c *prefixConn) pending() bool { return len(c.prefix) > 0 }
+
+// mark sets what parkAfter is to know of c, its served counting from now.
+func (c *prefixConn) mark(ci connIdle) { c.ci, c.at = ci, time.Now() }
+
+func (c *prefixConn) idle(now time.Time) connIdle {
+	ci := c.ci
+	ci.served = now.Sub(c.at)
+	return ci
 }
 
 func (c *prefixConn) Read(b []byte) (int, error) {

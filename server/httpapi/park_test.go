@@ -45,6 +45,13 @@ func parkServer(t *testing.T, s *Server, delay time.Duration, cfg *tls.Config) s
 	srv := &fasthttp.Server{Handler: h, ReduceMemoryUsage: true, KeepHijackedConns: true, StreamRequestBody: true,
 		MaxIdleWorkerDuration: 10 * time.Millisecond}
 	s.ServeConns(srv.ServeConn)
+	return serveOn(t, s, srv, cfg)
+}
+
+// serveOn serves srv on a loopback port (TLS when cfg is set) until the
+// test ends, then closes s and shuts srv down; it returns the address.
+func serveOn(t *testing.T, s *Server, srv *fasthttp.Server, cfg *tls.Config) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -110,6 +110,14 @@ func New(host Host, status func() api.StatusResponse, reg *prometheus.Registry, 
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 15, 30},
 	}, []string{"route", "code"})
 	reg.MustRegister(s.requests)
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "lockd_http_idle_conns",
+		Help: "Keep-alive connections idle between requests held by the idle poller (no goroutine, no buffer).",
+	}, func() float64 { return float64(s.parks.idleHeld()) }))
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "lockd_http_idle_parks_total",
+		Help: "Times a connection idle after its answer was handed to the idle poller.",
+	}, func() float64 { return float64(s.parks.idleParks()) }))
 	s.metrics = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	return s
 }
@@ -122,6 +130,7 @@ func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 	if code != "-" {
 		s.requests.WithLabelValues(routeLabel(route), code).Observe(time.Since(start).Seconds())
 	}
+	s.parkIdle(ctx)
 }
 
 // routeLabel is a request's route as a metric label: the route itself if

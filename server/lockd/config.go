@@ -84,7 +84,7 @@ type Config struct {
 	MemoryLimitMB int `json:"memory_limit_mb,omitempty"`
 	GCPercent     int `json:"gc_percent,omitempty"`
 	// TimerSlackUS is the OS timer slack lockd serve runs every thread
-	// with, in µs (0: the default, DefaultTimerSlackUS; -1: the OS's own,
+	// with, in µs (0: the default, timerslack.DefaultUS; -1: the OS's own,
 	// untouched). timerslack.go.
 	TimerSlackUS int `json:"timer_slack_us,omitempty"`
 	// DeploymentID keeps unrelated clusters on one network from talking.

@@ -12,11 +12,14 @@ import (
 // idleConns is how many keep-alive connections TestIdleConnCost holds.
 const idleConns = 1000
 
-// maxIdleConnBytes bounds an idle connection's cost as measured here
-// (both ends): 11.7 KB with ReduceMemoryUsage, 15.9 KB without. The
-// issue's target is 8 KB; the rest is fasthttp's 4 KB read buffer, which
-// it keeps between requests when StreamRequestBody is on, and the
-// connection's goroutine stack (bench/RESULTS.md, Memory).
+// maxIdleConnBytes bounds an idle connection's cost while fasthttp holds
+// it, as measured here (both ends): 11.7 KB with ReduceMemoryUsage, 15.9
+// KB without: fasthttp's 4 KB read buffer, which it keeps between
+// requests when StreamRequestBody is on, and the connection's goroutine
+// stack (bench/RESULTS.md, Memory). A lockd on Linux parks a connection
+// its client uses sparsely instead (server/httpapi TestIdleParkedConnCost:
+// under 1 KB over plain HTTP); this is what a busy one, and one
+// elsewhere, costs.
 const maxIdleConnBytes = 13 << 10
 
 // inuse is the heap and the goroutine stacks in use after a collection.

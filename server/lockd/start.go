@@ -177,6 +177,13 @@ func (p *Process) serveAPI(serverTLS *tls.Config) error {
 	p.http = newHTTPServer(srv.Handler)
 	p.apiSrv = srv
 	srv.ServeConns(p.http.ServeConn)
+	idle := p.http.IdleTimeout // fasthttp's own, or its ReadTimeout when unset
+	if idle <= 0 {
+		idle = p.http.ReadTimeout
+	}
+	if err := srv.ParkIdleConns(idle); err != nil {
+		p.log.Warn("idle connections stay with the HTTP server", "err", err)
+	}
 	ln, err := p.listenAPI(serverTLS)
 	if err != nil {
 		return err
@@ -235,10 +242,12 @@ func newHTTPServer(handler fasthttp.RequestHandler) *fasthttp.Server {
 		// An idle keep-alive connection gives its write buffer and body
 		// buffers back between requests: about 11.7 KB each instead of
 		// 15.9 KB (TestIdleConnCost; the 4 KB read buffer stays, as
-		// StreamRequestBody keeps it: bench/RESULTS.md, Memory).
+		// StreamRequestBody keeps it: bench/RESULTS.md, Memory). One its
+		// client uses sparsely is parked by httpapi instead (idle.go).
 		ReduceMemoryUsage: true,
-		// A parked KeepAlive's connection is held by httpapi (park.go)
-		// and served again once answered (ServeConns).
+		// A parked KeepAlive's connection, and a parked idle one, is held
+		// by httpapi (park.go, idle.go) and served again once answered or
+		// spoken to (ServeConns, ParkIdleConns).
 		KeepHijackedConns: true,
 	}
 }

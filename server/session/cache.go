@@ -86,7 +86,7 @@ type Invalidation struct {
 // against it: half. A session that never acknowledges delays a write
 // by at most this without being refused (its deadline ends the wait
 // either way), and is refused at its first fair deadline.
-func FairAckTime(window time.Duration) time.Duration { return window / 2 }
+func FairAckTime(window time.Duration) time.Duration { return api.FairCacheAck(window) }
 
 // pendingInval is an unacknowledged invalidation on the lease.
 type pendingInval struct {

@@ -294,6 +294,8 @@ func (m *Manager) queueLocked(id uint64, l *lease, ev api.Event) uint64 {
 		// hold copies, so reusing the array is safe.
 		m.dropped.Add(uint64(len(l.events)))
 		l.events = append(l.events[:0], api.Event{Type: api.EventResync, Index: ev.Index, Seq: m.seq})
+	} else if mutant.On(mutant.LoseEvents) && m.seq%8 == 0 {
+		// Broken: the event is lost.
 	} else {
 		ev.Seq = m.seq
 		l.events = append(l.events, ev)

@@ -71,8 +71,16 @@ func (e *env) permitOnce(c *sdk.Client, name string, permits int, r *rand.Rand) 
 	if err := e.op(name, "acquire", func() error { return s.TryAcquire(ctx, e.cfg.LockWait) }); err != nil {
 		return
 	}
-	g := check.PermitGrant{Lock: semaphorePath, Node: s.Node(), Worker: name, Token: s.Token(), Asked: asked}
-	hold := e.newHolding(semaphorePath, s.Node(), name, api.LockPermit)
+	node, token := s.Node(), s.Token()
+	if node == "" || token == 0 {
+		// Lost between the grant and this read (its session ended: a
+		// fault, or the run's end): nothing is held to act under or
+		// check, as a lock worker's grant whose node is gone.
+		e.logf("chaos: %s: permit lost before it could be read; not recorded", name)
+		return
+	}
+	g := check.PermitGrant{Lock: semaphorePath, Node: node, Worker: name, Token: token, Asked: asked}
+	hold := e.newHolding(semaphorePath, node, name, api.LockPermit)
 	margin := sdk.DriftMargin(e.cfg.Lease)
 	until := e.h.Now() + jitter(r, 2*margin, 4*margin)
 	for k := 0; k < maxSemaphoreHoldSteps && e.h.Now() < until; k++ {

@@ -107,6 +107,11 @@ func TestLifecycle(t *testing.T) {
 	}
 	pid := c.PID(leader)
 	checkTimerSlack(t, pid, time.Millisecond) // lockd serve's default, on every thread
+	px, err := c.StartProxy("p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTimerSlack(t, px.PID(), time.Millisecond) // lockproxy's too
 	if err := c.Kill(leader); err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +162,7 @@ func TestLifecycle(t *testing.T) {
 }
 
 // checkTimerSlack fails t unless every thread of process pid has timer
-// slack want (lockd serve sets it: server/cmd/lockd/timerslack_linux.go).
+// slack want (lockd serve and lockproxy set it: internal/timerslack).
 func checkTimerSlack(t *testing.T, pid int, want time.Duration) {
 	t.Helper()
 	if runtime.GOOS != "linux" {

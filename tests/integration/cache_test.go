@@ -188,8 +188,9 @@ func cachedReadsLinearizable(t *testing.T, c *cluster.Cluster) {
 
 // TestDeadCacherDelaysAWriteByItsLease: a client that cached a value and
 // then went silent (no KeepAlive, no acknowledgement) holds a write until
-// its lease runs out; the write then completes, and until then the old
-// value stays readable.
+// the invalidation's deadline, one cache window after its last renewal
+// (its 3 s lease is longer); the write then completes, and until then the
+// old value stays readable.
 func TestDeadCacherDelaysAWriteByItsLease(t *testing.T) {
 	t.Parallel()
 	c := cluster.Start(t, cluster.Options{Lease: 3 * time.Second})
@@ -201,7 +202,7 @@ func TestDeadCacherDelaysAWriteByItsLease(t *testing.T) {
 	must(t, err)
 
 	// The cacher speaks the API directly: it opens a session, reads the
-	// value as a cacher, and then says nothing more.
+	// value as a cacher, renews once more, and then says nothing more.
 	raw := c.NewClient()
 	var sess api.SessionResponse
 	mustDo(t, raw, api.RouteSessionOpen, api.OpenSessionRequest{Cell: "demo", LeaseMS: 3000}, &sess)
@@ -210,9 +211,13 @@ func TestDeadCacherDelaysAWriteByItsLease(t *testing.T) {
 	if !got.Cacheable {
 		t.Fatalf("a read by a caching session was not cacheable: %+v", got)
 	}
+	renewed := time.Now() // the leader's last renewal of it is later
+	var ka api.SessionResponse
+	mustDo(t, raw, api.RouteSessionKeepAlive, api.KeepAliveRequest{Cell: "demo", Session: sess.Session, Secret: sess.Secret}, &ka)
 
-	waited := writeHeldByASilentCacher(ctx, t, op, path, 500*time.Millisecond, "a cacher that never acknowledged, with its lease")
-	t.Logf("the write waited %v for the silent cacher (lease 3 s)", waited)
+	window := api.CacheWindowFor(3 * time.Second) // the leader's, for this lease
+	waited := writeHeldByASilentCacher(ctx, t, op, path, renewed.Add(window), "a cacher that never acknowledged")
+	t.Logf("the write waited %v for the silent cacher (window %v, lease 3 s)", waited, window)
 	n, err := op.Get(ctx, path)
 	must(t, err)
 	if string(n.Value) != "new" {
@@ -221,33 +226,39 @@ func TestDeadCacherDelaysAWriteByItsLease(t *testing.T) {
 }
 
 // writeHeldByASilentCacher writes "new" to path (holding "old"), which a
-// silent cacher (who) holds: after hold the write has not completed and
-// the value is still the old one; it then completes within 30 s. It
-// returns how long the write waited.
-func writeHeldByASilentCacher(ctx context.Context, t *testing.T, op *sdk.Client, path string, hold time.Duration, who string) time.Duration {
+// silent cacher (who) may serve from its cache until notBefore: the write
+// must not complete before then, a read that returns before then must
+// still see "old", and the write must complete within 30 s. It returns
+// how long the write waited. Each check is judged by the clock, not by a
+// fixed sleep, so a slow machine cannot fail it; the write must begin
+// before notBefore, else it could show nothing.
+func writeHeldByASilentCacher(ctx context.Context, t *testing.T, op *sdk.Client, path string, notBefore time.Time, who string) time.Duration {
 	t.Helper()
 	written := make(chan error, 1)
 	began := time.Now()
+	if !began.Before(notBefore) {
+		t.Fatalf("inconclusive: the write would begin %v after %s may have stopped serving", began.Sub(notBefore), who)
+	}
 	go func() {
 		_, err := op.Put(ctx, path, []byte("new"))
 		written <- err
 	}()
-	time.Sleep(hold)
-	select {
-	case err := <-written:
-		t.Fatalf("the write completed (%v) while %s had not let it", err, who)
-	default:
-	}
+	// A read halfway: if it returns before notBefore it must be the old
+	// value (linearizable: the write cannot have committed yet).
+	time.Sleep(notBefore.Sub(began) / 2)
 	n, err := op.Get(ctx, path)
 	must(t, err)
-	if string(n.Value) != "old" {
-		t.Fatalf("read %q while the write waits for %s", n.Value, who)
+	if read := time.Now(); read.Before(notBefore) && string(n.Value) != "old" {
+		t.Fatalf("read %q %v before %s may have stopped serving the old value", n.Value, notBefore.Sub(read), who)
 	}
 	select {
 	case err := <-written:
 		must(t, err)
 	case <-time.After(30 * time.Second):
 		t.Fatalf("the write still waits 30 s after %s went silent", who)
+	}
+	if done := time.Now(); done.Before(notBefore) {
+		t.Fatalf("the write completed %v before %s may have stopped serving the old value", notBefore.Sub(done), who)
 	}
 	return time.Since(began).Round(time.Millisecond)
 }

@@ -26,7 +26,11 @@ const etcdAttackTimeout = 60 * time.Second
 // trusts the server but has no client certificate. Before the fix it
 // served it, as an admin.
 func TestEtcdAttackMTLSRequired(t *testing.T) {
+	t.Parallel() // its own cluster; it asserts no timing
 	g := startEtcdGW(t, etcdMTLS)
+	// Served first with a certificate: a refusal below is then the
+	// missing certificate's, not a gateway still starting.
+	g.waitGateway(t, g.client(t))
 	pem, err := os.ReadFile(g.tls.CA)
 	must(t, err)
 	pool := x509.NewCertPool()
@@ -55,6 +59,7 @@ func TestEtcdAttackMTLSRequired(t *testing.T) {
 // of at most 1 MiB: the range failed "outcome unknown" and the change
 // feed's reads failed until every watch of the prefix was canceled).
 func TestEtcdAttackLargeValues(t *testing.T) {
+	t.Parallel() // its own cluster; it asserts no timing
 	g := startEtcdGW(t, etcdPlain)
 	cli := g.client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*etcdAttackTimeout)

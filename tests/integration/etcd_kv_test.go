@@ -17,6 +17,7 @@ import (
 // SDK (mutant lockd_broken_etcd_auth: the gateway forwarding the proxy's
 // own credentials lets it through).
 func TestEtcdKV(t *testing.T) {
+	t.Parallel() // its own cluster; it asserts no timing
 	g := startEtcdGW(t, etcdTokens)
 	cli := g.client(t)
 	g.waitGateway(t, cli)

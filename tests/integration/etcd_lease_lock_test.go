@@ -88,12 +88,16 @@ func hasLease(ls []clientv3.LeaseStatus, id clientv3.LeaseID) bool {
 	return false
 }
 
-// leaseExpiry: a key whose lease is kept alive stays through several
-// TTLs; one whose client stops keeping alive goes.
+// leaseExpiry: a key whose lease is kept alive stays through two of its
+// TTLs; one whose client stops keeping alive goes. The kept lease's TTL
+// (4 s) is longer than the dropped one's (2 s), so that a loaded machine
+// stalling the client's renewals for a second or two does not end it.
 func leaseExpiry(t *testing.T, cli *clientv3.Client) {
 	ctx, cancel := ctxFor(leaseLockTimeout)
 	defer cancel()
-	kept, err := cli.Grant(ctx, 2)
+	const keptTTL = 4
+	granted := time.Now()
+	kept, err := cli.Grant(ctx, keptTTL)
 	must(t, err)
 	dropped, err := cli.Grant(ctx, 2)
 	must(t, err)
@@ -116,9 +120,12 @@ func leaseExpiry(t *testing.T, cli *clientv3.Client) {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	// The kept lease has had KeepAlives all along: drain a few more, then
-	// its key must still be there.
-	for range 3 {
+	// The kept lease has had KeepAlives all along: drain them until two of
+	// its TTLs have passed, then its key must still be there.
+	for i := 0; time.Since(granted) < 2*keptTTL*time.Second || i < 3; i++ {
+		if i == leasePollRounds {
+			t.Fatalf("%d KeepAlive replies within %v", i, time.Since(granted))
+		}
 		select {
 		case r, ok := <-ch:
 			if !ok || r.TTL <= 0 {

@@ -38,6 +38,7 @@ func TestEtcdWatchElection(t *testing.T) {
 // TestEtcdWatchOutsideGrantRefused is the refused watch alone (the
 // watch_acl mutant's integration check).
 func TestEtcdWatchOutsideGrantRefused(t *testing.T) {
+	t.Parallel() // its own cluster; it asserts no timing
 	g := startEtcdGW(t, etcdTokens)
 	cli := g.client(t)
 	g.waitGateway(t, cli)

@@ -197,7 +197,8 @@ type lockGrant struct {
 
 // eventWait is how long a waiter waits for its predecessor's event before
 // re-checking anyway. Events should always come first on a healthy cluster;
-// a fallback is counted and reported.
+// a re-check that finds the predecessor gone is a fallback, counted and
+// reported.
 const eventWait = 5 * time.Second
 
 // acquire runs the lock recipe on dir: create an exclusive lock node; while
@@ -218,9 +219,7 @@ func (s *session) acquire(dir string) (lockGrant, error) {
 	}
 	waitFor := cr.WaitFor
 	for i := 0; i < 10_000; i++ {
-		if _, ok := s.waitEvent(waitFor, eventWait); !ok {
-			g.fallbacks++
-		}
+		_, evented := s.waitEvent(waitFor, eventWait)
 		g.waits++
 		var ls api.LockStateResponse
 		if err := do(s.cl, api.RouteLockState, api.LockStateRequest{Path: g.path, Session: s.id, Secret: s.secret, Watch: true}, &ls); err != nil {
@@ -231,6 +230,11 @@ func (s *session) acquire(dir string) (lockGrant, error) {
 		}
 		if ls.Token != g.token {
 			return g, fmt.Errorf("lock state token %d of %s, create said %d", ls.Token, g.path, g.token)
+		}
+		// A timeout is a missed event only if the predecessor had gone: a
+		// waiter deep in the line may rightly wait longer than eventWait.
+		if !evented && (ls.Held || ls.WaitFor != waitFor) {
+			g.fallbacks++
 		}
 		if ls.Held {
 			g.grantIdx, g.granted = ls.Index, time.Now()

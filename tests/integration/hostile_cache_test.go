@@ -18,14 +18,19 @@ import (
 
 const cacheAttackAdminToken = "admin-token-of-the-hostile-cache-test"
 
-// hostileCacheTenants are the writer (write and lock on /demo/x) and the
-// reader (read only), with their tokens.
-func hostileCacheTenants(ctx context.Context, t *testing.T, adm *sdk.Client) (writer, reader string) {
+// hostileCacheTenants are the writer (write and lock on /demo/x), the
+// reader (read only: the hostile cacher) and the honest reader, with
+// their tokens. The honest client is a tenant of its own: the hostile
+// tenant's count of lapsed grants is the attack's, and a late
+// acknowledgement of the honest client's on a loaded machine must not
+// add to it.
+func hostileCacheTenants(ctx context.Context, t *testing.T, adm *sdk.Client) (writer, reader, honest string) {
 	t.Helper()
 	tokens := map[string]string{}
 	for _, tn := range []api.Tenant{
 		{Name: "writer", Grants: []api.Grant{{Prefix: "/demo/x", Roles: []api.Role{api.RoleWrite, api.RoleLock}}}},
 		{Name: "reader", Grants: []api.Grant{{Prefix: "/demo/x", Roles: []api.Role{api.RoleRead}}}},
+		{Name: "honest", Grants: []api.Grant{{Prefix: "/demo/x", Roles: []api.Role{api.RoleRead}}}},
 	} {
 		var resp api.TenantResponse
 		var err error
@@ -39,7 +44,7 @@ func hostileCacheTenants(ctx context.Context, t *testing.T, adm *sdk.Client) (wr
 		must(t, err)
 		tokens[tn.Name] = resp.Token
 	}
-	return tokens["writer"], tokens["reader"]
+	return tokens["writer"], tokens["reader"], tokens["honest"]
 }
 
 // hostileCacher is a read-only tenant's session that caches nodes and
@@ -228,13 +233,17 @@ func cacheAttack(t *testing.T, viaProxy bool) {
 	adm, err := sdk.New(ctx, sdk.Config{Endpoints: c.Endpoints(), AuthToken: cacheAttackAdminToken, Direct: true})
 	must(t, err)
 	defer adm.Close()
-	wtok, rtok := hostileCacheTenants(ctx, t, adm)
+	wtok, rtok, htok := hostileCacheTenants(ctx, t, adm)
 	const cfg, lk = "/demo/x/cfg", "/demo/x/lk"
 	admin := authClient(c, cacheAttackAdminToken)
 	for _, p := range []string{cfg, lk} {
 		mustDo(t, admin, api.RoutePut, api.PutRequest{Path: p, Value: []byte("v0"), MakeParents: true}, nil)
 	}
 	raw := func(tok string) *cluster.Client { return authClient(c, tok) }
+	// charged is how many of the hostile tenant's sessions were held to
+	// a missed invalidation: refused as cachers by the leader (direct),
+	// or counted by the proxy as clients that let a fair grant run out.
+	charged := func() int { _, n := cacheRevocations(t, c); return n }
 	if viaProxy {
 		p, err := c.StartProxy("cache-attack-proxy")
 		must(t, err)
@@ -243,11 +252,12 @@ func cacheAttack(t *testing.T, viaProxy bool) {
 			cl.Token = tok
 			return cl
 		}
+		charged = func() int { return proxyHeldLapses(t, c, p.Addr) }
 	}
 	writer, err := sdk.New(ctx, sdk.Config{Endpoints: c.Endpoints(), AuthToken: wtok, Direct: !viaProxy, RequestTimeout: 10 * time.Second})
 	must(t, err)
 	defer writer.Close()
-	honest, err := sdk.New(ctx, sdk.Config{Endpoints: c.Endpoints(), AuthToken: rtok, Direct: !viaProxy})
+	honest, err := sdk.New(ctx, sdk.Config{Endpoints: c.Endpoints(), AuthToken: htok, Direct: !viaProxy})
 	must(t, err)
 	defer honest.Close()
 	_, err = honest.Session(ctx, "demo")
@@ -270,7 +280,7 @@ func cacheAttack(t *testing.T, viaProxy bool) {
 		write(&put)
 		unlock = append(unlock, lockUnlock(t, mutex))
 	}
-	hostileAttackRounds(t, viaProxy, func() *cluster.Client { return raw(rtok) }, cfg, lk, write, func() { unlockAttack = append(unlockAttack, lockUnlock(t, mutex)) }, &putAttack)
+	hostileAttackRounds(t, viaProxy, func() *cluster.Client { return raw(rtok) }, charged, cfg, lk, write, func() { unlockAttack = append(unlockAttack, lockUnlock(t, mutex)) }, &putAttack)
 	t.Log(latencyLine("put alone", put))
 	t.Log(latencyLine("put during the attack", putAttack))
 	t.Log(latencyLine("unlock alone", unlock))
@@ -311,20 +321,52 @@ func cacheRevocations(t *testing.T, c *cluster.Cluster) (string, int) {
 	return b.String(), revoked
 }
 
-// hostileAttackRounds runs api.MaxCacheMissesPerTenant rounds, each with
-// a new hostile session
+// maxAttackRounds bounds the attack's rounds: a round whose invalidation
+// came with less than api.FairCacheAck of the hostile session's grant
+// left (through a proxy the grant ends with the proxy's own window, so it
+// may) is not held against it, and the attack goes on.
+const maxAttackRounds = 2 * api.MaxCacheMissesPerTenant
+
+// proxyHeldLapses reads from the proxy's /metrics how many of its clients
+// let a fair cache grant run out with an invalidation unacknowledged
+// (lockproxy_cache_grant_lapses_total{held="true"}).
+func proxyHeldLapses(t *testing.T, c *cluster.Cluster, addr string) int {
+	t.Helper()
+	ctx, cancel := ctxFor(10 * time.Second)
+	defer cancel()
+	_, body, err := authClient(c, cacheAttackAdminToken).Once(ctx, addr, http.MethodGet, api.RouteMetrics, nil, 0)
+	must(t, err)
+	const series = `lockproxy_cache_grant_lapses_total{held="true"} `
+	for _, line := range strings.Split(string(body), "\n") {
+		if rest, ok := strings.CutPrefix(line, series); ok {
+			var n float64
+			if _, err := fmt.Sscanf(rest, "%g", &n); err != nil {
+				t.Fatalf("proxy metric %q: %v", line, err)
+			}
+			return int(n)
+		}
+	}
+	return 0
+}
+
+// hostileAttackRounds runs rounds until charged reports
+// api.MaxCacheMissesPerTenant of the tenant's sessions held to a miss,
+// each with a new hostile session
 // caching cfg and 64 lock nodes of lk not yet created: a Put of cfg
 // (waits for the hostile session at most one cache window), the session
 // refused as a cacher after, then Lock/Unlock and more Puts while it
 // goes on renewing.
-func hostileAttackRounds(t *testing.T, viaProxy bool, attacker func() *cluster.Client, cfg, lk string, write func(*[]time.Duration) int, lockRound func(), putAttack *[]time.Duration) {
+func hostileAttackRounds(t *testing.T, viaProxy bool, attacker func() *cluster.Client, charged func() int, cfg, lk string, write func(*[]time.Duration) int, lockRound func(), putAttack *[]time.Duration) {
 	t.Helper()
 	paths := []string{cfg}
 	for i := 0; i < 64; i++ {
 		paths = append(paths, fmt.Sprintf("%s/w-%010d", lk, i))
 	}
 	var mu sync.Mutex
-	for round := 0; round < api.MaxCacheMissesPerTenant; round++ {
+	for round := 0; charged() < api.MaxCacheMissesPerTenant; round++ {
+		if round == maxAttackRounds {
+			t.Fatalf("after %d rounds only %d of the hostile tenant's sessions were held to a missed invalidation, want %d", round, charged(), api.MaxCacheMissesPerTenant)
+		}
 		h, cached, servedBy := startHostileCacher(t, attacker(), paths)
 		if !cached || (viaProxy && servedBy == "") {
 			h.stop()

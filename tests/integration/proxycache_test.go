@@ -190,13 +190,14 @@ func TestProxySilentClientDelaysAWrite(t *testing.T) {
 	if !got.Cacheable || got.Proxy == "" || got.Proxy != ka.Proxy {
 		t.Fatalf("a cached read through the proxy: %+v (keepalive reply named proxy %q)", got, ka.Proxy)
 	}
+	sent := time.Now() // the client counts its grant from here
 	mustDo(t, raw, api.RouteSessionKeepAlive, api.KeepAliveRequest{Cell: "demo", Session: sess.Session, Secret: sess.Secret, Proxy: ka.Proxy}, &ka)
 	if ka.CacheMS <= 0 {
 		t.Fatalf("the proxy granted no cache: %+v", ka)
 	}
 	granted := time.Duration(ka.CacheMS) * time.Millisecond
 
-	waited := writeHeldByASilentCacher(ctx, t, op, path, min(granted/2, 2*time.Second), fmt.Sprintf("a client the proxy granted %v of cache", granted))
+	waited := writeHeldByASilentCacher(ctx, t, op, path, sent.Add(granted), fmt.Sprintf("a client the proxy granted %v of cache", granted))
 	t.Logf("the write waited %v for the silent client (granted %v)", waited, granted)
 }
 

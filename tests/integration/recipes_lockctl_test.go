@@ -212,20 +212,22 @@ func testLockctlMembers(t *testing.T, e *lockctlEnv, c *cluster.Cluster) {
 }
 
 // lockctl watch prints one line per event and re-arms after each. The
-// test makes one change at a time and waits for its line (and a moment for
-// the re-arm, so that each change is an event of its own).
+// test makes one change at a time and waits for its line. lockctl prints
+// a line only after re-arming, with the state it re-armed at: once a
+// line shows a change, the watch is armed past it and no older line is
+// still to come, so each later change is an event of its own.
 func testLockctlWatch(t *testing.T, e *lockctlEnv, c *cluster.Cluster) {
 	const path = "/demo/ctl/watched"
 	cl := newSDK(t, c, 12*time.Second)
 	ctx, cancel := ctxFor(2 * time.Minute)
 	defer cancel()
 	w := e.start("watch", "-o", "json", "watch", path)
-	settle := func() { time.Sleep(200 * time.Millisecond) }
 
 	// The watch arms on a missing node; create it (again, until the watch
 	// was armed in time to see a change).
 	var first string
-	for i := 1; first == "" && i <= 50; i++ {
+	const tries = 50
+	for i := 1; first == "" && i <= tries; i++ {
 		_, err := cl.Put(ctx, path, []byte(fmt.Sprintf("v%d", i)), sdk.MakeParents())
 		must(t, err)
 		if l, err := w.next("{", 300*time.Millisecond); err == nil {
@@ -233,9 +235,23 @@ func testLockctlWatch(t *testing.T, e *lockctlEnv, c *cluster.Cluster) {
 		}
 	}
 	if first == "" {
-		t.Fatal("lockctl watch printed nothing for 50 changes")
+		t.Fatalf("lockctl watch printed nothing for %d changes", tries)
 	}
-	settle()
+	// A line of an earlier put may still be on its way (one slower than
+	// 300 ms): a sentinel's line is the last of them.
+	_, err := cl.Put(ctx, path, []byte("armed"))
+	must(t, err)
+	for i := 0; ; i++ {
+		if i > tries {
+			t.Fatal("lockctl watch never printed the sentinel's value")
+		}
+		var ev struct {
+			Value string `json:"value"`
+		}
+		if l := w.await("{", 30*time.Second); json.Unmarshal([]byte(l), &ev) == nil && ev.Value == "armed" {
+			break
+		}
+	}
 	type step struct {
 		do   func() error
 		want api.EventType
@@ -268,7 +284,6 @@ func testLockctlWatch(t *testing.T, e *lockctlEnv, c *cluster.Cluster) {
 		if s.want == api.EventDeleted && ev.Exists {
 			t.Fatalf("deletion printed as existing: %+v", ev)
 		}
-		settle()
 	}
 	if l, err := w.next("", 500*time.Millisecond); err == nil {
 		t.Fatalf("a line with no event behind it: %q", l)

@@ -93,7 +93,9 @@ func TestRecipesSmoke(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- e2.Campaign(ctx, []byte("b")) }()
-	time.Sleep(100 * time.Millisecond)
+	// e2 in line before e1 resigns: else the observer rightly sees a
+	// moment with no leader.
+	waitChildren(t, a, "/demo/smoke/elect", 2)
 	must(t, e1.Resign(ctx))
 	must(t, <-done)
 	if l, err := a.NewElection("/demo/smoke/elect").Leader(ctx); err != nil || string(l.Value) != "b" {

@@ -81,10 +81,13 @@ func TestDowngradeWakesExactlyTheReadersBehind(t *testing.T) {
 		h.waiting(t, 0, "behind a writer")
 	}
 	token := w1.m.Token()
-	must(t, w1.m.Downgrade(ctx))
+	// w1 stops acting as the writer before it downgrades, as a holder
+	// stops before Unlock: once the downgrade commits, the readers behind
+	// may be granted before Downgrade has returned to w1.
 	o.mu.Lock()
 	o.writers, o.readers = 0, 1 // w1 holds on as a reader
 	o.mu.Unlock()
+	must(t, w1.m.Downgrade(ctx))
 	r1.granted(t, 30*time.Second)
 	r2.granted(t, 30*time.Second)
 	if w1.m.Token() != token || !w1.m.Held() || w1.m.Context().Err() != nil {

@@ -106,9 +106,17 @@ type grantNote struct {
 // aborts beyond 8128 live goroutines.
 func TestScenario3(t *testing.T) {
 	// Not parallel: it counts exactly one wake-up per hand-off among 200
-	// contenders with a 3 s lease; under other clusters' load a waiter's
-	// re-list can find the lock before its event (seen once: one hand-off
-	// by re-list, no overlap, tokens rising).
+	// contenders, which other clusters' load on the machine would blur.
+	// A waiter that has heard nothing for a lease re-lists (the SDK's
+	// second net, Mutex.awaitWakeup); when that re-list lands between its
+	// predecessor's delete and the event, it moves on without a wake-up
+	// (seen under load: 4 of the 200, in a run whose hand-offs took 30 ms
+	// at the median, 89 ms at p99). The SDK counts those (Mutex.Unheard),
+	// so every release is either heard or unheard by its one successor,
+	// none by anyone else. A few unheard (a twentieth of the hand-offs) are
+	// the race, each found promptly (silentHandoffMax); a lost event is
+	// still caught: its waiter holds only at its next silence, spread over
+	// a lease after the release.
 	n := scenarioContenders
 	const (
 		lock        = "/demo/scenario3/lock"
@@ -189,7 +197,19 @@ func TestScenario3(t *testing.T) {
 	first := ownerOf(line[1])
 	mid := n / 2
 	victim, successor := ownerOf(line[mid]), ownerOf(line[mid+1])
-	if got := totalWakeups(cs); got != 0 {
+	// wantWakes is a contender's wake-ups by the end, heard or unheard
+	// (woken): one per wait it ended holding; the dead waiter's successor
+	// also woke at the death.
+	wantWakes := func(ct *contender) int64 {
+		switch ct {
+		case victim:
+			return 0
+		case successor:
+			return 2
+		}
+		return 1
+	}
+	if got := totalWoken(cs); got != 0 {
 		t.Fatalf("%d wake-ups before anything was released", got)
 	}
 
@@ -197,16 +217,20 @@ func TestScenario3(t *testing.T) {
 	// Unlock, the cell deletes its node, and only its successor wakes.
 	before := scrapeFanout(t, c, "demo")
 	dying.Store(victim.i, true)
+	closed := time.Now()
 	must(t, victim.cl.Close())
-	pollUntil(t, 30*time.Second, "the dead waiter's successor to wake", func() bool { return successor.m.Wakeups() == 1 })
+	pollUntil(t, 30*time.Second, "the dead waiter's successor to wake", func() bool { return woken(successor) == 1 })
+	if moved := time.Since(closed); successor.m.Unheard() > 0 && moved >= silentHandoffMax {
+		t.Errorf("the dead waiter's successor moved on only by its silence re-list, %v after the death: its event lost?", moved)
+	}
 	time.Sleep(500 * time.Millisecond) // anyone else woken would show by now
 	death := scrapeFanout(t, c, "demo").sub(before)
-	t.Logf("waiter %d of %d died: %v; wake-ups: successor %d, all %d", mid, n, death, successor.m.Wakeups(), totalWakeups(cs))
+	t.Logf("waiter %d of %d died: %v; wake-ups: successor %d (unheard %d), all %d", mid, n, death, successor.m.Wakeups(), successor.m.Unheard(), totalWakeups(cs))
 	if death.sum != 1 || death.over("1") != 0 {
 		t.Errorf("the dead waiter's node delivered %v, want exactly 1 event", death)
 	}
-	if got := totalWakeups(cs); got != 1 {
-		t.Errorf("%d waiters woken by one waiter's death, want 1 (its successor)", got)
+	if got := totalWoken(cs); got != 1 {
+		t.Errorf("%d waiters woken (or moved on unheard) by one waiter's death, want 1 (its successor)", got)
 	}
 	if l := lockLine(t, probe, lock); len(l) != n || l[mid] != line[mid+1] {
 		t.Fatalf("after the death the line is %d long with %s at %d, want %d with %s", len(l), l[mid], mid, n, line[mid+1])
@@ -240,8 +264,13 @@ func TestScenario3(t *testing.T) {
 	if expiry.sum < 1 || expiry.sum > 2 || expiry.over("2") != 0 {
 		t.Errorf("the holder's expiry delivered %v, want the successor's event (and the holder's own watch)", expiry)
 	}
-	if first.m.Wakeups() != 1 || totalWakeups(cs) != 2 {
-		t.Errorf("after the takeover: new holder woken %d times, all %d; want 1 and 2", first.m.Wakeups(), totalWakeups(cs))
+	// An expiry's event found only by the silence re-list must come as
+	// promptly as the event would: later, the event was lost.
+	if first.m.Unheard() > 0 && took >= holderLease+silentHandoffMax {
+		t.Errorf("contender %d took over by its silence re-list %v after the pause (lease %v): the expiry's event lost?", first.i, took.Round(time.Millisecond), holderLease)
+	}
+	if woken(first) != 1 || totalWoken(cs) != 2 {
+		t.Errorf("after the takeover: new holder woken %d times, all %d (unheard releases counted); want 1 and 2", woken(first), totalWoken(cs))
 	}
 	// The new holder's first act: a fenced write that raises the mark.
 	if st, err := res.write(h.token, "first act"); err != nil || st != http.StatusOK {
@@ -263,8 +292,13 @@ func TestScenario3(t *testing.T) {
 	}
 
 	// 3. Hand the lock down the whole line, one release at a time.
+	handoffOf := map[*contender]time.Duration{} // release → grant, per new holder
 	before = scrapeFanout(t, c, "demo")
 	wakeBefore := totalWakeups(cs)
+	unheardBefore := map[*contender]int64{}
+	for _, ct := range cs {
+		unheardBefore[ct] = ct.m.Unheard()
+	}
 	releases := n - 1 // every contender but the dead one holds once
 	handoffs := make([]time.Duration, 0, releases)
 	prevToken := h.token
@@ -294,6 +328,13 @@ func TestScenario3(t *testing.T) {
 			t.Fatalf("handoff %d: nobody granted 30s after a release", k)
 		}
 		handoffs = append(handoffs, h.at.Sub(released))
+		handoffOf[h.c] = h.at.Sub(released)
+		// Held without its predecessor's event, and late: the event was
+		// lost, not raced by the silence re-list (checked again per
+		// contender below; failing here ends a lost-events run early).
+		if h.c.m.Unheard() > unheardBefore[h.c] && handoffOf[h.c] >= silentHandoffMax {
+			t.Fatalf("handoff %d: contender %d held %v after the release without its predecessor's event: lost?", k, h.c.i, handoffOf[h.c])
+		}
 		if h.token <= prevToken {
 			t.Fatalf("handoff %d: token %d after %d", k, h.token, prevToken)
 		}
@@ -310,25 +351,33 @@ func TestScenario3(t *testing.T) {
 	t.Logf("%d releases: %v; %.3f events per release; %d waiters woken (%.3f per handoff); handoff p50 %v p99 %v",
 		releases, chain, chain.sum/float64(releases), wakes, float64(wakes)/float64(releases-1),
 		percentile(handoffs, 0.50).Round(time.Microsecond), percentile(handoffs, 0.99).Round(time.Microsecond))
-	if wakes != int64(releases-1) {
-		t.Errorf("%d waiters woken by %d handoffs: a release woke more (or fewer) than one waiter", wakes, releases-1)
-	}
 	// One event per release, the successor's: the releasing holder's own
 	// node watch is consumed without one (its client knows of its delete).
 	if chain.over("1") != 0 || chain.sum != float64(releases-1) {
 		t.Errorf("the releases delivered %v: want exactly the successor's event per release", chain)
 	}
+	silent := 0 // granted by a re-list after a lease of silence
 	for _, ct := range cs {
-		want := int64(1)
-		switch ct {
-		case victim:
-			want = 0
-		case successor:
-			want = 2
+		want := wantWakes(ct)
+		handoff, ok := handoffOf[ct]
+		if got := woken(ct); got != want {
+			t.Errorf("contender %d woken %d times (%d of them releases found by its silence re-list), want %d (granted %v after its predecessor's release)", ct.i, got, ct.m.Unheard(), want, handoff)
 		}
-		if got := ct.m.Wakeups(); got != want {
-			t.Errorf("contender %d woken %d times, want %d", ct.i, got, want)
+		if u := ct.m.Unheard() - unheardBefore[ct]; u > 0 {
+			silent += int(u)
+			if !ok || handoff >= silentHandoffMax {
+				t.Errorf("contender %d found %d releases by its silence re-list, granted %v after its predecessor's release: events lost?", ct.i, u, handoff)
+			}
 		}
+	}
+	if silent > 0 {
+		t.Logf("%d contenders took the lock by their silence re-list, each within %v of the release", silent, silentHandoffMax)
+	}
+	if limit := max(2, releases/20); silent > limit {
+		t.Errorf("%d contenders held without their predecessor's event, at most %d expected: events lost?", silent, limit)
+	}
+	if wakes+int64(silent) != int64(releases-1) {
+		t.Errorf("%d waiters woken and %d granted by a silence re-list over %d handoffs: a release woke more (or fewer) than one waiter", wakes, silent, releases-1)
 	}
 	if l := lockLine(t, probe, lock); len(l) != 0 {
 		t.Errorf("%d lock nodes left behind: %v", len(l), l[:min(len(l), 5)])
@@ -364,6 +413,11 @@ func TestScenario3(t *testing.T) {
 	}
 }
 
+// silentHandoffMax bounds the hand-off of a contender that took the lock
+// by its silence re-list rather than its event (TestScenario3): one whose
+// re-list raced the event holds as promptly as an evented one.
+const silentHandoffMax = time.Second
+
 // lockLine is the lock's nodes in line order.
 func lockLine(t *testing.T, cl *sdk.Client, lock string) []string {
 	t.Helper()
@@ -379,6 +433,19 @@ func lockLine(t *testing.T, cl *sdk.Client, lock string) []string {
 		names[i] = lock + "/" + n
 	}
 	return names
+}
+
+// woken is ct's releases heard (wake-ups) or found gone by its silence
+// re-list (unheard): one per release it waited through.
+func woken(ct *contender) int64 { return ct.m.Wakeups() + ct.m.Unheard() }
+
+// totalWoken is woken over every contender.
+func totalWoken(cs []*contender) int64 {
+	var n int64
+	for _, ct := range cs {
+		n += woken(ct)
+	}
+	return n
 }
 
 func totalWakeups(cs []*contender) int64 {

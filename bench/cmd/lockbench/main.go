@@ -126,7 +126,7 @@ func runCommand() *cobra.Command {
 	f.BoolVar(&o.start, "start", false, "start a local five-replica cluster (lockd dev: real processes, fsync on, production timing) and stop it at the end")
 	f.StringVar(&o.lockd, "lockd", "", "lockd binary for --start (default: lockd beside lockbench)")
 	f.StringVar(&o.logdb, "logdb", "small", "with --start: the replicas' LogDB memory preset (small: lockd serve's default; tiny: lockd dev's)")
-	f.IntVar(&o.timerSlack, "timer-slack-us", 0, "with --start: the replicas' --timer-slack-us (0: lockd serve's default; -1: the OS's own timer slack)")
+	f.IntVar(&o.timerSlack, "timer-slack-us", 0, "with --start: the replicas' and proxies' --timer-slack-us (0: their default, 1 ms; -1: the OS's own timer slack)")
 	f.StringVar(&o.diskDir, "disk-dir", os.TempDir(), "disk: where to measure append+fdatasync (put it where the replicas keep their data)")
 	f.StringVar(&o.lockctl, "lockctl", "", "lockctl binary, takeover's holder process (default: lockctl beside lockbench)")
 	f.IntVar(&o.trials, "trials", 2, "failover, takeover: trials (failover kills at most two leaders of five)")

@@ -361,7 +361,8 @@ func (s *sessionSim) closeAll(ctx context.Context) {
 // leaderLoad is what one measurement saw: the demo cell leader's
 // KeepAlive counters over it, the CPU seconds of the leader (if its
 // process is known) and of the proxies before and after, and the
-// simulator's own counters when it began.
+// simulator's own counters when it began; each proxy's resident memory
+// at the end.
 type leaderLoad struct {
 	start                         time.Time // when the measurement began
 	elapsed                       time.Duration
@@ -369,6 +370,7 @@ type leaderLoad struct {
 	cpuBefore, cpuAfter           []float64
 	proxyPIDs                     []int
 	proxyCPUBefore, proxyCPUAfter []float64
+	proxyRSSMB                    []float64
 	kaOKBefore, kaErrBefore       int64
 }
 
@@ -408,6 +410,9 @@ func (s *sessionSim) measureLeader(ctx context.Context, procs []int) (leaderLoad
 	waitProfile()
 	l.ka, l.batches, l.renewed = metric("lockd_keepalives_total")-kaBefore, metric("lockd_keepalive_batches_total")-batchesBefore, metric("lockd_keepalive_batched_sessions_total")-renewedBefore
 	l.cpuAfter, l.proxyCPUAfter = cpuTimes(leaderPID), cpuTimes(l.proxyPIDs)
+	for _, pid := range l.proxyPIDs {
+		l.proxyRSSMB = append(l.proxyRSSMB, rssMB(pid))
+	}
 	return l, nil
 }
 
@@ -435,6 +440,9 @@ func (s *sessionSim) result(l leaderLoad, kaRec *stats.Recorder, openP99 float64
 	for i := range l.proxyPIDs {
 		if l.proxyCPUBefore[i] >= 0 && l.proxyCPUAfter[i] >= 0 {
 			extra[fmt.Sprintf("proxy%d_cpu_pct", i+1)] = 100 * (l.proxyCPUAfter[i] - l.proxyCPUBefore[i]) / elapsed.Seconds()
+		}
+		if i < len(l.proxyRSSMB) && l.proxyRSSMB[i] > 0 {
+			extra[fmt.Sprintf("proxy%d_rss_mb", i+1)] = l.proxyRSSMB[i]
 		}
 	}
 	params := map[string]string{"sessions": strconv.Itoa(n), "proxies": strconv.Itoa(nProxies), "lease": s.e.lease.String()}

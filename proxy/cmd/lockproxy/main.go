@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lockservice/lockd/internal/timerslack"
 	"github.com/lockservice/lockd/internal/tlsutil"
 	"github.com/lockservice/lockd/proxy"
 )
@@ -36,6 +37,7 @@ func rootCommand() *cobra.Command {
 		tlsFiles  tlsutil.Files
 		plain     bool
 		pprofAddr string
+		slackUS   int
 	)
 	cmd := &cobra.Command{
 		Use:   "lockproxy",
@@ -44,11 +46,19 @@ func rootCommand() *cobra.Command {
   lockctl --endpoints 127.0.0.1:7201 get /demo/x`,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			slack, err := timerslack.For(slackUS)
+			if err != nil {
+				return fmt.Errorf("--timer-slack-us: %w", err)
+			}
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 				return fmt.Errorf("--log-level: %w", err)
 			}
+			// First, before anything is opened or read: it may run the
+			// binary again (its arguments are all it reads to get here).
+			slackReport := timerslack.Ensure(slack, "")
 			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			slackReport.Log(cfg.Logger)
 			for _, e := range strings.Split(lockds, ",") {
 				if e = strings.TrimSpace(e); e != "" {
 					cfg.Lockds = append(cfg.Lockds, e)
@@ -114,6 +124,7 @@ func rootCommand() *cobra.Command {
 	f.StringVar(&cfg.EtcdDefaultPrefix, "etcd-default-prefix", "/etcd", "the path etcd keys without a leading \"/\" live under (\"\" refuses such keys)")
 	f.DurationVar(&cfg.EtcdLockDelay, "etcd-lock-delay", 0, "lock-delay of locks taken through etcd's Lock service (0 to the API's maximum)")
 	f.StringVar(&tokenFile, "token-file", "", "when the lockds require tokens: a file holding an admin token (the proxy renews every client's session and reads the tenants)")
+	f.IntVar(&slackUS, "timer-slack-us", 0, "the OS timer slack of every thread, in µs (0: 1000; -1: the OS's own; at most 10000); Linux, where lockproxy re-executes itself once at start to set it")
 	f.StringVar(&pprofAddr, "pprof-addr", "", "serve Go's profiles under /debug/pprof/ on this loopback address (host:port; off when empty)")
 	return cmd
 }

@@ -1,3 +1,5 @@
+//go:build !windows
+
 // Command pausedleader runs the spec's paused-leader scenario against a
 // lockd cluster: a worker holds a lock and writes to a fenced resource; it
 // is paused (SIGSTOP) past its lease; another worker takes over, fences

@@ -32,7 +32,7 @@ type devCluster struct {
 	// proxyPprofBase: proxy i serves its profiles on proxyPprofBase+i-1 (0: none).
 	proxyPprofBase int
 	logdb          string
-	timerSlackUS   int // passed to every lockd serve when not 0
+	timerSlackUS   int // passed to every lockd serve, and to every lockproxy when not 0
 	cells          int
 	// proxies lockproxy processes on proxyBase, proxyBase+1, ...
 	proxies   int
@@ -84,7 +84,7 @@ func devCommand() *cobra.Command {
 	f.BoolVar(&d.tls, "tls", false, "run mutual TLS everywhere: development CAs and certificates are made in DATA_DIR/tls, the API's and, on a CA of its own, Raft's (lockctl --tls-ca/--tls-cert/--tls-key with its client.pem)")
 	f.BoolVar(&d.auth, "auth", false, "require API tokens: an admin token is made in DATA_DIR/admin.token (lockctl --auth-token $(cat it)); tenants with lockctl tenant")
 	f.StringVar(&d.logdb, "logdb", "tiny", "LogDB memory preset of every replica (tiny keeps five replicas small; small is lockd serve's default)")
-	f.IntVar(&d.timerSlackUS, "timer-slack-us", 0, "every replica's --timer-slack-us (0: lockd serve's default, 1000; -1: the OS's own)")
+	f.IntVar(&d.timerSlackUS, "timer-slack-us", 0, "every replica's and proxy's --timer-slack-us (0: their default, 1000; -1: the OS's own; passed to the proxies only when not 0, and a --proxy-bin older than the flag then refuses it)")
 	return cmd
 }
 
@@ -193,6 +193,9 @@ func (d devCluster) proxyArgs(i int) []string {
 	}
 	if d.proxyPprofBase > 0 {
 		args = append(args, "--pprof-addr", d.proxyPprofAddr(i))
+	}
+	if d.timerSlackUS != 0 { // only when set: a --proxy-bin older than the flag still runs
+		args = append(args, "--timer-slack-us", fmt.Sprint(d.timerSlackUS))
 	}
 	return append(args, d.tlsArgs()...)
 }

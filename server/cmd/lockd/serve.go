@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/internal/timerslack"
 	"github.com/lockservice/lockd/server/backup"
 	"github.com/lockservice/lockd/server/lockd"
 )
@@ -199,32 +200,11 @@ func serveCommand() *cobra.Command {
 			}
 			// First, before the lockd opens anything: it may re-execute the
 			// binary, which reads its config again.
-			return serve(cfg, sf.logLevel, ensureTimerSlack(slack, sf.rereadBlocked()))
+			return serve(cfg, sf.logLevel, timerslack.Ensure(slack, sf.rereadBlocked()))
 		},
 	}
 	sf.register(cmd.Flags())
 	return cmd
-}
-
-// timerSlackReport is what ensureTimerSlack (timerslack_linux.go) found
-// and did, for the log.
-type timerSlackReport struct {
-	Want, Now  time.Duration // asked for; the calling thread's after
-	ReExecuted bool          // this process is the re-executed binary
-	Note       string        // why the slack is not want ("" when it is)
-}
-
-// logTimerSlack logs the timer slack the process runs with, and why not
-// the one configured if it does not.
-func logTimerSlack(log *slog.Logger, r timerSlackReport) {
-	switch {
-	case r.Want <= 0:
-		log.Info("timer slack: the OS's own (timer_slack_us -1)")
-	case r.Note != "":
-		log.Warn(r.Note, "timer_slack_wanted", r.Want, "timer_slack", r.Now)
-	default:
-		log.Info("timer slack set on every thread", "timer_slack", r.Now, "re_executed", r.ReExecuted)
-	}
 }
 
 func restoreCommand() *cobra.Command {
@@ -288,7 +268,7 @@ replica answers. Other cells are untouched.`,
 	return cmd
 }
 
-func serve(cfg lockd.Config, level string, slack timerSlackReport) error {
+func serve(cfg lockd.Config, level string, slack timerslack.Report) error {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return fmt.Errorf("log level %q: %w", level, err)
@@ -303,7 +283,7 @@ func serve(cfg lockd.Config, level string, slack timerSlackReport) error {
 		}
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
-	logTimerSlack(log, slack)
+	slack.Log(log)
 	p, err := lockd.Start(cfg, log)
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package main
+package timerslack
 
 import (
 	"bufio"
@@ -25,20 +25,36 @@ const childEnv = "LOCKD_TEST_TIMER_SLACK_CHILD"
 // own, so that the runtime makes threads after the slack is set too.
 const childThreads = 4
 
-// TestTimerSlackEveryThread runs ensureTimerSlack as lockd serve does, in
+// TestTimerSlackEveryThread runs Ensure as lockd serve and lockproxy do, in
 // a child process (this test binary again): every thread the child has
 // afterwards, the runtime's first ones (the system monitor's) among them,
 // has the slack asked for, and the child is the same process (the same
-// PID) re-executed once.
+// PID and name, also when started through a symlink) re-executed once.
 func TestTimerSlackEveryThread(t *testing.T) {
 	if os.Getenv(childEnv) != "" {
 		timerSlackChild()
 		return
 	}
+	self, err := filepath.Abs(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Started through a link, the process keeps the link's name.
+	link := filepath.Join(t.TempDir(), "slack-link")
+	if err := os.Symlink(self, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, as := range []string{self, link} {
+		t.Run(filepath.Base(as), func(t *testing.T) { checkEveryThread(t, as) })
+	}
+}
+
+// checkEveryThread runs the child as path and checks what it printed.
+func checkEveryThread(t *testing.T, path string) {
 	const want = 1500 * time.Microsecond
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestTimerSlackEveryThread$", "-test.count=1")
+	cmd := exec.CommandContext(ctx, path, "-test.run=^TestTimerSlackEveryThread$", "-test.count=1")
 	cmd.Env = append(os.Environ(), childEnv+"="+strconv.FormatInt(want.Nanoseconds(), 10))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -58,7 +74,7 @@ func TestTimerSlackEveryThread(t *testing.T) {
 		case len(f) == 2 && f[0] == "comm":
 			// The process keeps its name (ps, pgrep): the kernel names it
 			// after the file executed, at most 15 bytes.
-			if want := filepath.Base(os.Args[0]); f[1] != want[:min(len(want), 15)] {
+			if want := filepath.Base(path); f[1] != want[:min(len(want), 15)] {
 				t.Errorf("child's name %q after re-executing, want %q", f[1], want)
 			}
 		case len(f) == 2 && f[0] == "eperm":
@@ -87,7 +103,7 @@ func timerSlackChild() {
 		fmt.Println("bad", childEnv)
 		os.Exit(2)
 	}
-	r := ensureTimerSlack(time.Duration(ns), "")
+	r := Ensure(time.Duration(ns), "")
 	switch {
 	case r.Note != "":
 		fmt.Println("report", strings.ReplaceAll(r.Note, " ", "_"))

@@ -55,7 +55,18 @@ func newMetrics(reg *prometheus.Registry, p *Proxy) *metrics {
 	}
 	reg.MustRegister(m.requests, m.keepAlives, m.batches, m.batchErrors, m.batchSessions, m.cacheHits, m.cacheMisses, m.invalidations, m.clientWatches, m.sharedWatches, m.grantLapses,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lockproxy_clients", Help: "Open client connections."},
-			func() float64 { return float64(p.clients.Load()) }),
+			func() float64 { return float64(p.openClients()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lockproxy_idle_conns", Help: "Client connections idle between two requests, held without a goroutine (internal/connpark)."},
+			func() float64 { return float64(p.conns.IdleHeld()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "lockproxy_idle_parks_total", Help: "Times a client connection was parked idle."},
+			func() float64 { return float64(p.conns.IdleParks()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "lockproxy_connections_refused_total", Help: "Client connections closed at accept: the proxy held its bound of open connections."},
+			func() float64 {
+				if p.limited == nil {
+					return 0
+				}
+				return float64(p.limited.Refused.Load())
+			}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lockproxy_sessions", Help: "Client sessions this proxy renews."},
 			func() float64 { return float64(p.Status().Sessions) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "lockproxy_own_keepalives_total",

@@ -28,6 +28,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/internal/connpark"
 	"github.com/lockservice/lockd/internal/httpbody"
 	"github.com/lockservice/lockd/internal/listen"
 	"github.com/lockservice/lockd/internal/tlsutil"
@@ -100,12 +101,17 @@ type Proxy struct {
 	etcdBackend *etcdBackend
 	etcdURL     atomic.Pointer[string] // set once the gateway serves (ProxyStatus.EtcdURL); read by Status while serving
 
-	clients atomic.Int64
-	srv     *fasthttp.Server
-	ln      net.Listener
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	srv *fasthttp.Server
+	ln  net.Listener
+	// limited bounds the client connections open (served, or parked
+	// idle by conns, which fasthttp's Concurrency does not count).
+	limited *listen.Limited
+	// conns holds client connections idle between two requests without
+	// a goroutine or buffers (internal/connpark).
+	conns  connpark.Conns
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // ErrLockdsUnreachable is Start's error when no lockd served the directory
@@ -138,6 +144,16 @@ func Start(ctx context.Context, cfg Config) (*Proxy, error) {
 	var ln net.Listener = listen.Retrying(raw)
 	p := newProxy(cfg, up, g, ln)
 	p.srv = p.server()
+	// Every open client connection counts, served or parked idle.
+	p.limited = listen.Limit(ln, p.maxConns(), cfg.TLS == nil)
+	ln = p.limited
+	if mutant.On(mutant.ProxyParkUncounted) {
+		ln = p.ln
+	}
+	p.conns.Serve(p.srv.ServeConn)
+	if err := p.conns.ParkIdle(p.srv.IdleTimeout, p.maxConns()); err != nil {
+		p.log.Info("idle client connections stay with fasthttp", "err", err)
+	}
 	if cfg.TLS != nil {
 		ln = tls.NewListener(ln, cfg.TLS)
 	}
@@ -188,17 +204,34 @@ func (p *Proxy) server() *fasthttp.Server {
 		WriteTimeout:      api.MaxKeepAliveWait + 10*time.Second,
 		IdleTimeout:       2 * time.Minute,
 		CloseOnShutdown:   true,
-		Concurrency:       cmp.Or(p.cfg.MaxConns, api.MaxConnectionsPerProxy),
-		ConnState: func(_ net.Conn, st fasthttp.ConnState) {
-			switch st {
-			case fasthttp.StateNew:
-				p.clients.Add(1)
-			case fasthttp.StateClosed, fasthttp.StateHijacked:
-				p.clients.Add(-1)
-			}
-		},
+		// The bound is the listener's (p.limited), which counts a parked
+		// connection too. fasthttp's counts the connections it serves,
+		// one twice for a moment as it is handed back (its old worker not
+		// yet done): at the listener's bound it would refuse one the
+		// listener admitted.
+		Concurrency: concurrencyFor(p.maxConns()),
+		// A client connection idle between two requests is held by
+		// p.conns and served again once its client speaks.
+		KeepHijackedConns: true,
 	}
 }
+
+// openClients is how many client connections are open (served or
+// parked idle).
+func (p *Proxy) openClients() int {
+	if p.limited == nil {
+		return 0
+	}
+	return p.limited.Open()
+}
+
+// concurrencyFor is fasthttp's bound on the connections it serves at once
+// for a listener that admits max: twice it, so that a connection counted
+// twice while it is handed back is never refused.
+func concurrencyFor(max int) int { return 2 * max }
+
+// maxConns bounds the client connections open at once.
+func (p *Proxy) maxConns() int { return cmp.Or(p.cfg.MaxConns, api.MaxConnectionsPerProxy) }
 
 // serve starts the proxy's loops: the tenants' refresh, serving clients
 // on ln, and the registration in the directory.
@@ -228,7 +261,9 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 func (p *Proxy) Close() error {
 	eerr := p.closeEtcd()
 	p.cancel()
+	p.conns.Close() // idle client connections: their clients reconnect
 	err := p.srv.Shutdown()
+	p.conns.CloseServing()
 	// Shutdown closes only the listeners Serve has taken: a proxy closed
 	// before its Serve began would wait for it for ever.
 	_ = p.ln.Close()
@@ -309,7 +344,7 @@ func (p *Proxy) etcdURLNow() string {
 
 // Status is the proxy's status.
 func (p *Proxy) Status() api.ProxyStatus {
-	st := api.ProxyStatus{Proxy: api.ProxyInfo{Name: p.cfg.Name, APIAddr: p.cfg.Advertise, Zone: p.cfg.Zone}, Version: Version, Clients: int(p.clients.Load()),
+	st := api.ProxyStatus{Proxy: api.ProxyInfo{Name: p.cfg.Name, APIAddr: p.cfg.Advertise, Zone: p.cfg.Zone}, Version: Version, Clients: p.openClients(),
 		EtcdURL: p.etcdURLNow()}
 	now := time.Now()
 	for _, t := range p.tables() {
@@ -324,7 +359,10 @@ func (p *Proxy) Status() api.ProxyStatus {
 // client (health, metrics), the client's check (its certificate, then its
 // body, read once the client is known), the proxy's own routes, the
 // KeepAlives, and the rest forwarded to the cell's leader.
-func (p *Proxy) handle(ctx *fasthttp.RequestCtx) { p.handleFrom(ctx, true) }
+func (p *Proxy) handle(ctx *fasthttp.RequestCtx) {
+	p.handleFrom(ctx, true)
+	p.conns.ParkIfIdle(ctx)
+}
 
 // handleInternal serves the etcd gateway's requests (proxy_etcd.go): the
 // gRPC server checked the client's certificate, so only that check is

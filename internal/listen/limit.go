@@ -3,8 +3,8 @@ package listen
 // A bound on the connections a server holds open, counted from accept to
 // close whoever holds them: fasthttp's Concurrency counts only the
 // connections it is serving, and a connection it has handed over (a
-// lockd's parked KeepAlive, server/httpapi/park.go) is counted by nothing
-// else.
+// lockd's parked KeepAlive, an idle connection parked by
+// internal/connpark) is counted by nothing else.
 
 import (
 	"errors"
@@ -66,7 +66,7 @@ type countedConn struct {
 }
 
 // SyscallConn is its connection's, so that a poller may watch the
-// descriptor (a lockd's idle connections, server/httpapi/idle.go).
+// descriptor (idle connections, internal/connpark/idle.go).
 func (c *countedConn) SyscallConn() (syscall.RawConn, error) {
 	if sc, ok := c.Conn.(syscall.Conn); ok {
 		return sc.SyscallConn()

@@ -392,6 +392,15 @@ const (
 	// of it the invalidation left. Caught by proxy
 	// TestGrantLapsesCountClientsFairly.
 	LapseUnfair Mutant = "lockproxy_broken_lapse_unfair"
+	// ProxyParkUncounted serves the proxy's clients without the
+	// listener's bound: a connection parked idle is counted by nothing.
+	// Caught by proxy TestConnectionLimit.
+	ProxyParkUncounted Mutant = "lockproxy_broken_park_uncounted"
+	// ServedAfterClose hands a connection back to fasthttp after the
+	// server's Close, and CloseServing closes nothing: a hand-back that
+	// raced the Close is served on by a stopped server. Caught by
+	// internal/connpark TestNothingServedAfterClose.
+	ServedAfterClose Mutant = "lockd_broken_served_after_close"
 	// WatchKey keys the proxy's watches by (path, kind, since): one entry
 	// per index. Caught by proxy TestWatchDedupe (also tests/integration
 	// TestHostileProxyWatchFlood).
@@ -693,7 +702,7 @@ var all = []Mutant{
 	RouteLabel, ClientCerts,
 	DirViewRead, FDExhaust, MemberNoBarrier, RaftCA, SkipsUnloadWait,
 	ProxyACL, AwaitBatch, BatchSplit, KeepDead, LeaseAge, ProxyBody,
-	ProxyWatchQuota, RenewOnError, ProxyRevoke, SharedAck, TenantLapses, LapsePerWait, LapseUnfair,
+	ProxyWatchQuota, RenewOnError, ProxyRevoke, SharedAck, TenantLapses, LapsePerWait, LapseUnfair, ProxyParkUncounted, ServedAfterClose,
 	WatchKey, ProxyEventCap,
 	GrantEarly, LendToken, MovedAway, NoCellRefresh, ForeignHint, PooledStale, ProxyViewBehind,
 	WireCount, BatchReplyEvents,

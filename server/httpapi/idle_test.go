@@ -12,6 +12,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/lockservice/lockd/internal/connpark"
 	"github.com/lockservice/lockd/internal/tlsutil"
 )
 
@@ -33,12 +34,12 @@ func idleServer(t *testing.T, s *Server, timeout time.Duration, cfg *tls.Config)
 func awaitHeld(t *testing.T, s *Server, n int) {
 	t.Helper()
 	for range 500 {
-		if s.parks.poller.Load().held() == n {
+		if s.parks.IdleHeld() == n {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("the idle poller holds %d connections, want %d", s.parks.poller.Load().held(), n)
+	t.Fatalf("the idle poller holds %d connections, want %d", s.parks.IdleHeld(), n)
 }
 
 const statusReq = "GET /v1/status HTTP/1.1\r\nHost: lockd\r\nAuthorization: Bearer " + wireTestAdmin + "\r\n\r\n"
@@ -94,19 +95,19 @@ func TestIdleParkedConnections(t *testing.T) {
 			for round := range 2 {
 				// Pipelined: the second is answered at once, and the
 				// connection, busy, stays with fasthttp after both.
-				parks := s.parks.poller.Load().parks()
+				parks := s.parks.IdleParks()
 				write(t, c, healthReq+statusReq)
 				got := readAnswers(t, c, 2)
 				if got[0] != "ok\n" || !strings.Contains(got[1], "{") || strings.Contains(got[1], "client certificate") {
 					t.Fatalf("round %d: pipelined answers %q", round, got)
 				}
 				time.Sleep(50 * time.Millisecond)
-				if n := s.parks.poller.Load().parks() - parks; n != 0 {
+				if n := s.parks.IdleParks() - parks; n != 0 {
 					t.Fatalf("round %d: a pipelining client was parked %d times", round, n)
 				}
-				// Its third request comes two seconds after the
-				// first of the two: parked again after it.
-				time.Sleep(2*idleParkGap + 200*time.Millisecond)
+				// Its third request comes after a pause of
+				// connpark.IdleGap: parked again after it.
+				time.Sleep(connpark.IdleGap + 200*time.Millisecond)
 				write(t, c, healthReq)
 				if got := readAnswers(t, c, 1); got[0] != "ok\n" {
 					t.Fatalf("round %d: %q", round, got)
@@ -142,7 +143,7 @@ func TestIdleParkedConnections(t *testing.T) {
 		write(t, c, healthReq)
 		readAnswers(t, c, 1)
 		awaitHeld(t, s, 1)
-		if !closedWithin(c, 200*time.Millisecond+idleSweep+5*time.Second) {
+		if !closedWithin(c, 200*time.Millisecond+time.Second+5*time.Second) {
 			t.Fatal("a connection idle past the timeout is still open")
 		}
 		awaitHeld(t, s, 0)
@@ -155,7 +156,6 @@ func TestIdleParkedConnections(t *testing.T) {
 		write(t, c, healthReq)
 		readAnswers(t, c, 1)
 		awaitHeld(t, s, 1)
-		p := s.parks.poller.Load()
 		s.Close()
 		if !closedWithin(c, 5*time.Second) {
 			t.Fatal("a parked idle connection outlived the server's Close")
@@ -167,36 +167,10 @@ func TestIdleParkedConnections(t *testing.T) {
 		if got := readAnswers(t, c2, 2); got[0] != "ok\n" || got[1] != "ok\n" {
 			t.Fatalf("after Close: %q", got)
 		}
-		if n := p.held(); n != 0 || s.parks.poller.Load() != nil {
+		if n := s.parks.IdleHeld(); n != 0 || s.parks.IdleParking() {
 			t.Fatalf("the poller holds %d connections after Close", n)
 		}
 	})
-}
-
-// TestReadWhole: a connection is parked only after a request whose body
-// is certainly read whole.
-func TestReadWhole(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		make func(r *fasthttp.Request)
-		want bool
-	}{
-		{"no body", func(r *fasthttp.Request) {}, true},
-		{"no length (a GET)", func(r *fasthttp.Request) { r.Header.SetContentLength(-2) }, true},
-		{"read whole", func(r *fasthttp.Request) { r.SetBody([]byte("0123456789")) }, true},
-		{"still a stream", func(r *fasthttp.Request) { r.SetBodyStream(strings.NewReader("0123456789"), 10) }, false},
-		{"chunked", func(r *fasthttp.Request) { r.SetBodyStream(strings.NewReader("0123456789"), -1) }, false},
-		{"shorter than announced", func(r *fasthttp.Request) {
-			r.SetBody([]byte("01234"))
-			r.Header.SetContentLength(10)
-		}, false},
-	} {
-		var r fasthttp.Request
-		tc.make(&r)
-		if got := readWhole(&r); got != tc.want {
-			t.Errorf("%s: readWhole %v, want %v (length %d, stream %v)", tc.name, got, tc.want, r.Header.ContentLength(), r.IsBodyStream())
-		}
-	}
 }
 
 // TestBusyConnectionStaysWithFasthttp: requests back to back on one
@@ -216,38 +190,8 @@ func TestBusyConnectionStaysWithFasthttp(t *testing.T) {
 		write(t, c, healthReq)
 		readAnswers(t, c, 1)
 	}
-	if got := s.parks.poller.Load().parked.Load(); got < 1 || got > 3 {
+	if got := s.parks.IdleParks(); got < 1 || got > 3 {
 		t.Fatalf("%d requests back to back parked the connection %d times, want 1 (or a few)", n, got)
-	}
-}
-
-// TestParkAfter: a new connection is parked after its first request; one
-// served again after its first if it was parked at least idleParkGap,
-// after a later one if its requests came at least idleParkGap apart on
-// average; one the poller could not take, never.
-func TestParkAfter(t *testing.T) {
-	woken := func(parked, served time.Duration) connIdle {
-		return connIdle{woken: true, parked: parked, served: served}
-	}
-	for _, tc := range []struct {
-		reqNum uint64
-		ci     connIdle
-		want   bool
-	}{
-		{1, connIdle{}, true},
-		{2, connIdle{}, false},
-		{1, connIdle{noPark: true}, false},
-		{1, woken(time.Millisecond, 0), false},
-		{1, woken(idleParkGap, 0), true},
-		{2, woken(time.Millisecond, idleParkGap/2), false},
-		{2, woken(time.Millisecond, idleParkGap), true},
-		{11, woken(time.Millisecond, 9*idleParkGap), false},
-		{11, woken(time.Millisecond, 10*idleParkGap), true},
-		{11, connIdle{noPark: true, woken: true, served: time.Hour}, false},
-	} {
-		if got := parkAfter(tc.reqNum, tc.ci); got != tc.want {
-			t.Errorf("parkAfter(%d, %+v) = %v, want %v", tc.reqNum, tc.ci, got, tc.want)
-		}
 	}
 }
 

@@ -11,17 +11,14 @@ package httpapi
 // fasthttp serves the connection again (ServeConns).
 
 import (
-	"crypto/tls"
-	"errors"
 	"net"
-	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/internal/connpark"
 )
 
 // parkedWriteTimeout bounds the write of a parked KeepAlive's answer.
@@ -33,10 +30,6 @@ const parkedWriteTimeout = 10 * time.Second
 // path a KeepAlive takes.
 const parkedMax = api.MaxKeepAliveWait + 2*RequestTimeout
 
-// maxPipelined bounds the bytes a client may have sent after a parked
-// KeepAlive (HTTP pipelining): past it the connection is closed.
-const maxPipelined = 64 << 10
-
 // parkedSentinel is what a handler returns for a parked request: route
 // writes nothing (the answer goes to the hijacked connection later).
 type parkedSentinel struct{}
@@ -46,61 +39,30 @@ type parkedSentinel struct{}
 // answer is written. The server must keep hijacked connections
 // (fasthttp.Server.KeepHijackedConns). Without it, a KeepAlive waits in
 // its worker as before.
-func (s *Server) ServeConns(serve func(net.Conn) error) {
-	s.parks.mu.Lock()
-	defer s.parks.mu.Unlock()
-	s.parks.serve = serve
-	s.parks.idle, s.parks.done = make(chan net.Conn), make(chan struct{})
+func (s *Server) ServeConns(serve func(net.Conn) error) { s.parks.Serve(serve) }
+
+// ParkIdleConns parks connections idle between requests
+// (connpark.Conns.ParkIdle), at most api.MaxConnectionsPerLockd (the
+// lockd's connection bound), closing one idle for timeout (the fasthttp
+// server's IdleTimeout). It needs ServeConns first.
+func (s *Server) ParkIdleConns(timeout time.Duration) error {
+	return s.parks.ParkIdle(timeout, api.MaxConnectionsPerLockd)
 }
 
 // Close closes the connections of parked KeepAlives (their clients retry
-// elsewhere) and of idle ones (idle.go); a KeepAlive answered afterwards
-// closes its connection.
-func (s *Server) Close() {
-	s.parks.mu.Lock()
-	if !s.parks.closed && s.parks.done != nil {
-		close(s.parks.done)
-	}
-	s.parks.closed = true
-	for _, c := range s.parks.conns {
-		_ = c.Close()
-	}
-	s.parks.conns = nil
-	poller := s.parks.poller.Swap(nil) // no connection is parked from now
-	s.parks.mu.Unlock()
-	// Outside the lock: the poller's loop may be handing a connection
-	// back (parks.woken), which takes it.
-	if poller != nil {
-		poller.close()
-	}
-}
+// elsewhere) and of idle ones; a KeepAlive answered afterwards closes its
+// connection. Then the fasthttp server's Shutdown, then CloseServing.
+func (s *Server) Close() { s.parks.Close() }
 
-// parks is the server's parked KeepAlives with a connection (at most one
-// per session the leader holds: a newer KeepAlive answers the older), and
-// the goroutines that serve answered ones again.
-type parks struct {
-	mu     sync.Mutex
-	serve  func(net.Conn) error
-	closed bool
-	conns  map[*parked]net.Conn
-	// idle hands a connection to a server goroutine waiting for one;
-	// done ends those (Close).
-	idle chan net.Conn
-	done chan struct{}
-	// poller holds connections idle between requests (idle.go), once
-	// ParkIdleConns has made it, until Close; atomic for the request
-	// path, which reads it without the lock.
-	poller atomic.Pointer[idlePoller]
-}
+// CloseServing closes the connections handed back to fasthttp that it
+// still serves (connpark.Conns.CloseServing): after its Shutdown.
+func (s *Server) CloseServing() { s.parks.CloseServing() }
 
 // canPark reports whether ctx's KeepAlive may be parked: the server can
 // take its connection back, and it is a plain HTTP/1.1 request (a traced
 // one is answered by its worker, with its Server-Timing).
 func (s *Server) canPark(ctx *fasthttp.RequestCtx) bool {
-	s.parks.mu.Lock()
-	ok := s.parks.serve != nil && !s.parks.closed
-	s.parks.mu.Unlock()
-	return ok && ctx.Request.Header.IsHTTP11() && traceOf(ctx) == nil
+	return s.parks.Ready() && ctx.Request.Header.IsHTTP11() && traceOf(ctx) == nil
 }
 
 // parked is one parked KeepAlive: the facts to answer it, then its
@@ -137,7 +99,7 @@ func (p *parked) hijack(ctx *fasthttp.RequestCtx) {
 // attach takes the hijacked connection (in fasthttp's hijack goroutine,
 // which must return at once: it holds the request's context until then).
 func (p *parked) attach(c net.Conn) {
-	bare, err := bareConn(c)
+	bare, err := connpark.Bare(c)
 	if err != nil {
 		_ = c.Close()
 		p.drop()
@@ -145,7 +107,7 @@ func (p *parked) attach(c net.Conn) {
 	}
 	// Recorded before it is published: an answer finishing it at once
 	// then finds it to remove.
-	if !p.s.parks.add(p, bare) {
+	if !p.s.parks.Hold(p, bare) {
 		_ = bare.Close()
 		p.drop()
 		return
@@ -182,7 +144,7 @@ func (p *parked) abandon() {
 	}
 	p.s.log.Warn("parked KeepAlive unanswered; closing its connection", "client", p.f.client, "after", parkedMax)
 	p.drop()
-	p.s.parks.remove(p)
+	p.s.parks.Release(p)
 	if c != nil {
 		_ = c.Close()
 	}
@@ -222,7 +184,7 @@ func (p *parked) finish() {
 	}
 	p.mu.Unlock()
 	defer fasthttp.ReleaseResponse(resp)
-	serve, ok := p.s.parks.remove(p)
+	serve, ok := p.s.parks.Release(p)
 	if p.close {
 		resp.SetConnectionClose()
 	}
@@ -238,167 +200,5 @@ func (p *parked) finish() {
 		_ = c.Close()
 		return
 	}
-	p.s.parks.serveAgain(c, serve)
+	p.s.parks.ServeAgain(c, serve)
 }
-
-// serveIdle is how long a goroutine that served a connection again waits
-// for the next one before it ends.
-const serveIdle = 10 * time.Second
-
-// serveAgain serves c on an idle server goroutine, or a new one. A
-// connection served again runs fasthttp's request loop until its next
-// KeepAlive parks: a goroutine kept from the last one has the stack it
-// needs, where a new one would grow (copy) its stack every time.
-func (ps *parks) serveAgain(c net.Conn, serve func(net.Conn) error) {
-	select {
-	case ps.idle <- c:
-	default:
-		go ps.server(c, serve)
-	}
-}
-
-// server serves connections given to it, until none comes for serveIdle
-// or the server closes.
-func (ps *parks) server(c net.Conn, serve func(net.Conn) error) {
-	t := time.NewTimer(serveIdle)
-	defer t.Stop()
-	for {
-		// Until the connection closes or parks again. fasthttp closes
-		// it on every error but one.
-		if err := serve(c); errors.Is(err, fasthttp.ErrPerIPConnLimit) {
-			_ = c.Close()
-		}
-		t.Reset(serveIdle)
-		select {
-		case c = <-ps.idle:
-		case <-t.C:
-			return
-		case <-ps.done:
-			return
-		}
-	}
-}
-
-// add records p's connection c as parked, unless the server closed.
-func (ps *parks) add(p *parked, c net.Conn) bool {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	if ps.closed {
-		return false
-	}
-	if ps.conns == nil {
-		ps.conns = map[*parked]net.Conn{}
-	}
-	ps.conns[p] = c
-	return true
-}
-
-// remove forgets p's connection; it returns how to serve it again, and
-// false if the server closed.
-func (ps *parks) remove(p *parked) (func(net.Conn) error, bool) {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	delete(ps.conns, p)
-	return ps.serve, !ps.closed && ps.serve != nil
-}
-
-// bareConn is the connection under fasthttp's hijacked one, without the
-// read buffer fasthttp keeps with it (4 KB a parked session). Bytes the
-// client sent after the KeepAlive (pipelined) are taken out of that buffer
-// first, with the connection's reads made to fail at once, and are read
-// again before the connection's own.
-func bareConn(c net.Conn) (net.Conn, error) {
-	u, ok := c.(interface{ UnsafeConn() net.Conn })
-	if !ok {
-		return c, nil
-	}
-	raw := u.UnsafeConn()
-	if err := raw.SetReadDeadline(time.Unix(1, 0)); err != nil {
-		return nil, err
-	}
-	var pending []byte
-	bp := probeBufs.Get().(*[]byte)
-	defer probeBufs.Put(bp)
-	buf := *bp
-	for {
-		n, err := c.Read(buf)
-		pending = append(pending, buf[:n]...)
-		if len(pending) > maxPipelined {
-			return nil, errors.New("too much pipelined after a KeepAlive")
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	if err := raw.SetReadDeadline(time.Time{}); err != nil {
-		return nil, err
-	}
-	// A connection parked before with bytes pipelined: those were read
-	// above, through it; one wrapper at most.
-	switch w := raw.(type) {
-	case *tlsPrefixConn:
-		raw = w.Conn
-	case *prefixConn:
-		raw = w.Conn
-	}
-	if len(pending) == 0 {
-		return raw, nil
-	}
-	pc := &prefixConn{Conn: raw, prefix: pending}
-	if t, ok := raw.(tlsConn); ok {
-		return &tlsPrefixConn{prefixConn: pc, t: t}, nil
-	}
-	return pc, nil
-}
-
-// tlsConn is what fasthttp asks of a connection to see its TLS state.
-type tlsConn interface {
-	Handshake() error
-	ConnectionState() tls.ConnectionState
-}
-
-// probeBufs are the buffers bareConn reads pipelined bytes into (one per
-// parked KeepAlive would be most of what the leader allocates for it).
-var probeBufs = sync.Pool{New: func() any { b := make([]byte, 512); return &b }}
-
-// prefixConn reads prefix before its connection. ci is what the idle
-// poller's decision knows of it, as of at (idle.go).
-type prefixConn struct {
-	net.Conn
-	prefix []byte
-	ci     connIdle
-	at     time.Time
-}
-
-func (c *prefixConn) pending() bool { return len(c.prefix) > 0 }
-
-// mark sets what parkAfter is to know of c, its served counting from now.
-func (c *prefixConn) mark(ci connIdle) { c.ci, c.at = ci, time.Now() }
-
-func (c *prefixConn) idle(now time.Time) connIdle {
-	ci := c.ci
-	ci.served = now.Sub(c.at)
-	return ci
-}
-
-func (c *prefixConn) Read(b []byte) (int, error) {
-	if len(c.prefix) > 0 {
-		n := copy(b, c.prefix)
-		c.prefix = c.prefix[n:]
-		return n, nil
-	}
-	return c.Conn.Read(b)
-}
-
-// tlsPrefixConn is a prefixConn over TLS: fasthttp finds its client
-// certificate through ConnectionState.
-type tlsPrefixConn struct {
-	*prefixConn
-	t tlsConn
-}
-
-func (c *tlsPrefixConn) Handshake() error                     { return c.t.Handshake() }
-func (c *tlsPrefixConn) ConnectionState() tls.ConnectionState { return c.t.ConnectionState() }

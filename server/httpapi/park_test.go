@@ -183,9 +183,7 @@ func TestParkedHoldsNoGoroutine(t *testing.T) {
 	var parkedNow, goroutines int
 	for range 100 {
 		time.Sleep(20 * time.Millisecond)
-		s.parks.mu.Lock()
-		parkedNow = len(s.parks.conns)
-		s.parks.mu.Unlock()
+		parkedNow = s.parks.Held()
 		goroutines = runtime.NumGoroutine() - before
 		// fasthttp keeps a few idle workers for a while: each request
 		// holding one would add n.
@@ -226,13 +224,11 @@ func TestParkedAttachAnswerRace(t *testing.T) {
 	}
 	wg.Wait()
 	for range 100 {
-		s.parks.mu.Lock()
-		left := len(s.parks.conns)
-		s.parks.mu.Unlock()
+		left := s.parks.Held()
 		if left == 0 {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("%d answered KeepAlives still recorded as parked", len(s.parks.conns))
+	t.Fatalf("%d answered KeepAlives still recorded as parked", s.parks.Held())
 }

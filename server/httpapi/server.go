@@ -23,6 +23,7 @@ import (
 
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/directory"
+	"github.com/lockservice/lockd/internal/connpark"
 	"github.com/lockservice/lockd/internal/httpbody"
 	"github.com/lockservice/lockd/internal/tlsutil"
 	"github.com/lockservice/lockd/server/audit"
@@ -84,7 +85,7 @@ type Server struct {
 	// audit records admin changes and refusals (audit.go); nil: none.
 	audit *audit.Log
 	// parks holds the connections of parked KeepAlives (park.go).
-	parks parks
+	parks connpark.Conns
 }
 
 // RequireClientCerts refuses (401) a request on any route but /healthz
@@ -113,11 +114,11 @@ func New(host Host, status func() api.StatusResponse, reg *prometheus.Registry, 
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "lockd_http_idle_conns",
 		Help: "Keep-alive connections idle between requests held by the idle poller (no goroutine, no buffer).",
-	}, func() float64 { return float64(s.parks.idleHeld()) }))
+	}, func() float64 { return float64(s.parks.IdleHeld()) }))
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "lockd_http_idle_parks_total",
 		Help: "Times a connection idle after its answer was handed to the idle poller.",
-	}, func() float64 { return float64(s.parks.idleParks()) }))
+	}, func() float64 { return float64(s.parks.IdleParks()) }))
 	s.metrics = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	return s
 }
@@ -130,7 +131,7 @@ func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 	if code != "-" {
 		s.requests.WithLabelValues(routeLabel(route), code).Observe(time.Since(start).Seconds())
 	}
-	s.parkIdle(ctx)
+	s.parks.ParkIfIdle(ctx)
 }
 
 // routeLabel is a request's route as a metric label: the route itself if

@@ -96,6 +96,9 @@ func (p *Process) Close() {
 			p.log.Warn("API connections still open at shutdown; stopping anyway", "err", err)
 		}
 		cancel()
+		if p.apiSrv != nil {
+			p.apiSrv.CloseServing()
+		}
 	}
 	p.cellsMu.Lock()
 	for _, c := range p.cells {

@@ -237,16 +237,21 @@ func newHTTPServer(handler fasthttp.RequestHandler) *fasthttp.Server {
 		WriteTimeout:                 api.MaxKeepAliveWait + 2*httpapi.RequestTimeout,
 		IdleTimeout:                  2 * time.Minute,
 		CloseOnShutdown:              true,
-		// Past it a new connection is answered 503 and closed.
-		Concurrency: api.MaxConnectionsPerLockd,
+		// The bound is the listener's (apiListener: past it a new
+		// connection is answered 503 and closed), which counts a parked
+		// connection too. fasthttp's counts those it serves, one twice
+		// for a moment as it is handed back (its old worker not yet
+		// done): at the listener's bound it would refuse one the
+		// listener admitted.
+		Concurrency: 2 * api.MaxConnectionsPerLockd,
 		// An idle keep-alive connection gives its write buffer and body
 		// buffers back between requests: about 11.7 KB each instead of
 		// 15.9 KB (TestIdleConnCost; the 4 KB read buffer stays, as
 		// StreamRequestBody keeps it: bench/RESULTS.md, Memory). One its
-		// client uses sparsely is parked by httpapi instead (idle.go).
+		// client uses sparsely is parked by httpapi instead (internal/connpark).
 		ReduceMemoryUsage: true,
 		// A parked KeepAlive's connection, and a parked idle one, is held
-		// by httpapi (park.go, idle.go) and served again once answered or
+		// by httpapi (park.go, internal/connpark) and served again once answered or
 		// spoken to (ServeConns, ParkIdleConns).
 		KeepHijackedConns: true,
 	}

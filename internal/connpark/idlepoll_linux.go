@@ -1,4 +1,4 @@
-package httpapi
+package connpark
 
 // The idle poller: idle keep-alive connections' descriptors in an epoll
 // set of its own, watched by one goroutine, so that an idle connection

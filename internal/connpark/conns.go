@@ -37,7 +37,9 @@ type Conns struct {
 	// serving are the connections handed back to fasthttp (ServeAgain)
 	// until its ServeConn returns: fasthttp's Shutdown does not count a
 	// connection served after it returned, so CloseServing closes them.
-	serving map[net.Conn]struct{}
+	// A count: one taken again may be handed back (the same connection)
+	// before the ServeConn that served it has returned.
+	serving map[net.Conn]int
 	// idle hands a connection to a server goroutine waiting for one;
 	// done ends those (Close).
 	idle chan net.Conn
@@ -157,9 +159,9 @@ func (cs *Conns) ServeAgain(c net.Conn, serve func(net.Conn) error) {
 		return
 	}
 	if cs.serving == nil {
-		cs.serving = map[net.Conn]struct{}{}
+		cs.serving = map[net.Conn]int{}
 	}
-	cs.serving[c] = struct{}{}
+	cs.serving[c]++
 	cs.mu.Unlock()
 	select {
 	case cs.idle <- c:
@@ -180,7 +182,9 @@ func (cs *Conns) server(c net.Conn, serve func(net.Conn) error) {
 			_ = c.Close()
 		}
 		cs.mu.Lock()
-		delete(cs.serving, c)
+		if cs.serving[c]--; cs.serving[c] <= 0 {
+			delete(cs.serving, c)
+		}
 		cs.mu.Unlock()
 		t.Reset(serveIdle)
 		select {

@@ -36,8 +36,11 @@ type proxySession struct {
 	// urgent: the next urgent batch carries it (new to this proxy, or
 	// an acknowledgement a write is waiting for).
 	urgent bool
-	// waiter is the client's KeepAlive held until something changes.
+	// waiter is the client's KeepAlive held until something changes
+	// (nil while a change woke it, until its next step); held is the
+	// newest one not yet answered, woken or not.
 	waiter *kaWait
+	held   *heldKA
 
 	// The proxy's own events for the client (shared.go): pevents are
 	// those not yet acknowledged, pseq the last seq given, pack the

@@ -16,51 +16,197 @@ import (
 
 // kaWait is a client's KeepAlive held by the proxy.
 type kaWait struct {
-	ch         chan struct{} // closed when the session changed
-	superseded bool          // a newer KeepAlive of the session took over
+	h          *heldKA // the hold it wakes
+	superseded bool    // a newer KeepAlive of the session took over
 }
+
+// heldKA is a client's KeepAlive the proxy holds until the session has
+// events, its wait ends or a batch confirms it. A step at each change of
+// its session (kaWait) and at its timer decides (nextKAStep), until one
+// answers it. It waits in its caller's goroutine (keepAlive: kick wakes
+// it), or parked, without one (keepAliveAsync: its timer runs the step,
+// and reply takes the answer).
+type heldKA struct {
+	t       *cellTable
+	ctx     context.Context // the proxy's: once it ends, so does the hold
+	ps      *proxySession
+	w       *kaWait
+	clk     kaClock
+	session uint64
+	kick    chan struct{} // a waiting caller's wake-up (capacity 1); nil when parked
+	reply   func(api.SessionResponse, error)
+	timer   *time.Timer // a parked hold's next step; under t.mu
+	done    bool        // answered; under t.mu
+}
+
+// kaShuttingDown is what a KeepAlive held as the proxy closes is answered.
+var kaShuttingDown = api.Errorf(api.CodeUnavailable, "proxy shutting down")
 
 // keepAlive answers a client's KeepAlive: it records the client's
 // acknowledgement and that the client is alive (the next batch renews
 // the lease from now), then answers once the session has events the
 // client has not acknowledged or its wait ends. The reply's LeaseAgeMS
 // tells the client how long before its request the lease it confirms
-// began.
+// began. It waits in its caller's goroutine.
 func (t *cellTable) keepAlive(ctx context.Context, req api.KeepAliveRequest, arrived time.Time) (api.SessionResponse, error) {
+	h, resp, until, err := t.hold(ctx, req, arrived, make(chan struct{}, 1), nil)
+	for h != nil {
+		timer := time.NewTimer(max(time.Until(until), time.Millisecond))
+		select {
+		case <-h.kick:
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		timer.Stop()
+		h, resp, until, err = h.next()
+	}
+	return resp, err
+}
+
+// keepAliveAsync is keepAlive parked: a KeepAlive answered at once
+// returns its answer (held false); one held is answered later by reply,
+// once, from a goroutine of the proxy's.
+func (t *cellTable) keepAliveAsync(ctx context.Context, req api.KeepAliveRequest, arrived time.Time, reply func(api.SessionResponse, error)) (resp api.SessionResponse, held bool, err error) {
+	h, resp, _, err := t.hold(ctx, req, arrived, nil, reply)
+	return resp, h != nil, err
+}
+
+// hold admits a client's KeepAlive and takes its first step: its answer,
+// or the hold (non-nil) and when its wait ends unless woken.
+func (t *cellTable) hold(ctx context.Context, req api.KeepAliveRequest, arrived time.Time, kick chan struct{}, reply func(api.SessionResponse, error)) (*heldKA, api.SessionResponse, time.Time, error) {
 	t.m.keepAlives.Inc()
 	// Read before the table's lock (the sdk's lock comes first): when the
 	// proxy's own cache stops serving, so must its clients'.
 	cacheUntil, shared := t.cacheUntil()
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	ps, err := t.admitLocked(req, arrived)
 	if err != nil {
-		t.mu.Unlock()
-		return api.SessionResponse{}, err
+		return nil, api.SessionResponse{}, time.Time{}, err
 	}
-	w := holdLocked(ps)
-	clk := newKAClock(arrived, req.WaitMS, ps.leaseOrDefault())
-	for {
-		now := time.Now()
-		switch step := nextKAStep(t.kaViewLocked(ps, w, clk, now)); step {
-		case kaFailed, kaUnconfirmed, kaUnreachable:
-			err := t.kaErrLocked(step, ps, req.Session, now)
-			t.mu.Unlock()
-			return api.SessionResponse{}, err
-		case kaAwaitBatch:
-			ps.awaitBatch = true
-		case kaAnswer:
-			resp := t.answerLocked(ps, w, arrived, now, cacheUntil, shared)
-			t.mu.Unlock()
-			return resp, nil
-		}
-		w = rearmLocked(ps, w)
-		ch, until := w.ch, clk.holdUntil(ps.base.IsZero() || ps.awaitBatch)
+	h := &heldKA{t: t, ctx: ctx, ps: ps, clk: newKAClock(arrived, req.WaitMS, ps.leaseOrDefault()), session: req.Session, kick: kick, reply: reply}
+	h.w = holdLocked(ps, h)
+	if t.holds == nil {
+		t.holds = map[*heldKA]struct{}{}
+	}
+	t.holds[h] = struct{}{}
+	return h.stepLocked(time.Now(), cacheUntil, shared)
+}
+
+// next takes a held KeepAlive's next step: its answer (nil hold), or
+// the hold again until.
+func (h *heldKA) next() (*heldKA, api.SessionResponse, time.Time, error) {
+	t := h.t
+	cacheUntil, shared := t.cacheUntil()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if h.done { // endHolds answered it
+		return nil, api.SessionResponse{}, time.Time{}, kaShuttingDown
+	}
+	return h.stepLocked(time.Now(), cacheUntil, shared)
+}
+
+// step is a parked hold's next step (its timer's, or a wake-up's).
+func (h *heldKA) step() {
+	t := h.t
+	cacheUntil, shared := t.cacheUntil()
+	t.mu.Lock()
+	if h.done {
 		t.mu.Unlock()
-		if err := holdFor(ctx, ch, until); err != nil {
-			return api.SessionResponse{}, err
+		return
+	}
+	held, resp, _, err := h.stepLocked(time.Now(), cacheUntil, shared)
+	t.mu.Unlock()
+	if held == nil {
+		h.reply(resp, err)
+	}
+}
+
+// stepLocked decides the hold's next step: its answer (a nil hold), or a
+// hold until the session changes or until (a parked one's timer is set
+// for it).
+func (h *heldKA) stepLocked(now, cacheUntil time.Time, shared uint64) (*heldKA, api.SessionResponse, time.Time, error) {
+	t, ps := h.t, h.ps
+	if h.ctx.Err() != nil {
+		h.endLocked()
+		return nil, api.SessionResponse{}, time.Time{}, kaShuttingDown
+	}
+	switch step := nextKAStep(t.kaViewLocked(ps, h.w, h.clk, now)); step {
+	case kaFailed, kaUnconfirmed, kaUnreachable:
+		err := t.kaErrLocked(step, ps, h.session, now)
+		h.endLocked()
+		return nil, api.SessionResponse{}, time.Time{}, err
+	case kaAwaitBatch:
+		ps.awaitBatch = true
+	case kaAnswer:
+		resp := t.answerLocked(ps, h.w, h.clk.arrived, now, cacheUntil, shared)
+		h.endLocked()
+		return nil, resp, time.Time{}, nil
+	}
+	if ps.waiter == nil { // woken: hold it again
+		ps.waiter = h.w
+	}
+	until := h.clk.holdUntil(ps.base.IsZero() || ps.awaitBatch)
+	if h.kick == nil {
+		d := max(until.Sub(now), time.Millisecond)
+		if h.timer == nil {
+			h.timer = time.AfterFunc(d, h.step)
+		} else {
+			h.timer.Reset(d)
 		}
-		cacheUntil, shared = t.cacheUntil()
-		t.mu.Lock()
+	}
+	return h, api.SessionResponse{}, until, nil
+}
+
+// wakeLocked takes the hold's next step soon (the session changed).
+func (h *heldKA) wakeLocked() {
+	switch {
+	case h.done || mutant.On(mutant.ProxyKANoWake):
+	case h.kick != nil:
+		select {
+		case h.kick <- struct{}{}:
+		default: // a wake-up is pending
+		}
+	case h.timer != nil:
+		h.timer.Reset(0)
+	}
+}
+
+// endLocked ends the hold (its answer is on its way).
+func (h *heldKA) endLocked() {
+	h.done = true
+	if h.ps.waiter == h.w {
+		h.ps.waiter = nil
+	}
+	if h.ps.held == h {
+		h.ps.held = nil
+	}
+	if h.timer != nil {
+		h.timer.Stop()
+	}
+	delete(h.t.holds, h)
+}
+
+// endHolds answers every KeepAlive the table holds as the proxy closes:
+// the parked ones (their connections are closed: the clients go on
+// through another proxy), and those waiting in a caller's goroutine.
+func (t *cellTable) endHolds() {
+	t.mu.Lock()
+	parked := make([]*heldKA, 0, len(t.holds))
+	for h := range t.holds {
+		h.endLocked()
+		if h.kick != nil {
+			select {
+			case h.kick <- struct{}{}:
+			default: // a wake-up is pending: it finds the hold done
+			}
+			continue
+		}
+		parked = append(parked, h)
+	}
+	t.mu.Unlock()
+	for _, h := range parked {
+		h.reply(api.SessionResponse{}, kaShuttingDown)
 	}
 }
 
@@ -95,25 +241,15 @@ func (t *cellTable) admitLocked(req api.KeepAliveRequest, arrived time.Time) (*p
 	return ps, nil
 }
 
-// holdLocked holds a new KeepAlive of ps; one still held is answered as
-// superseded.
-func holdLocked(ps *proxySession) *kaWait {
-	if old := ps.waiter; old != nil {
-		old.superseded = true
-		close(old.ch)
+// holdLocked holds a new KeepAlive of ps, h; one still held (woken or
+// not) is answered as superseded.
+func holdLocked(ps *proxySession, h *heldKA) *kaWait {
+	if old := ps.held; old != nil {
+		old.w.superseded = true
+		old.wakeLocked()
 	}
-	w := &kaWait{ch: make(chan struct{})}
-	ps.waiter = w
-	return w
-}
-
-// rearmLocked holds the KeepAlive again after a wake-up that answered
-// its hold (the session changed): w, or a fresh one in its place.
-func rearmLocked(ps *proxySession, w *kaWait) *kaWait {
-	if ps.waiter == nil {
-		w = &kaWait{ch: make(chan struct{})}
-		ps.waiter = w
-	}
+	w := &kaWait{h: h}
+	ps.waiter, ps.held = w, h
 	return w
 }
 
@@ -258,20 +394,6 @@ func (t *cellTable) answerLocked(ps *proxySession, w *kaWait, arrived, now, cach
 	}
 	ps.awaitBatch = false
 	return resp
-}
-
-// holdFor waits until ch closes (the session changed) or until; an error
-// if ctx ends first (the proxy shuts down).
-func holdFor(ctx context.Context, ch <-chan struct{}, until time.Time) error {
-	timer := time.NewTimer(max(time.Until(until), time.Millisecond))
-	defer timer.Stop()
-	select {
-	case <-ch:
-	case <-timer.C:
-	case <-ctx.Done():
-		return api.Errorf(api.CodeUnavailable, "proxy shutting down")
-	}
-	return nil
 }
 
 // cacheUntil is when the proxy's own session on the cell stops serving

@@ -56,6 +56,8 @@ func newMetrics(reg *prometheus.Registry, p *Proxy) *metrics {
 	reg.MustRegister(m.requests, m.keepAlives, m.batches, m.batchErrors, m.batchSessions, m.cacheHits, m.cacheMisses, m.invalidations, m.clientWatches, m.sharedWatches, m.grantLapses,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lockproxy_clients", Help: "Open client connections."},
 			func() float64 { return float64(p.openClients()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lockproxy_parked_keepalives", Help: "Clients' KeepAlives held with their connections parked, without a goroutine (park.go)."},
+			func() float64 { return float64(p.parkedKeepAlives()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lockproxy_idle_conns", Help: "Client connections idle between two requests, held without a goroutine (internal/connpark)."},
 			func() float64 { return float64(p.conns.IdleHeld()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "lockproxy_idle_parks_total", Help: "Times a client connection was parked idle."},

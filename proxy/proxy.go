@@ -61,6 +61,12 @@ type Config struct {
 	// MaxConns bounds the client connections served at once (0:
 	// api.MaxConnectionsPerProxy; only tests set it lower).
 	MaxConns int
+	// ParkKeepAlives holds clients' KeepAlives without a goroutine
+	// (park.go): a held one costs its connection's few KB instead of a
+	// worker's stack, buffers and request context (about half the RSS
+	// at 10 000 sessions), for more CPU per KeepAlive (bench/RESULTS.md,
+	// "A lockproxy's held KeepAlives").
+	ParkKeepAlives bool
 	// EtcdListen, when set, serves etcd's v3 gRPC API there (proxy/etcdgw,
 	// docs/etcd.md), with the client listener's TLS; EtcdDefaultPrefix
 	// holds the etcd keys without a leading "/"; EtcdLockDelay is the
@@ -261,7 +267,10 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 func (p *Proxy) Close() error {
 	eerr := p.closeEtcd()
 	p.cancel()
-	p.conns.Close() // idle client connections: their clients reconnect
+	p.conns.Close() // parked and idle client connections: their clients reconnect
+	for _, t := range p.tables() {
+		t.endHolds() // the held KeepAlives: answered on connections closed
+	}
 	err := p.srv.Shutdown()
 	p.conns.CloseServing()
 	// Shutdown closes only the listeners Serve has taken: a proxy closed
@@ -366,15 +375,19 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx) {
 
 // handleInternal serves the etcd gateway's requests (proxy_etcd.go): the
 // gRPC server checked the client's certificate, so only that check is
-// skipped; the token's is not.
+// skipped; the token's is not. Served in process, with no connection,
+// none is parked.
 func (p *Proxy) handleInternal(ctx *fasthttp.RequestCtx) { p.handleFrom(ctx, false) }
 
-func (p *Proxy) handleFrom(ctx *fasthttp.RequestCtx, checkCert bool) {
+// handleFrom serves a request; onConn: fasthttp serves it on a client's
+// connection (its certificate is checked, and its held KeepAlive may be
+// parked), not in process.
+func (p *Proxy) handleFrom(ctx *fasthttp.RequestCtx, onConn bool) {
 	route := string(ctx.Path())
 	if p.serveUnchecked(ctx, route) {
 		return
 	}
-	if !p.checkClient(ctx, checkCert) {
+	if !p.checkClient(ctx, onConn) {
 		return
 	}
 	if p.serveLocal(ctx, route) {
@@ -382,7 +395,7 @@ func (p *Proxy) handleFrom(ctx *fasthttp.RequestCtx, checkCert bool) {
 	}
 	arrived := time.Now()
 	p.m.requests.WithLabelValues(routeLabel(route)).Inc()
-	if p.serveKeepAlive(ctx, route, arrived) {
+	if p.serveKeepAlive(ctx, route, arrived, onConn) {
 		return
 	}
 	p.forwardToCell(ctx, route, arrived)
@@ -455,12 +468,12 @@ func (p *Proxy) serveLocal(ctx *fasthttp.RequestCtx, route string) bool {
 }
 
 // serveKeepAlive answers a client's KeepAlive (the proxy renews its
-// session) and refuses a batch. It reports whether it answered.
-func (p *Proxy) serveKeepAlive(ctx *fasthttp.RequestCtx, route string, arrived time.Time) bool {
+// session; parkable: one held may be parked, park.go) and refuses a
+// batch. It reports whether it answered.
+func (p *Proxy) serveKeepAlive(ctx *fasthttp.RequestCtx, route string, arrived time.Time, parkable bool) bool {
 	switch route {
 	case api.RouteSessionKeepAlive:
-		resp, err := p.clientKeepAlive(ctx, arrived)
-		replyKeepAlive(ctx, resp, err)
+		p.clientKeepAlive(ctx, arrived, parkable)
 		return true
 	case api.RouteKeepAliveBatch:
 		who, err := p.authenticate(p.ctx, ctx)
@@ -551,21 +564,22 @@ func (p *Proxy) serveStatus(ctx *fasthttp.RequestCtx) {
 	reply(ctx, p.Status(), nil)
 }
 
-// clientKeepAlive answers a client's KeepAlive. It is bounded and
-// authenticated here; a session new to this proxy gets an entry only once
-// the leader accepted a KeepAlive of it (forwarded with the client's own
-// credentials): a made-up session id or secret never reaches a batch.
-func (p *Proxy) clientKeepAlive(rc *fasthttp.RequestCtx, arrived time.Time) (api.SessionResponse, error) {
+// admitKeepAlive checks a client's KeepAlive before its session's table
+// holds it. It is bounded and authenticated here; a session new to this
+// proxy gets an entry only once the leader accepted a KeepAlive of it
+// (forwarded with the client's own credentials): a made-up session id or
+// secret never reaches a batch.
+func (p *Proxy) admitKeepAlive(rc *fasthttp.RequestCtx) (*cellTable, api.KeepAliveRequest, error) {
 	var req api.KeepAliveRequest
 	if err := decodeWire(rc, &req); err != nil {
-		return api.SessionResponse{}, err
+		return nil, req, err
 	}
 	if err := checkKeepAlive(req); err != nil {
-		return api.SessionResponse{}, err
+		return nil, req, err
 	}
 	who, err := p.authenticate(p.ctx, rc)
 	if err != nil {
-		return api.SessionResponse{}, err
+		return nil, req, err
 	}
 	t, err := p.table(req.Cell)
 	if err != nil {
@@ -574,26 +588,22 @@ func (p *Proxy) clientKeepAlive(rc *fasthttp.RequestCtx, arrived time.Time) (api
 			t, err = p.table(req.Cell) // listed by a read that landed meanwhile
 		}
 		if err != nil {
-			return api.SessionResponse{}, err
+			return nil, req, err
 		}
 	}
 	tenant, known := t.owner(req.Session)
 	switch {
 	case known && tenant != "" && tenant != who.tenant && !who.admin:
-		return api.SessionResponse{}, api.Errorf(api.CodeForbidden, "session %d is tenant %s's", req.Session, tenant)
+		return nil, req, api.Errorf(api.CodeForbidden, "session %d is tenant %s's", req.Session, tenant)
 	case !known && mutant.On(mutant.BatchSplit):
 		t.adopt(req.Session, req.Secret, who.tenant) // the claim rides unverified
 	case !known:
 		if err := p.confirmSession(rc, req); err != nil {
-			return api.SessionResponse{}, err
+			return nil, req, err
 		}
 		t.adopt(req.Session, req.Secret, who.tenant)
 	}
-	resp, err := t.keepAlive(p.ctx, req, arrived)
-	if err != nil {
-		p.log.Debug("client keepalive refused", "cell", req.Cell, "session", req.Session, "err", err)
-	}
-	return resp, err
+	return t, req, nil
 }
 
 // confirmSession asks the cell's leader, with the client's own
@@ -716,24 +726,30 @@ func decode(ctx *fasthttp.RequestCtx, v any) error {
 	return nil
 }
 
-func reply(ctx *fasthttp.RequestCtx, v any, err error) {
+func reply(ctx *fasthttp.RequestCtx, v any, err error) { replyTo(&ctx.Response, v, err) }
+
+// replyTo writes reply's answer into r.
+func replyTo(r *fasthttp.Response, v any, err error) {
 	if err != nil {
-		replyRaw(ctx, nil, err)
+		replyRawTo(r, nil, err)
 		return
 	}
 	b, merr := json.Marshal(v)
-	replyRaw(ctx, b, merr)
+	replyRawTo(r, b, merr)
 }
 
-func replyRaw(ctx *fasthttp.RequestCtx, body []byte, err error) {
-	ctx.SetContentType("application/json")
+func replyRaw(ctx *fasthttp.RequestCtx, body []byte, err error) { replyRawTo(&ctx.Response, body, err) }
+
+// replyRawTo writes replyRaw's answer into r.
+func replyRawTo(r *fasthttp.Response, body []byte, err error) {
+	r.Header.SetContentType("application/json")
 	if err != nil {
 		e := sdk.ErrorOf(err)
-		ctx.SetStatusCode(e.Code.HTTPStatus())
+		r.SetStatusCode(e.Code.HTTPStatus())
 		b, _ := json.Marshal(api.ErrorResponse{Error: e})
-		ctx.SetBody(b)
+		r.SetBody(b)
 		return
 	}
-	ctx.SetStatusCode(fasthttp.StatusOK)
-	ctx.SetBody(body)
+	r.SetStatusCode(fasthttp.StatusOK)
+	r.SetBody(body)
 }

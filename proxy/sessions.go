@@ -55,9 +55,12 @@ type cellTable struct {
 
 	mu       sync.Mutex
 	sessions map[uint64]*proxySession
-	epoch    uint64
-	index    uint64
-	lastOK   time.Time // when the last confirmed batch was built
+	// holds are the clients' KeepAlives held (keepalive.go): at most one
+	// per session, and those superseded or woken until their next step.
+	holds  map[*heldKA]struct{}
+	epoch  uint64
+	index  uint64
+	lastOK time.Time // when the last confirmed batch was built
 	// lastReply is when the leader last answered a batch: the proxy
 	// reaches the cell (a long poll is answered within its wait).
 	lastReply time.Time
@@ -135,7 +138,7 @@ func (t *cellTable) kickUrgent() {
 // wakeLocked answers the session's held KeepAlive.
 func (t *cellTable) wakeLocked(ps *proxySession) {
 	if w := ps.waiter; w != nil {
-		close(w.ch)
+		w.h.wakeLocked()
 		ps.waiter = nil
 	}
 }

@@ -29,13 +29,19 @@ func decodeWire(ctx *fasthttp.RequestCtx, v api.WireDecoder) error {
 // replyKeepAlive answers a client's KeepAlive in its encoding (a refusal
 // in JSON).
 func replyKeepAlive(ctx *fasthttp.RequestCtx, resp api.SessionResponse, err error) {
-	if err != nil || !wireRequest(ctx) {
-		reply(ctx, resp, err)
+	replyKeepAliveTo(&ctx.Response, wireRequest(ctx), resp, err)
+}
+
+// replyKeepAliveTo writes a KeepAlive's answer into r: in the binary
+// encoding if its request came in it (wire), a refusal in JSON.
+func replyKeepAliveTo(r *fasthttp.Response, wire bool, resp api.SessionResponse, err error) {
+	if err != nil || !wire {
+		replyTo(r, resp, err)
 		return
 	}
-	ctx.SetContentType(api.ContentTypeWire)
-	ctx.SetStatusCode(fasthttp.StatusOK)
-	ctx.SetBody(resp.AppendWire(nil))
+	r.Header.SetContentType(api.ContentTypeWire)
+	r.SetStatusCode(fasthttp.StatusOK)
+	r.SetBody(resp.AppendWire(nil))
 }
 
 // wireBatch is a batch part with its binary encoding made once (its size

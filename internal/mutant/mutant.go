@@ -401,6 +401,11 @@ const (
 	// raced the Close is served on by a stopped server. Caught by
 	// internal/connpark TestNothingServedAfterClose.
 	ServedAfterClose Mutant = "lockd_broken_served_after_close"
+	// ProxyKANoWake leaves a client's KeepAlive held at the proxy asleep
+	// through its session's changes (a newer KeepAlive, an event): it is
+	// answered only when its wait ends. Caught by proxy
+	// TestHeldKeepAlivesParked.
+	ProxyKANoWake Mutant = "lockproxy_broken_ka_nowake"
 	// WatchKey keys the proxy's watches by (path, kind, since): one entry
 	// per index. Caught by proxy TestWatchDedupe (also tests/integration
 	// TestHostileProxyWatchFlood).
@@ -703,6 +708,7 @@ var all = []Mutant{
 	DirViewRead, FDExhaust, MemberNoBarrier, RaftCA, SkipsUnloadWait,
 	ProxyACL, AwaitBatch, BatchSplit, KeepDead, LeaseAge, ProxyBody,
 	ProxyWatchQuota, RenewOnError, ProxyRevoke, SharedAck, TenantLapses, LapsePerWait, LapseUnfair, ProxyParkUncounted, ServedAfterClose,
+	ProxyKANoWake,
 	WatchKey, ProxyEventCap,
 	GrantEarly, LendToken, MovedAway, NoCellRefresh, ForeignHint, PooledStale, ProxyViewBehind,
 	WireCount, BatchReplyEvents,

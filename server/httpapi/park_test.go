@@ -6,7 +6,6 @@ import (
 	"net"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -192,43 +191,4 @@ func TestParkedHoldsNoGoroutine(t *testing.T) {
 		}
 	}
 	t.Fatalf("%d parked, %d goroutines more than before: want %d parked and no goroutine each", parkedNow, goroutines, n)
-}
-
-// sinkConn takes every write and never closes (a connection whose answer
-// is written at once).
-type sinkConn struct{ net.Conn }
-
-func (sinkConn) Write(b []byte) (int, error)      { return len(b), nil }
-func (sinkConn) SetWriteDeadline(time.Time) error { return nil }
-func (sinkConn) Close() error                     { return nil }
-
-// TestParkedAttachAnswerRace: an answer racing the hijack's attach is
-// written once, and leaves nothing recorded as parked.
-func TestParkedAttachAnswerRace(t *testing.T) {
-	s := wireTestServer(t)
-	s.ServeConns(func(c net.Conn) error { return c.Close() })
-	defer s.Close()
-	var wg sync.WaitGroup
-	const n = 20_000
-	for range n {
-		p := &parked{s: s, f: facts{route: api.RouteSessionKeepAlive}}
-		start := make(chan struct{})
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			p.answer(api.SessionResponse{Session: 1}, nil)
-		}()
-		close(start)
-		p.attach(sinkConn{})
-	}
-	wg.Wait()
-	for range 100 {
-		left := s.parks.Held()
-		if left == 0 {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("%d answered KeepAlives still recorded as parked", s.parks.Held())
 }

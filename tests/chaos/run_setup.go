@@ -137,13 +137,19 @@ func (r *run) startCluster() error {
 	return nil
 }
 
-// startProxies starts two lockproxies, unless cfg.NoProxies.
+// startProxies starts two lockproxies, unless cfg.NoProxies: the second
+// parks its clients' held KeepAlives (--park-keepalives), the first holds
+// them in its workers, so that the faults meet both.
 func (r *run) startProxies() error {
 	if r.cfg.NoProxies {
 		return nil
 	}
 	for i := 1; i <= 2; i++ {
-		p, err := r.c.StartProxy(fmt.Sprintf("proxy-%d", i))
+		var args []string
+		if i == 2 {
+			args = append(args, "--park-keepalives")
+		}
+		p, err := r.c.StartProxy(fmt.Sprintf("proxy-%d", i), args...)
 		if err != nil {
 			return fmt.Errorf("proxy: %w", err)
 		}

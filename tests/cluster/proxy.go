@@ -43,6 +43,9 @@ type Proxy struct {
 	// every harness proxy does, on a port of its own, keys without a
 	// leading "/" under EtcdDefaultPrefix (docs/etcd.md).
 	EtcdAddr string
+	// Args are the lockproxy flags it was started with beyond the
+	// harness's own (StartProxy), kept across a Restart.
+	Args []string
 
 	c    *Cluster
 	mu   sync.Mutex
@@ -51,9 +54,10 @@ type Proxy struct {
 }
 
 // StartProxy starts a lockproxy named name on a free loopback port, fed
-// with the bootstrap lockds' addresses, and waits until it serves and the
-// directory lists it. The cluster's Close kills it.
-func (c *Cluster) StartProxy(name string) (*Proxy, error) {
+// with the bootstrap lockds' addresses and given args besides, and waits
+// until it serves and the directory lists it. The cluster's Close kills
+// it.
+func (c *Cluster) StartProxy(name string, args ...string) (*Proxy, error) {
 	bin, err := ProxyBinary()
 	if err != nil {
 		return nil, err
@@ -63,7 +67,7 @@ func (c *Cluster) StartProxy(name string) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{Name: name, Addr: fmt.Sprintf("127.0.0.1:%d", ports[0]), EtcdAddr: fmt.Sprintf("127.0.0.1:%d", ports[1]),
-		LogPath: filepath.Join(c.dir, name+".log"), c: c}
+		LogPath: filepath.Join(c.dir, name+".log"), Args: args, c: c}
 	if err := p.start(bin); err != nil {
 		return nil, err
 	}
@@ -90,6 +94,7 @@ func (p *Proxy) start(bin string) error {
 		args = append(args, "--token-file", p.c.opts.tokenFile)
 	}
 	args = append(args, p.c.tlsArgs()...)
+	args = append(args, p.Args...)
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := start(cmd); err != nil {

@@ -20,12 +20,18 @@ import (
 )
 
 // startProxies starts n lockproxies beside c; SDK clients made after it
-// send through them (the directory lists them).
+// send through them (the directory lists them). Every second one parks
+// its clients' held KeepAlives (--park-keepalives), so that the tests
+// meet both ways of holding them.
 func startProxies(t *testing.T, c *cluster.Cluster, n int) []*cluster.Proxy {
 	t.Helper()
 	var out []*cluster.Proxy
 	for i := 1; i <= n; i++ {
-		p, err := c.StartProxy(fmt.Sprintf("proxy-%d", i))
+		var args []string
+		if i%2 == 0 {
+			args = append(args, "--park-keepalives")
+		}
+		p, err := c.StartProxy(fmt.Sprintf("proxy-%d", i), args...)
 		must(t, err)
 		out = append(out, p)
 	}
@@ -156,6 +162,7 @@ func TestProxyBatchesKeepAlives(t *testing.T) {
 	if sessions < len(clients) {
 		t.Fatalf("the proxies renew %d sessions, want at least %d", sessions, len(clients))
 	}
+	checkParkedKeepAlives(t, proxies)
 	// lockctl status lists the proxies with their clients and sessions.
 	lockctl := cluster.Build(t, "./ctl/cmd/lockctl")
 	out, err := exec.Command(lockctl, "--endpoints", strings.Join(c.Endpoints(), ","), "status").CombinedOutput()
@@ -326,4 +333,28 @@ func TestCacheFlushedOnFailoverViaProxies(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{})
 	startProxies(t, c, 2)
 	cacheFlushedOnFailover(t, c)
+}
+
+// checkParkedKeepAlives checks that the proxy started with
+// --park-keepalives (startProxies: the second) holds its clients'
+// KeepAlives parked while they idle, and the first none: a scrape of
+// lockproxy_parked_keepalives (at most maxParkedScrapes, 100 ms apart,
+// for a moment when one is held).
+func checkParkedKeepAlives(t *testing.T, proxies []*cluster.Proxy) {
+	t.Helper()
+	const maxParkedScrapes = 50
+	if proxyStatus(t, proxies[1]).Sessions == 0 {
+		t.Logf("no client renews through %s: its parking is not seen", proxies[1].Name)
+		return
+	}
+	for range maxParkedScrapes {
+		if n := scrape(t, proxies[0].Addr, "lockproxy_parked_keepalives", ""); n != 0 {
+			t.Fatalf("proxy %s, without --park-keepalives, parked %.0f KeepAlives", proxies[0].Name, n)
+		}
+		if scrape(t, proxies[1].Addr, "lockproxy_parked_keepalives", "") > 0 {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("proxy %s, with --park-keepalives, never held a KeepAlive parked", proxies[1].Name)
 }

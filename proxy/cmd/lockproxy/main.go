@@ -125,6 +125,7 @@ func rootCommand() *cobra.Command {
 	f.DurationVar(&cfg.EtcdLockDelay, "etcd-lock-delay", 0, "lock-delay of locks taken through etcd's Lock service (0 to the API's maximum)")
 	f.StringVar(&tokenFile, "token-file", "", "when the lockds require tokens: a file holding an admin token (the proxy renews every client's session and reads the tenants)")
 	f.IntVar(&slackUS, "timer-slack-us", 0, "the OS timer slack of every thread, in µs (0: 1000; -1: the OS's own; at most 10000); Linux, where lockproxy re-executes itself once at start to set it")
+	f.BoolVar(&cfg.ParkKeepAlives, "park-keepalives", false, "hold clients' KeepAlives without a goroutine: about half the memory per session held, for more CPU per KeepAlive (bench/RESULTS.md)")
 	f.StringVar(&pprofAddr, "pprof-addr", "", "serve Go's profiles under /debug/pprof/ on this loopback address (host:port; off when empty)")
 	return cmd
 }

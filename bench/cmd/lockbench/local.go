@@ -27,20 +27,37 @@ type localCluster struct {
 	exited     chan struct{}
 }
 
+// localSpec is the local cluster --start runs: the lockd binary ("":
+// beside lockbench), where its data goes ("": $TMPDIR), and `lockd dev`'s
+// settings.
+type localSpec struct {
+	lockd, dataDir string
+	lease          time.Duration
+	cells          int
+	logdb          string
+	timerSlackUS   int
+	proxies        int
+	auth           bool
+	// parkKeepAlives: the proxies park their clients' held KeepAlives
+	// (lockproxy --park-keepalives).
+	parkKeepAlives bool
+}
+
 // startLocal runs `lockd dev` with five replicas on free loopback ports and
 // waits until every replica answers /v1/status.
-// Its data goes in a new folder under dataDir ("": $TMPDIR).
-func startLocal(ctx context.Context, lockd, dataDir string, lease time.Duration, cells int, logdb string, timerSlackUS int, proxies int, auth bool) (*localCluster, error) {
-	lockd, proxyBin, err := localBinaries(lockd, proxies)
+// Its data goes in a new folder under spec.dataDir.
+func startLocal(ctx context.Context, spec localSpec) (*localCluster, error) {
+	lockd, proxyBin, err := localBinaries(spec.lockd, spec.proxies)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp(dataDir, "lockbench-")
+	dir, err := os.MkdirTemp(spec.dataDir, "lockbench-")
 	if err != nil {
 		return nil, err
 	}
 	const replicas = 5
-	apiBase, args, err := devArgs(dir, replicas, lease, cells, logdb, timerSlackUS, proxies, proxyBin, auth)
+	cells, proxies, auth := spec.cells, spec.proxies, spec.auth
+	apiBase, args, err := devArgs(dir, replicas, proxyBin, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +99,7 @@ func localBinaries(lockd string, proxies int) (lockdBin, proxyBin string, err er
 
 // devArgs is the `lockd dev` command line for a cluster in dir on free
 // loopback ports; apiBase is the first replica's API port.
-func devArgs(dir string, replicas int, lease time.Duration, cells int, logdb string, timerSlackUS int, proxies int, proxyBin string, auth bool) (apiBase int, args []string, err error) {
+func devArgs(dir string, replicas int, proxyBin string, spec localSpec) (apiBase int, args []string, err error) {
 	apiBase, err = freePorts(replicas)
 	if err != nil {
 		return 0, nil, err
@@ -92,16 +109,19 @@ func devArgs(dir string, replicas int, lease time.Duration, cells int, logdb str
 		return 0, nil, err
 	}
 	args = []string{"dev", "--data-dir", dir, "--replicas", fmt.Sprint(replicas), "--lockds", fmt.Sprint(replicas),
-		"--api-port", fmt.Sprint(apiBase), "--raft-port", fmt.Sprint(raftBase), "--lease", lease.String(), "--pprof", "--cells", fmt.Sprint(cells), "--logdb", logdb, "--timer-slack-us", fmt.Sprint(timerSlackUS),
-		"--proxies", fmt.Sprint(proxies)}
-	if proxies > 0 {
-		proxyBase, err := freePorts(proxies)
+		"--api-port", fmt.Sprint(apiBase), "--raft-port", fmt.Sprint(raftBase), "--lease", spec.lease.String(), "--pprof", "--cells", fmt.Sprint(spec.cells), "--logdb", spec.logdb, "--timer-slack-us", fmt.Sprint(spec.timerSlackUS),
+		"--proxies", fmt.Sprint(spec.proxies)}
+	if spec.proxies > 0 {
+		proxyBase, err := freePorts(spec.proxies)
 		if err != nil {
 			return 0, nil, err
 		}
 		args = append(args, "--proxy-bin", proxyBin, "--proxy-port", fmt.Sprint(proxyBase))
+		if spec.parkKeepAlives {
+			args = append(args, "--proxy-park-keepalives")
+		}
 	}
-	if auth {
+	if spec.auth {
 		args = append(args, "--auth")
 	}
 	return apiBase, args, nil

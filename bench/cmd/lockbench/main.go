@@ -29,31 +29,33 @@ func main() {
 
 // options are run's flags.
 type options struct {
-	endpoints   []string
-	start       bool
-	lockd       string
-	lockctl     string
-	logdb       string
-	timerSlack  int
-	diskDir     string
-	trials      int
-	state       stateSize
-	lease       time.Duration
-	duration    time.Duration
-	concurrency []int
-	writers     int
-	prefixes    []string
-	contenders  int
-	handoffs    int
-	sessions    int
-	cachers     int
-	cells       int
-	migrateN    int
-	migrateVal  int
-	output      string
-	jsonFile    string
-	htmlFile    string
-	profileDir  string
+	endpoints  []string
+	start      bool
+	lockd      string
+	lockctl    string
+	logdb      string
+	timerSlack int
+	// parkKeepAlives: --proxy-park-keepalives.
+	parkKeepAlives bool
+	diskDir        string
+	trials         int
+	state          stateSize
+	lease          time.Duration
+	duration       time.Duration
+	concurrency    []int
+	writers        int
+	prefixes       []string
+	contenders     int
+	handoffs       int
+	sessions       int
+	cachers        int
+	cells          int
+	migrateN       int
+	migrateVal     int
+	output         string
+	jsonFile       string
+	htmlFile       string
+	profileDir     string
 	// stagesN: the stages scenario's Lock+Unlock per route; dataDir: the
 	// parent folder of --start's cluster data ("": $TMPDIR).
 	stagesN int
@@ -146,6 +148,7 @@ func runCommand() *cobra.Command {
 	f.IntVar(&o.migrateVal, "migrate-value-bytes", 256, "migrate: bytes per node value")
 	f.IntVar(&o.sessions, "sessions", 2000, "sessions: sessions held (the spec's region holds 50 000)")
 	f.IntVar(&o.cachers, "cachers", 2000, "cache: clients caching the one value (one session each)")
+	f.BoolVar(&o.parkKeepAlives, "proxy-park-keepalives", false, "with --start: the proxies park their clients' held KeepAlives (lockproxy --park-keepalives: less memory, more CPU)")
 	f.IntVar(&o.proxies, "proxies", 2, "with --start: lockproxy processes (lockproxy beside lockbench); the proxy scenario needs them")
 	f.BoolVar(&o.viaProxies, "via-proxies", false, "send every scenario's calls through the proxies the directory lists (default: straight to the replicas)")
 	f.IntSliceVar(&o.proxySessions, "proxy-sessions", []int{10_000, 100_000}, "proxy: sessions renewed through the proxies, per case")
@@ -180,7 +183,8 @@ func run(ctx context.Context, o options, scenarios []string, stdout, stderr io.W
 	}
 	if o.start && o.target != targetEtcd {
 		fmt.Fprintln(stderr, "starting a local five-replica cluster (lockd dev)…")
-		lc, err := startLocal(ctx, o.lockd, o.dataDir, o.lease, o.cells, o.logdb, o.timerSlack, o.proxies, o.auth)
+		lc, err := startLocal(ctx, localSpec{lockd: o.lockd, dataDir: o.dataDir, lease: o.lease, cells: o.cells, logdb: o.logdb,
+			timerSlackUS: o.timerSlack, proxies: o.proxies, auth: o.auth, parkKeepAlives: o.parkKeepAlives})
 		if err != nil {
 			return err
 		}

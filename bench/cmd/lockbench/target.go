@@ -24,7 +24,7 @@ const (
 var etcdScenarios = []string{"acquire", "writes", "herd", "sessions"}
 
 // lockdOnlyFlags are run's flags that mean nothing to an etcd cluster.
-var lockdOnlyFlags = []string{"via-proxies", "auth", "admin-token", "profile-dir", "proxies", "logdb", "timer-slack-us", "lockd"}
+var lockdOnlyFlags = []string{"via-proxies", "auth", "admin-token", "profile-dir", "proxies", "proxy-park-keepalives", "logdb", "timer-slack-us", "lockd"}
 
 // The stable codes of a refused --target: the first word of the error.
 var (

@@ -38,6 +38,8 @@ type devCluster struct {
 	proxies   int
 	proxyBase int
 	proxyBin  string
+	// parkKeepAlives: every lockproxy parks its clients' held KeepAlives.
+	parkKeepAlives bool
 	// etcd: proxy i also serves etcd's v3 API on etcdBase+100*(i-1)
 	// (2379, 2479, ...), keys without a leading "/" under
 	// devEtcdDefaultPrefix (docs/etcd.md).
@@ -78,6 +80,7 @@ func devCommand() *cobra.Command {
 	f.IntVar(&d.proxyPprofBase, "proxy-pprof-port", 0, "proxy i serves Go profiles under /debug/pprof/ on 127.0.0.1:(this+i-1); 0 for none")
 	f.IntVar(&d.proxies, "proxies", 2, "lockproxy processes to run (clients send through them by default); 0 for none")
 	f.IntVar(&d.proxyBase, "proxy-port", 7201, "API port of proxy 1; proxy i listens on proxy-port+i-1")
+	f.BoolVar(&d.parkKeepAlives, "proxy-park-keepalives", false, "the proxies hold their clients' KeepAlives without a goroutine (lockproxy --park-keepalives: less memory, more CPU)")
 	f.StringVar(&d.proxyBin, "proxy-bin", "", "the lockproxy binary (default: lockproxy beside this lockd)")
 	f.BoolVar(&d.etcd, "etcd", false, "the proxies also serve etcd's v3 API (etcdctl, etcd clients): proxy 1 on 127.0.0.1:2379, proxy 2 on :2479, ...; keys without a leading / live under "+devEtcdDefaultPrefix)
 	f.IntVar(&d.etcdBase, "etcd-port", 2379, "etcd port of proxy 1, with --etcd; proxy i serves on etcd-port+100*(i-1)")
@@ -193,6 +196,9 @@ func (d devCluster) proxyArgs(i int) []string {
 	}
 	if d.proxyPprofBase > 0 {
 		args = append(args, "--pprof-addr", d.proxyPprofAddr(i))
+	}
+	if d.parkKeepAlives {
+		args = append(args, "--park-keepalives")
 	}
 	if d.timerSlackUS != 0 { // only when set: a --proxy-bin older than the flag still runs
 		args = append(args, "--timer-slack-us", fmt.Sprint(d.timerSlackUS))

@@ -264,6 +264,12 @@ const (
 	// peer closed (the message is lost). Caught by server/raftnet
 	// TestFirstMessageAfterPeerRestartArrives.
 	StaleConn Mutant = "lockd_broken_staleconn"
+	// RefusedRedial makes the Raft sender dial again, before every
+	// send, a peer that refused this node's certificate: each send
+	// "succeeds" after a fresh handshake and dragonboat never learns of
+	// the failure. Caught by server/raftnet
+	// TestAttackRejectedClientCertIsSilentRedialStorm.
+	RefusedRedial Mutant = "lockd_broken_refused_redial"
 
 	// --- server/httpapi (a lockd's API) ---
 
@@ -702,7 +708,7 @@ var all = []Mutant{
 	CachesParents, CacheSettle, CacheWindow, DeclaredWindow, FenceCachers,
 	LockDelayLostOnFailover, WatchQuota,
 	TenantMisses, EarlyExpiry, FairDeadline, RenewExpiring, RestoreNoHold, LoseEvents,
-	StaleConn, ProposalOutlivesLeader,
+	StaleConn, RefusedRedial, ProposalOutlivesLeader,
 	ACL, BodyLimit, FreeGrants, NoHostHint, ViewBehind, MoveAgeSeen, TimeoutNotApplied, RefreshGap, RenewCheck,
 	RouteLabel, ClientCerts,
 	DirViewRead, FDExhaust, MemberNoBarrier, RaftCA, SkipsUnloadWait,

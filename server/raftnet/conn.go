@@ -3,7 +3,9 @@ package raftnet
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -24,15 +26,30 @@ type msgConn struct {
 
 	mu     sync.Mutex
 	conn   net.Conn
-	dead   *atomic.Bool // set by the current conn's watcher
+	end    *connEnd // the current conn's, set by its watcher
 	closed bool
 }
+
+// connEnd is what a message connection's watcher saw when it ended.
+type connEnd struct {
+	refusal error // written before dead: the peer refused this node's certificate
+	dead    atomic.Bool
+}
+
+// ErrRefused: a peer's TLS alert ended the connection, so it refused this
+// node's certificate (signed by another CA, expired, revoked by a re-key).
+// With TLS 1.3 the client's handshake completes before the server has
+// checked the client's certificate, so the dial succeeded and only the
+// watcher sees the refusal.
+var ErrRefused = errors.New("the Raft peer refused this node's TLS certificate")
 
 var _ raftio.IConnection = (*msgConn)(nil)
 
 // SendMessageBatch writes the batch, first dialing again if the peer
 // closed the connection since the last write (it restarted): the batch
-// reaches the new process instead of a closed socket.
+// reaches the new process instead of a closed socket. A peer that refused
+// this node's certificate is not dialed again: the send fails
+// (ErrRefused), as a write on dragonboat's own transport would.
 func (c *msgConn) SendMessageBatch(b pb.MessageBatch) error {
 	payload, err := b.Marshal()
 	if err != nil {
@@ -43,7 +60,13 @@ func (c *msgConn) SendMessageBatch(b pb.MessageBatch) error {
 	if c.closed {
 		return net.ErrClosed
 	}
-	if c.dead.Load() && !mutant.On(mutant.StaleConn) {
+	if end := c.end; end.dead.Load() && !mutant.On(mutant.StaleConn) {
+		if end.refusal != nil && !mutant.On(mutant.RefusedRedial) {
+			// Every later send too: dragonboat closes this connection
+			// and dials again through its circuit breaker, not once per
+			// batch.
+			return end.refusal
+		}
 		ctx, cancel := context.WithTimeout(c.ctx, dialTimeout)
 		err := c.redialLocked(ctx)
 		cancel()
@@ -69,20 +92,21 @@ func (c *msgConn) redialLocked(ctx context.Context) error {
 	conn, err := c.t.dial(ctx, c.target)
 	if err != nil {
 		c.conn = nil
-		c.dead = new(atomic.Bool)
-		c.dead.Store(true)
+		c.end = &connEnd{}
+		c.end.dead.Store(true)
 		return err
 	}
-	dead := new(atomic.Bool)
-	c.conn, c.dead = conn, dead
-	go watch(conn, dead)
+	end := &connEnd{}
+	c.conn, c.end = conn, end
+	go watch(conn, end, c.t.log.With("peer", c.target))
 	return nil
 }
 
 // watch reads conn until it ends. The receiver never writes on a message
 // connection, so any return from Read but a timeout means the peer (or
-// the network) closed it, or Close did.
-func watch(conn net.Conn, dead *atomic.Bool) {
+// the network) closed it, or Close did; a TLS alert means the peer
+// refused this node's certificate.
+func watch(conn net.Conn, end *connEnd, log *slog.Logger) {
 	var buf [64]byte
 	for {
 		_, err := conn.Read(buf[:])
@@ -90,9 +114,20 @@ func watch(conn net.Conn, dead *atomic.Bool) {
 		if err == nil || (errors.As(err, &ne) && ne.Timeout()) {
 			continue
 		}
-		dead.Store(true)
+		if isTLSAlert(err) {
+			end.refusal = fmt.Errorf("%w: %w", ErrRefused, err)
+			log.Warn("raft peer refused this node's certificate", "err", err)
+		}
+		end.dead.Store(true)
 		return
 	}
+}
+
+// isTLSAlert reports whether err is an alert the peer sent (crypto/tls
+// reports one as a net.OpError "remote error"; its close_notify is io.EOF).
+func isTLSAlert(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "remote error"
 }
 
 // Close closes the connection (its watcher ends with it).

@@ -19,5 +19,9 @@
 // connection is then marked dead, and the next send dials afresh before it
 // writes, so the message reaches the restarted peer. A peer that vanishes
 // without closing (power loss, a cut network) is found as before: by a
-// failed write, TCP keepalive or the dial.
+// failed write, TCP keepalive or the dial. A peer that ended the
+// connection with a TLS alert refused this node's certificate (TLS 1.3
+// lets the dial succeed before the server checks it): it is not dialed
+// again, every later send fails with ErrRefused, and dragonboat's
+// circuit breaker paces the retries.
 package raftnet

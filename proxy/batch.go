@@ -39,7 +39,7 @@ type proxySession struct {
 	// waiter is the client's KeepAlive held until something changes
 	// (nil while a change woke it, until its next step); held is the
 	// newest one not yet answered, woken or not.
-	waiter *kaWait
+	waiter *heldKA
 	held   *heldKA
 
 	// The proxy's own events for the client (shared.go): pevents are

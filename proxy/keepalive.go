@@ -14,15 +14,9 @@ import (
 	"github.com/lockservice/lockd/internal/mutant"
 )
 
-// kaWait is a client's KeepAlive held by the proxy.
-type kaWait struct {
-	h          *heldKA // the hold it wakes
-	superseded bool    // a newer KeepAlive of the session took over
-}
-
 // heldKA is a client's KeepAlive the proxy holds until the session has
 // events, its wait ends or a batch confirms it. A step at each change of
-// its session (kaWait) and at its timer decides (nextKAStep), until one
+// its session (wakeLocked) and at its timer decides (nextKAStep), until one
 // answers it. It waits in its caller's goroutine (keepAlive: kick wakes
 // it), or parked, without one (keepAliveAsync: its timer runs the step,
 // and reply takes the answer).
@@ -30,13 +24,14 @@ type heldKA struct {
 	t       *cellTable
 	ctx     context.Context // the proxy's: once it ends, so does the hold
 	ps      *proxySession
-	w       *kaWait
 	clk     kaClock
 	session uint64
 	kick    chan struct{} // a waiting caller's wake-up (capacity 1); nil when parked
 	reply   func(api.SessionResponse, error)
 	timer   *time.Timer // a parked hold's next step; under t.mu
 	done    bool        // answered; under t.mu
+	// superseded: a newer KeepAlive of the session took over; under t.mu.
+	superseded bool
 }
 
 // kaShuttingDown is what a KeepAlive held as the proxy closes is answered.
@@ -85,7 +80,7 @@ func (t *cellTable) hold(ctx context.Context, req api.KeepAliveRequest, arrived 
 		return nil, api.SessionResponse{}, time.Time{}, err
 	}
 	h := &heldKA{t: t, ctx: ctx, ps: ps, clk: newKAClock(arrived, req.WaitMS, ps.leaseOrDefault()), session: req.Session, kick: kick, reply: reply}
-	h.w = holdLocked(ps, h)
+	holdLocked(ps, h)
 	if t.holds == nil {
 		t.holds = map[*heldKA]struct{}{}
 	}
@@ -131,7 +126,7 @@ func (h *heldKA) stepLocked(now, cacheUntil time.Time, shared uint64) (*heldKA, 
 		h.endLocked()
 		return nil, api.SessionResponse{}, time.Time{}, kaShuttingDown
 	}
-	switch step := nextKAStep(t.kaViewLocked(ps, h.w, h.clk, now)); step {
+	switch step := nextKAStep(t.kaViewLocked(ps, h, now)); step {
 	case kaFailed, kaUnconfirmed, kaUnreachable:
 		err := t.kaErrLocked(step, ps, h.session, now)
 		h.endLocked()
@@ -139,12 +134,12 @@ func (h *heldKA) stepLocked(now, cacheUntil time.Time, shared uint64) (*heldKA, 
 	case kaAwaitBatch:
 		ps.awaitBatch = true
 	case kaAnswer:
-		resp := t.answerLocked(ps, h.w, h.clk.arrived, now, cacheUntil, shared)
+		resp := t.answerLocked(ps, h, now, cacheUntil, shared)
 		h.endLocked()
 		return nil, resp, time.Time{}, nil
 	}
 	if ps.waiter == nil { // woken: hold it again
-		ps.waiter = h.w
+		ps.waiter = h
 	}
 	until := h.clk.holdUntil(ps.base.IsZero() || ps.awaitBatch)
 	if h.kick == nil {
@@ -175,7 +170,7 @@ func (h *heldKA) wakeLocked() {
 // endLocked ends the hold (its answer is on its way).
 func (h *heldKA) endLocked() {
 	h.done = true
-	if h.ps.waiter == h.w {
+	if h.ps.waiter == h {
 		h.ps.waiter = nil
 	}
 	if h.ps.held == h {
@@ -243,14 +238,12 @@ func (t *cellTable) admitLocked(req api.KeepAliveRequest, arrived time.Time) (*p
 
 // holdLocked holds a new KeepAlive of ps, h; one still held (woken or
 // not) is answered as superseded.
-func holdLocked(ps *proxySession, h *heldKA) *kaWait {
+func holdLocked(ps *proxySession, h *heldKA) {
 	if old := ps.held; old != nil {
-		old.w.superseded = true
+		old.superseded = true
 		old.wakeLocked()
 	}
-	w := &kaWait{h: h}
-	ps.waiter, ps.held = w, h
-	return w
+	ps.waiter, ps.held = h, h
 }
 
 // kaClock is a held KeepAlive's timing, fixed at its arrival: the end of
@@ -302,9 +295,9 @@ type kaView struct {
 	behind bool
 }
 
-func (t *cellTable) kaViewLocked(ps *proxySession, w *kaWait, clk kaClock, now time.Time) kaView {
-	return kaView{clk: clk, now: now, base: ps.base, lastReply: t.lastReply, lease: ps.leaseOrDefault(),
-		failed: ps.err != nil, superseded: w.superseded, awaitBatch: ps.awaitBatch,
+func (t *cellTable) kaViewLocked(ps *proxySession, h *heldKA, now time.Time) kaView {
+	return kaView{clk: h.clk, now: now, base: ps.base, lastReply: t.lastReply, lease: ps.leaseOrDefault(),
+		failed: ps.err != nil, superseded: h.superseded, awaitBatch: ps.awaitBatch,
 		toDeliver: len(ps.pending(t.epoch)) > 0 || len(ps.pevents) > 0, behind: ps.behind(t.epoch)}
 }
 
@@ -368,7 +361,8 @@ func (t *cellTable) kaErrLocked(step kaStep, ps *proxySession, id uint64, now ti
 // answerLocked is the KeepAlive's reply, and ends its hold: the events
 // its client has not acknowledged, the lease's age at its arrival, and
 // the grant to serve from cache.
-func (t *cellTable) answerLocked(ps *proxySession, w *kaWait, arrived, now, cacheUntil time.Time, shared uint64) api.SessionResponse {
+func (t *cellTable) answerLocked(ps *proxySession, h *heldKA, now, cacheUntil time.Time, shared uint64) api.SessionResponse {
+	arrived := h.clk.arrived
 	if shared != 0 {
 		t.sharedSessionLocked(shared)
 	}
@@ -389,7 +383,7 @@ func (t *cellTable) answerLocked(ps *proxySession, w *kaWait, arrived, now, cach
 		resp.CacheMS = until.Sub(arrived).Milliseconds()
 		ps.grantUntil = later(ps.grantUntil, until)
 	}
-	if ps.waiter == w {
+	if ps.waiter == h {
 		ps.waiter = nil
 	}
 	ps.awaitBatch = false

@@ -138,7 +138,7 @@ func (t *cellTable) kickUrgent() {
 // wakeLocked answers the session's held KeepAlive.
 func (t *cellTable) wakeLocked(ps *proxySession) {
 	if w := ps.waiter; w != nil {
-		w.h.wakeLocked()
+		w.wakeLocked()
 		ps.waiter = nil
 	}
 }

@@ -1,8 +1,11 @@
 package chaos
 
 import (
+	"bufio"
 	"context"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,6 +47,9 @@ func TestChaosShort(t *testing.T) {
 	}
 	t.Logf("wall time %v\n%s%s", time.Since(t0).Round(time.Second), rep.Summary(), rep.JSON())
 	if rep.Violations != 0 {
+		if rep.SessionsLost != 0 {
+			logLeaseHistory(t, rep.Dir)
+		}
 		t.Fatalf("%d violations (data and logs in %s)", rep.Violations, rep.Dir)
 	}
 	// Without namespaces Run fails unless CHAOS_NO_PARTITIONS=1 said to
@@ -70,5 +76,32 @@ func TestChaosShort(t *testing.T) {
 	}
 	if rep.Intervals < 50 || rep.Deletions < 50 {
 		t.Errorf("%d hold intervals and %d deletion indices recorded, want ≥50 each", rep.Intervals, rep.Deletions)
+	}
+}
+
+// maxLeaseHistory bounds the replica log lines logLeaseHistory prints.
+const maxLeaseHistory = 300
+
+// logLeaseHistory prints the replicas' log lines about their session
+// managers (each leadership's start and stop) and session expiries, so a
+// lost session's failure in CI, whose data directory is gone, can be read
+// against the leaderships around it.
+func logLeaseHistory(t *testing.T, dir string) {
+	paths, _ := filepath.Glob(filepath.Join(dir, "replica-*.log"))
+	n := 0
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() && n < maxLeaseHistory {
+			if l := sc.Text(); strings.Contains(l, "session manager") || strings.Contains(l, "session expired") {
+				t.Logf("%s: %s", filepath.Base(p), l)
+				n++
+			}
+		}
+		_ = f.Close()
 	}
 }

@@ -140,7 +140,7 @@ func (e *env) monitor(name string, c *sdk.Client) {
 				e.h.AddJeopardy()
 			case sdk.SessionExpired:
 				if e.ctx.Err() == nil {
-					e.h.AddLoss(check.SessionLoss{Worker: name, Session: s.ID(), At: e.h.Now(), Err: fmt.Sprint(ev.Err)})
+					e.h.AddLoss(check.SessionLoss{Worker: name, Session: s.ID(), At: e.h.Now(), Err: fmt.Sprint(ev.Err) + lossDetail(s)})
 				}
 			}
 		}
@@ -148,6 +148,23 @@ func (e *env) monitor(name string, c *sdk.Client) {
 			return
 		}
 	}
+}
+
+// lossDetail is what the session's client saw of its KeepAlives, for a
+// lost session's violation: when its lease was last confirmed, through
+// which proxy, in which epoch, and how many KeepAlives failed.
+func lossDetail(s *sdk.Session) string {
+	st := s.Stats()
+	last := "never"
+	if !st.LastConfirmed.IsZero() {
+		last = time.Since(st.LastConfirmed).Round(time.Millisecond).String() + " before"
+	}
+	proxy := st.Proxy
+	if proxy == "" {
+		proxy = "direct"
+	}
+	return fmt.Sprintf(" (client: last confirmed %s, %s, epoch %d, %d fail-overs seen, KeepAlives %d sent / %d failed, %d jeopardy episodes)",
+		last, proxy, st.Epoch, st.Failovers, st.KeepAlivesSent, st.KeepAlivesFailed, st.JeopardyEpisodes)
 }
 
 func (e *env) closeClients() {

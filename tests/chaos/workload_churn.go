@@ -46,7 +46,7 @@ func (e *env) churnOnce(c *sdk.Client, name string, i int) {
 	})
 	if err != nil {
 		if api.CodeOf(err) == api.CodeSessionExpired && e.ctx.Err() == nil {
-			e.h.AddLoss(check.SessionLoss{Worker: name, Session: s.ID(), At: e.h.Now(), Err: err.Error()})
+			e.h.AddLoss(check.SessionLoss{Worker: name, Session: s.ID(), At: e.h.Now(), Err: err.Error() + lossDetail(s)})
 		}
 		_ = s.Close(ctx)
 		return

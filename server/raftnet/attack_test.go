@@ -156,6 +156,54 @@ func TestAttackRejectedClientCertIsSilentRedialStorm(t *testing.T) {
 	}
 }
 
+// TestOtherTLSAlertIsAClose: a peer that accepted this node's
+// certificate may still end a connection with a TLS alert, e.g.
+// bad_record_mac for a record corrupted on the way. That is not a
+// refusal: the next send dials again and arrives, as after any close.
+// (The attack on the refusal fix found every alert taken for one.)
+func TestOtherTLSAlertIsAClose(t *testing.T) {
+	f := tlsFiles(t)
+	addrA, addrB := freeAddr(t), freeAddr(t)
+	in := newInbox()
+	a := start(t, tlsCfg(addrA, f.CA, f.Cert, f.Key), newInbox())
+	defer a.Close()
+	b := start(t, tlsCfg(addrB, f.CA, f.Cert, f.Key), in)
+	defer b.Close()
+	c, err := a.GetConnection(context.Background(), addrB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	mc := c.(*msgConn)
+	if err := c.SendMessageBatch(batch(1)); err != nil {
+		t.Fatal(err)
+	}
+	if !in.wait(testWait) {
+		t.Fatal("not delivered")
+	}
+	// An application-data record of 40 zero bytes, under the TLS layer:
+	// its MAC fails, and the peer answers bad_record_mac and closes.
+	mc.mu.Lock()
+	raw := mc.conn.(*tls.Conn).NetConn()
+	mc.mu.Unlock()
+	if _, err := raw.Write(append([]byte{23, 3, 3, 0, 40}, make([]byte, 40)...)); err != nil {
+		t.Fatal(err)
+	}
+	waitDead(t, mc)
+	mc.mu.Lock()
+	refusal := mc.end.refusal
+	mc.mu.Unlock()
+	if refusal != nil {
+		t.Errorf("a bad record MAC taken for a refused certificate: %v", refusal)
+	}
+	if err := c.SendMessageBatch(batch(2)); err != nil {
+		t.Fatalf("send after the peer's alert: %v (want a new connection)", err)
+	}
+	if !in.wait(testWait) {
+		t.Fatal("the batch after the peer's alert did not arrive")
+	}
+}
+
 // TestAttackAcceptLoopDiesOnEMFILE: a transient accept error (fd
 // exhaustion, e.g. a burst of inbound connections - serve has no
 // connection limit) makes accept log once and return: the listener stays

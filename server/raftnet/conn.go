@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,7 +27,7 @@ type msgConn struct {
 
 	mu     sync.Mutex
 	conn   net.Conn
-	end    *connEnd // the current conn's, set by its watcher
+	end    *connEnd // the current conn's end, filled in by its watcher
 	closed bool
 }
 
@@ -104,8 +105,8 @@ func (c *msgConn) redialLocked(ctx context.Context) error {
 
 // watch reads conn until it ends. The receiver never writes on a message
 // connection, so any return from Read but a timeout means the peer (or
-// the network) closed it, or Close did; a TLS alert means the peer
-// refused this node's certificate.
+// the network) closed it, or Close did; a TLS alert about a certificate
+// means the peer refused this node's.
 func watch(conn net.Conn, end *connEnd, log *slog.Logger) {
 	var buf [64]byte
 	for {
@@ -114,7 +115,7 @@ func watch(conn net.Conn, end *connEnd, log *slog.Logger) {
 		if err == nil || (errors.As(err, &ne) && ne.Timeout()) {
 			continue
 		}
-		if isTLSAlert(err) {
+		if isCertRefusal(err) {
 			end.refusal = fmt.Errorf("%w: %w", ErrRefused, err)
 			log.Warn("raft peer refused this node's certificate", "err", err)
 		}
@@ -123,12 +124,25 @@ func watch(conn net.Conn, end *connEnd, log *slog.Logger) {
 	}
 }
 
-// isTLSAlert reports whether err is an alert the peer sent (crypto/tls
-// reports one as a net.OpError "remote error"; its close_notify is io.EOF).
-func isTLSAlert(err error) bool {
+// isCertRefusal reports whether err is a TLS alert in which the peer
+// refused this node's certificate. crypto/tls reports a peer's alert as a
+// net.OpError "remote error" whose Err is its unexported alert type, a
+// uint8 (its close_notify is io.EOF instead); other alerts (a record
+// that failed its MAC, say) end the connection like a close.
+func isCertRefusal(err error) bool {
 	var oe *net.OpError
-	return errors.As(err, &oe) && oe.Op == "remote error"
+	if !errors.As(err, &oe) || oe.Op != "remote error" {
+		return false
+	}
+	v := reflect.ValueOf(oe.Err)
+	return v.Kind() == reflect.Uint8 && certAlerts[v.Uint()]
 }
+
+// certAlerts are the TLS alerts about a certificate (RFC 8446, 6.2):
+// bad_certificate, unsupported_certificate, certificate_revoked,
+// certificate_expired, certificate_unknown, unknown_ca, access_denied and
+// certificate_required.
+var certAlerts = map[uint64]bool{42: true, 43: true, 44: true, 45: true, 46: true, 48: true, 49: true, 116: true}
 
 // Close closes the connection (its watcher ends with it).
 func (c *msgConn) Close() {

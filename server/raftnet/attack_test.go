@@ -11,7 +11,9 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -155,6 +157,64 @@ func TestAttackRejectedClientCertIsSilentRedialStorm(t *testing.T) {
 		t.Errorf("peer refuses our certificate, yet only %d/%d sends failed with ErrRefused and the sender made %d handshakes (want %d, and 1): the failure does not reach dragonboat", refused, n, accepts.Load(), n-1)
 	}
 }
+
+// TestFailedWriteSaysRefused: when the peer's refusal of the certificate
+// reaches the sender as a failed write (its reset) before the watcher has
+// read the alert that came first, the send still fails with ErrRefused,
+// not a bare broken pipe (the attack on the refusal fix saw 4 warnings
+// for 6 refused connections). A failed write on a connection that merely
+// closed stays what it is.
+func TestFailedWriteSaysRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		readErr error // what the watcher reads once the write failed
+		refused bool
+	}{
+		{"refused", &net.OpError{Op: "remote error", Err: testAlert(48)}, true},
+		{"closed", io.EOF, false},
+		{"other alert", &net.OpError{Op: "remote error", Err: testAlert(20)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := Factory{}.Create(config.NodeHostConfig{RaftAddress: "127.0.0.1:1"}, newInbox().onBatch, newInbox().onChunk).(*Transport)
+			conn := &failingConn{failed: make(chan struct{}), readErr: tc.readErr}
+			c := &msgConn{t: tr, target: "peer", ctx: context.Background()}
+			c.mu.Lock()
+			c.useLocked(conn)
+			c.mu.Unlock()
+			err := c.SendMessageBatch(batch(1))
+			if got := errors.Is(err, ErrRefused); got != tc.refused || !errors.Is(err, syscall.EPIPE) && !tc.refused {
+				t.Errorf("send: %v; want refused %v (else the broken pipe)", err, tc.refused)
+			}
+		})
+	}
+}
+
+// testAlert stands for crypto/tls's unexported alert type (a uint8).
+type testAlert uint8
+
+func (a testAlert) Error() string { return fmt.Sprintf("tls: alert(%d)", uint8(a)) }
+
+// failingConn is a connection whose writes fail with a broken pipe and
+// whose read (the watcher's) returns readErr only once a write failed.
+type failingConn struct {
+	net.Conn // nil: the methods below are all the sender uses
+	failed   chan struct{}
+	once     sync.Once
+	readErr  error
+}
+
+func (f *failingConn) Write([]byte) (int, error) {
+	f.once.Do(func() { close(f.failed) })
+	return 0, &net.OpError{Op: "write", Net: "tcp", Err: syscall.EPIPE}
+}
+
+func (f *failingConn) Read([]byte) (int, error) {
+	<-f.failed
+	return 0, f.readErr
+}
+
+func (f *failingConn) SetWriteDeadline(time.Time) error { return nil }
+func (f *failingConn) Close() error                     { f.once.Do(func() { close(f.failed) }); return nil }
 
 // TestOtherTLSAlertIsAClose: a peer that accepted this node's
 // certificate may still end a connection with a TLS alert, e.g.

@@ -35,6 +35,33 @@ type msgConn struct {
 type connEnd struct {
 	refusal error // written before dead: the peer refused this node's certificate
 	dead    atomic.Bool
+	ended   chan struct{} // closed once dead is set
+}
+
+func newConnEnd() *connEnd { return &connEnd{ended: make(chan struct{})} }
+
+// end records how the connection ended (refusal nil: closed).
+func (e *connEnd) end(refusal error) {
+	e.refusal = refusal
+	e.dead.Store(true)
+	close(e.ended)
+}
+
+// refusalWait bounds how long a failed write waits for its connection's
+// watcher to say whether the peer refused this node's certificate.
+const refusalWait = 250 * time.Millisecond
+
+// refusalWithin is the connection's refusal once its watcher has seen
+// it end, waiting at most d; nil if it ended otherwise or not yet.
+func (e *connEnd) refusalWithin(d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-e.ended:
+		return e.refusal
+	case <-t.C:
+		return nil
+	}
 }
 
 // ErrRefused: a peer's TLS alert ended the connection, so it refused this
@@ -75,7 +102,16 @@ func (c *msgConn) SendMessageBatch(b pb.MessageBatch) error {
 			return err
 		}
 	}
-	return writeFrame(c.conn, methodRaft, payload, c.t.encrypted)
+	err = writeFrame(c.conn, methodRaft, payload, c.t.encrypted)
+	if err != nil {
+		// A peer that refused the certificate fails the write with its
+		// reset (a broken pipe), which arrives after its alert: the
+		// watcher reads the alert, and the error says why.
+		if r := c.end.refusalWithin(refusalWait); r != nil {
+			return r
+		}
+	}
+	return err
 }
 
 func (c *msgConn) redial(ctx context.Context) error {
@@ -93,14 +129,18 @@ func (c *msgConn) redialLocked(ctx context.Context) error {
 	conn, err := c.t.dial(ctx, c.target)
 	if err != nil {
 		c.conn = nil
-		c.end = &connEnd{}
-		c.end.dead.Store(true)
+		c.end = newConnEnd()
+		c.end.end(nil)
 		return err
 	}
-	end := &connEnd{}
-	c.conn, c.end = conn, end
-	go watch(conn, end, c.t.log.With("peer", c.target))
+	c.useLocked(conn)
 	return nil
+}
+
+// useLocked makes conn the connection and starts its watcher.
+func (c *msgConn) useLocked(conn net.Conn) {
+	c.conn, c.end = conn, newConnEnd()
+	go watch(conn, c.end, c.t.log.With("peer", c.target))
 }
 
 // watch reads conn until it ends. The receiver never writes on a message
@@ -115,11 +155,12 @@ func watch(conn net.Conn, end *connEnd, log *slog.Logger) {
 		if err == nil || (errors.As(err, &ne) && ne.Timeout()) {
 			continue
 		}
+		var refusal error
 		if isCertRefusal(err) {
-			end.refusal = fmt.Errorf("%w: %w", ErrRefused, err)
+			refusal = fmt.Errorf("%w: %w", ErrRefused, err)
 			log.Warn("raft peer refused this node's certificate", "err", err)
 		}
-		end.dead.Store(true)
+		end.end(refusal)
 		return
 	}
 }

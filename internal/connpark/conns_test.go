@@ -76,3 +76,58 @@ func connPair(t *testing.T) (client, server net.Conn) {
 	t.Cleanup(func() { _ = client.Close(); _ = server.Close() })
 	return client, server
 }
+
+// testWait bounds the waits of these tests (a failure, not a measure).
+const testWait = 10 * time.Second
+
+// TestCloseEndsServedWaits: a connection handed back to fasthttp whose
+// client, answered, has not spoken since is closed by the owner's Close,
+// not left waiting for a first request that fasthttp's Shutdown would
+// give 5 s (the attack on parked KeepAlives, F2: a lockproxy's Close took
+// 5 s longer). One whose request is in its handler is still answered.
+func TestCloseEndsServedWaits(t *testing.T) {
+	inHandler, finish := make(chan struct{}), make(chan struct{})
+	closed := make(chan net.Conn, 2)
+	srv := &fasthttp.Server{
+		Handler: func(ctx *fasthttp.RequestCtx) {
+			close(inHandler)
+			<-finish
+			ctx.SetBodyString("ok\n")
+		},
+		KeepHijackedConns: true,
+		ConnState: func(c net.Conn, st fasthttp.ConnState) {
+			if st == fasthttp.StateClosed {
+				closed <- c
+			}
+		},
+	}
+	var cs Conns
+	cs.Serve(srv.ServeConn)
+	_, silent := connPair(t)
+	busyClient, busy := connPair(t)
+	cs.ServeAgain(silent, srv.ServeConn)
+	cs.ServeAgain(busy, srv.ServeConn)
+	if _, err := busyClient.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	<-inHandler
+	cs.Close()
+	select {
+	case c := <-closed:
+		if c != silent {
+			t.Fatal("the connection in its handler closed first")
+		}
+	case <-time.After(testWait):
+		t.Fatalf("a served connection whose client is silent still waits %v after Close", testWait)
+	}
+	close(finish)
+	_ = busyClient.SetReadDeadline(time.Now().Add(testWait))
+	var resp fasthttp.Response
+	if err := resp.Read(bufio.NewReader(busyClient)); err != nil || string(resp.Body()) != "ok\n" {
+		t.Fatalf("the request in its handler at Close: %v %q", err, resp.Body())
+	}
+	if err := srv.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	cs.CloseServing()
+}

@@ -73,8 +73,7 @@ func (cs *Conns) Ready() bool {
 
 // Close closes the connections held (their clients retry elsewhere) and
 // the idle ones; a connection held or handed back afterwards is closed at
-// once. Those fasthttp serves again stop waiting for their next request
-// (stopWaiting). The owner then shuts its fasthttp server down, and calls
+// once. The owner then shuts its fasthttp server down, and calls
 // CloseServing.
 func (cs *Conns) Close() {
 	cs.mu.Lock()
@@ -86,7 +85,6 @@ func (cs *Conns) Close() {
 		_ = c.Close()
 	}
 	cs.held = nil
-	cs.stopWaitingLocked()
 	poller := cs.poller.Swap(nil) // no connection is parked from now
 	cs.mu.Unlock()
 	// Outside the lock: the poller's loop may be handing a connection
@@ -94,23 +92,6 @@ func (cs *Conns) Close() {
 	if poller != nil {
 		poller.close()
 		cs.parksAtClose.Store(poller.parks())
-	}
-}
-
-// stopWaitingLocked ends the wait of the connections served again that
-// wait for their next request: a read deadline of now. fasthttp counts a
-// connection served again as new, and its Shutdown gives a new one 5 s
-// for its first request: a client that was answered and has not spoken
-// since held Shutdown that long (the attack on parked KeepAlives, F2).
-// One whose request is in its handler is answered first (the deadline is
-// on reads), then closed by Shutdown as usual.
-func (cs *Conns) stopWaitingLocked() {
-	if mutant.On(mutant.ServedKeepWaiting) {
-		return
-	}
-	now := time.Now()
-	for c := range cs.serving {
-		_ = c.SetReadDeadline(now)
 	}
 }
 

@@ -15,7 +15,6 @@ type sinkConn struct{ net.Conn }
 
 func (sinkConn) Write(b []byte) (int, error)      { return len(b), nil }
 func (sinkConn) SetWriteDeadline(time.Time) error { return nil }
-func (sinkConn) SetReadDeadline(time.Time) error  { return nil }
 func (sinkConn) Close() error                     { return nil }
 
 // TestParkedAttachAnswerRace: an answer racing the hijack's attach is

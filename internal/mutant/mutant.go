@@ -407,12 +407,6 @@ const (
 	// raced the Close is served on by a stopped server. Caught by
 	// internal/connpark TestNothingServedAfterClose.
 	ServedAfterClose Mutant = "lockd_broken_served_after_close"
-	// ServedKeepWaiting leaves the connections fasthttp serves again
-	// waiting for their next request through Close: a client answered
-	// and silent since holds the server's Shutdown for fasthttp's 5 s
-	// grace of a new connection. Caught by internal/connpark
-	// TestCloseEndsServedWaits.
-	ServedKeepWaiting Mutant = "lockd_broken_served_keep_waiting"
 	// ProxyKANoWake leaves a client's KeepAlive held at the proxy asleep
 	// through its session's changes (a newer KeepAlive, an event): it is
 	// answered only when its wait ends. Caught by proxy
@@ -719,7 +713,7 @@ var all = []Mutant{
 	RouteLabel, ClientCerts,
 	DirViewRead, FDExhaust, MemberNoBarrier, RaftCA, SkipsUnloadWait,
 	ProxyACL, AwaitBatch, BatchSplit, KeepDead, LeaseAge, ProxyBody,
-	ProxyWatchQuota, RenewOnError, ProxyRevoke, SharedAck, TenantLapses, LapsePerWait, LapseUnfair, ProxyParkUncounted, ServedAfterClose, ServedKeepWaiting,
+	ProxyWatchQuota, RenewOnError, ProxyRevoke, SharedAck, TenantLapses, LapsePerWait, LapseUnfair, ProxyParkUncounted, ServedAfterClose,
 	ProxyKANoWake,
 	WatchKey, ProxyEventCap,
 	GrantEarly, LendToken, MovedAway, NoCellRefresh, ForeignHint, PooledStale, ProxyViewBehind,

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/internal/mutant"
 )
 
 // keepAliveLoop renews the lease: a long-poll KeepAlive with wait_ms =
@@ -18,10 +19,14 @@ func (s *Session) keepAliveLoop() {
 	defer s.c.bg.Done()
 	defer s.wg.Done()
 	req := api.KeepAliveRequest{Cell: s.cs.name, Session: s.id, Secret: s.secret}
+	failed := false // the last round failed: the lease is in doubt
 	for s.ctx.Err() == nil {
 		// The long poll is the lease's, or the cache window's while the
-		// cache holds values (renewWait).
+		// cache holds values (renewWait); none after a failed round.
 		wait := s.renewWait()
+		if failed && !mutant.On(mutant.KARetryLongTimeout) {
+			wait = 0
+		}
 		var resp api.SessionResponse
 		cl := s.tel.countSends(s.keepAliveCall(&req, &resp, wait))
 		// Bound a round by the lease so the loop regains control (and can
@@ -33,6 +38,7 @@ func (s *Session) keepAliveLoop() {
 		if s.ctx.Err() != nil {
 			return
 		}
+		failed = err != nil
 		if err != nil {
 			if sessionGone(err) {
 				s.expire(err)
@@ -50,15 +56,21 @@ func (s *Session) keepAliveLoop() {
 }
 
 // keepAliveCall is the loop's KeepAlive, a long poll of wait into resp:
-// an attempt may take the whole long poll plus a margin for the reply.
+// its first attempt may take the whole long poll plus a margin for the
+// reply (keepAliveMargin), each later one, which asks for an immediate
+// reply, the margin only. Two hung replicas in a row (a paused leader,
+// then the next one) took two long polls' time, 12 s of a 12 s lease,
+// and the session was lost to two fail-overs of under 2 s each.
 func (s *Session) keepAliveCall(req *api.KeepAliveRequest, resp *api.SessionResponse, wait time.Duration) *call {
+	margin := keepAliveMargin(s.lease)
 	cl := &call{
-		route:       api.RouteSessionKeepAlive,
-		req:         req,
-		resp:        resp,
-		keepAlive:   true,
-		timeout:     wait + max(s.lease/6, 500*time.Millisecond),
-		retryUnsure: true,
+		route:        api.RouteSessionKeepAlive,
+		req:          req,
+		resp:         resp,
+		keepAlive:    true,
+		timeout:      wait + margin,
+		retryTimeout: margin,
+		retryUnsure:  true,
 	}
 	// A resent KeepAlive (after a redirect or a failure) asks for an
 	// immediate reply: the lease confirmation, and the epoch of a
@@ -73,6 +85,13 @@ func (s *Session) keepAliveCall(req *api.KeepAliveRequest, resp *api.SessionResp
 		s.fillAck(req)
 	}
 	return cl
+}
+
+// keepAliveMargin is how long a KeepAlive attempt may take beyond its
+// long poll: a sixth of the lease (a new leader's first renewal of a
+// session waits for a commit), at least 500 ms.
+func keepAliveMargin(lease time.Duration) time.Duration {
+	return max(lease/6, 500*time.Millisecond)
 }
 
 // pauseAfterReply paces the loop after a reply sent at sent: at once when

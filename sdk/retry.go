@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/internal/mutant"
 )
 
 // call describes one logical request to a cell for the retry loop.
@@ -16,9 +17,14 @@ type call struct {
 	req    any // marshalled afresh for every attempt (after before runs)
 	resp   any // decoded from a 2xx reply; may be nil
 
-	keepAlive  bool          // use the KeepAlive connection pool
-	timeout    time.Duration // attempt timeout; 0 → Config.RequestTimeout
-	anyReplica bool          // any replica answers (directory); do not learn a leader from it
+	keepAlive bool          // use the KeepAlive connection pool
+	timeout   time.Duration // attempt timeout; 0 → Config.RequestTimeout
+	// retryTimeout is the timeout of every attempt after the first (0:
+	// timeout): a KeepAlive's first attempt may be a long poll, those
+	// after it ask for an immediate reply, and one sent to a hung
+	// replica must not take a long poll's time from the lease.
+	retryTimeout time.Duration
+	anyReplica   bool // any replica answers (directory); do not learn a leader from it
 
 	// retryUnsure lets the loop resend after failures whose outcome is
 	// unknown (unavailable, a connection lost after sending). True for reads
@@ -206,12 +212,16 @@ func (l *retryLoop) attempt(ctx context.Context, addr string) (attemptResult, er
 	if cl.keepAlive {
 		tr = l.c.ka
 	}
+	timeout := l.timeout
+	if cl.attempts > 0 && cl.retryTimeout > 0 && !mutant.On(mutant.KARetryLongTimeout) {
+		timeout = cl.retryTimeout
+	}
 	cl.attempts++
 	if cl.route == api.RouteSessionKeepAlive {
 		l.c.keepAlivesSent.Add(1)
 	}
 	r := attemptResult{addr: addr, wire: ctype == api.ContentTypeWire}
-	r.status, r.body, r.sent, r.err = tr.roundTrip(ctx, exchange{method: l.method, addr: addr, path: cl.route, body: reqBody, contentType: ctype, timeout: l.timeout,
+	r.status, r.body, r.sent, r.err = tr.roundTrip(ctx, exchange{method: l.method, addr: addr, path: cl.route, body: reqBody, contentType: ctype, timeout: timeout,
 		waitLeader: true, unreachable: cl.unreachable, cell: cl.cell, dirIndex: l.c.routedBy(cl), auth: cl.auth, trace: l.trace})
 	if cl.firstSent.IsZero() {
 		cl.firstSent = r.sent

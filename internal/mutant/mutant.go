@@ -445,6 +445,11 @@ const (
 	// a write comes back outcome-unknown though it never left. Caught by
 	// sdk TestStalePooledConnectionResends.
 	PooledStale Mutant = "sdk_broken_pooledstale"
+	// KARetryLongTimeout gives every attempt of a KeepAlive the first's
+	// long-poll timeout, and long-polls again after a failed round: two
+	// hung replicas in a row take the session's whole lease. Caught by
+	// sdk TestKeepAliveSurvivesTwoHungReplicas.
+	KARetryLongTimeout Mutant = "sdk_broken_ka_retry_timeout"
 	// ProxyViewBehind makes a lockproxy refuse a cell its view lacks
 	// wrong_cell (final) though its client routed by a later directory.
 	// Caught by sdk TestCellCallsSayTheirDirectoryIndex (also proxy
@@ -716,7 +721,7 @@ var all = []Mutant{
 	ProxyWatchQuota, RenewOnError, ProxyRevoke, SharedAck, TenantLapses, LapsePerWait, LapseUnfair, ProxyParkUncounted, ServedAfterClose,
 	ProxyKANoWake,
 	WatchKey, ProxyEventCap,
-	GrantEarly, LendToken, MovedAway, NoCellRefresh, ForeignHint, PooledStale, ProxyViewBehind,
+	GrantEarly, LendToken, MovedAway, NoCellRefresh, ForeignHint, PooledStale, KARetryLongTimeout, ProxyViewBehind,
 	WireCount, BatchReplyEvents,
 	AuditToken,
 	AuditReadsStream, StageContainerUngated, PprofAnyAddr, TimerSlackOneThread,

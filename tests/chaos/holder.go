@@ -218,13 +218,7 @@ func (e *env) runTakeoverWaiter(w *takeoverWaiter) {
 		// wait is bounded by the run, not by a takeover bound (the
 		// executor applies that from the fault on).
 		ctx, cancel := context.WithTimeout(e.ctx, e.cfg.Duration+10*time.Minute)
-		s0, err := c.Session(ctx, cellName)
-		if err != nil {
-			cancel()
-			continue
-		}
-		m := c.NewMutex(takeoverLock)
-		err = e.op(w.name, "lock", func() error { return m.Lock(ctx) })
+		m, s0, err := e.queueTakeover(ctx, c, w.name)
 		cancel()
 		if err != nil {
 			continue
@@ -246,6 +240,29 @@ func (e *env) runTakeoverWaiter(w *takeoverWaiter) {
 		_ = e.op(w.name, "unlock", func() error { return m.Unlock(uctx) })
 		ucancel()
 	}
+}
+
+// maxTakeoverTries bounds the waiter's attempts to queue for one
+// takeover.
+const maxTakeoverTries = 1000
+
+// queueTakeover locks the takeover lock for the waiter, queueing again
+// with a new session if its session ends while it waits (checker d
+// reports the loss): a waiter that gave up would leave the next takeover
+// without one, a second violation for one loss.
+func (e *env) queueTakeover(ctx context.Context, c *sdk.Client, name string) (*sdk.Mutex, *sdk.Session, error) {
+	err := ctx.Err()
+	for try := 0; try < maxTakeoverTries && ctx.Err() == nil; try++ {
+		var s0 *sdk.Session
+		if s0, err = c.Session(ctx, cellName); err == nil {
+			m := c.NewMutex(takeoverLock)
+			if err = e.op(name, "lock", func() error { return m.Lock(ctx) }); err == nil {
+				return m, s0, nil
+			}
+		}
+		sleepCtx(ctx, 100*time.Millisecond)
+	}
+	return nil, nil, err
 }
 
 // waitQueued waits until the takeover lock has n lock nodes (the holder's

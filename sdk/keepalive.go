@@ -24,11 +24,9 @@ func (s *Session) keepAliveLoop() {
 		// The long poll is the lease's, or the cache window's while the
 		// cache holds values (renewWait); none after a failed round.
 		wait := s.renewWait()
-		if failed && !mutant.On(mutant.KARetryLongTimeout) {
-			wait = 0
-		}
+		prompt := failed && !mutant.On(mutant.KARetryLongTimeout)
 		var resp api.SessionResponse
-		cl := s.tel.countSends(s.keepAliveCall(&req, &resp, wait))
+		cl := s.tel.countSends(s.keepAliveCall(&req, &resp, wait, prompt))
 		// Bound a round by the lease so the loop regains control (and can
 		// judge the lease) even while no replica answers.
 		rctx, cancel := context.WithTimeout(s.ctx, s.lease)
@@ -51,17 +49,23 @@ func (s *Session) keepAliveLoop() {
 			continue
 		}
 		more, held := s.confirmed(cl.sent, &resp)
+		if prompt {
+			wait = 0 // answered at once: no long poll to pace by
+		}
 		s.pauseAfterReply(more, held, wait, cl.sent)
 	}
 }
 
-// keepAliveCall is the loop's KeepAlive, a long poll of wait into resp:
-// its first attempt may take the whole long poll plus a margin for the
-// reply (keepAliveMargin), each later one, which asks for an immediate
-// reply, the margin only. Two hung replicas in a row (a paused leader,
-// then the next one) took two long polls' time, 12 s of a 12 s lease,
-// and the session was lost to two fail-overs of under 2 s each.
-func (s *Session) keepAliveCall(req *api.KeepAliveRequest, resp *api.SessionResponse, wait time.Duration) *call {
+// keepAliveCall is the loop's KeepAlive, a long poll of wait into resp
+// (prompt: an immediate reply, after a failed round): its first attempt
+// may take the whole long poll plus a margin for the reply
+// (keepAliveMargin). Each later one asks for an immediate reply and may
+// take the margin, doubled at each attempt up to the first's. Two hung
+// replicas in a row (a paused leader, then the next one) took two long
+// polls' time, 12 s of a 12 s lease, and the session was lost to two
+// fail-overs of under 2 s each; a flat margin instead starved a client
+// whose connections open, or whose leader answers, slower than it.
+func (s *Session) keepAliveCall(req *api.KeepAliveRequest, resp *api.SessionResponse, wait time.Duration, prompt bool) *call {
 	margin := keepAliveMargin(s.lease)
 	cl := &call{
 		route:        api.RouteSessionKeepAlive,
@@ -79,7 +83,7 @@ func (s *Session) keepAliveCall(req *api.KeepAliveRequest, resp *api.SessionResp
 	// keeps (and re-sends) the rest, so a lost reply loses nothing.
 	cl.before = func() {
 		req.WaitMS = wait.Milliseconds()
-		if cl.attempts > 0 {
+		if cl.attempts > 0 || prompt {
 			req.WaitMS = 0
 		}
 		s.fillAck(req)

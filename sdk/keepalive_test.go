@@ -1,6 +1,8 @@
 package sdk
 
 import (
+	"context"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -71,6 +73,55 @@ func TestKeepAliveSurvivesTwoHungReplicas(t *testing.T) {
 		t.Logf("KeepAlives to replicas %v: the new leader reached %v after the hung one was sent", tried, took)
 		if took >= lease {
 			t.Fatalf("the session's KeepAlive reached the new leader %v after the hung one was sent (lease %v): its lease ran out on the way", took, lease)
+		}
+	})
+}
+
+// TestKeepAliveSlowDialSurvives: a client whose connections take longer
+// to open than a retry's first timeout (lease/6, at least 500 ms: a
+// distant cell, TCP and TLS handshakes) keeps its session on a healthy
+// cell after one KeepAlive reply is lost (its attempt times out, its
+// connection is closed, every attempt after it must dial). Retries with a
+// flat margin never dialled in time and lost the session (the attack on
+// the hung-replica fix); doubling reaches the dial's time.
+func TestKeepAliveSlowDialSurvives(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		fc := newFakeCell(t, 1)
+		const lease, dialTime = 3 * time.Second, 600 * time.Millisecond // retries start at 500 ms
+		dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+			select {
+			case <-time.After(dialTime):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return fc.Dial(ctx, network, addr)
+		}
+		c := newTestClient(t, fc, func(cfg *Config) { cfg.Lease, cfg.Grace, cfg.Dial = lease, 5*time.Second, dial })
+		s, err := c.Session(testCtx(t), fc.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "a confirmed KeepAlive", func() bool { return !s.Stats().LastConfirmed.IsZero() })
+		var mu sync.Mutex
+		lost := false
+		fc.setHook(func(rep int, route string, body []byte, next func() (int, any)) (int, any) {
+			mu.Lock()
+			first := !lost && route == api.RouteSessionKeepAlive
+			lost = lost || first
+			mu.Unlock()
+			if first {
+				time.Sleep(2 * time.Second) // its reply lost: the attempt times out
+			}
+			return next()
+		})
+		time.Sleep(20 * time.Second)
+		st := s.Stats()
+		t.Logf("20 s after one lost reply: %d KeepAlives sent, %d failed, last confirmed %v ago", st.KeepAlivesSent, st.KeepAlivesFailed, time.Since(st.LastConfirmed).Round(time.Millisecond))
+		if st.Ended {
+			t.Fatalf("session lost to one lost KeepAlive reply on a healthy cell whose connections open in %v: %v", dialTime, s.Err())
+		}
+		if since := time.Since(st.LastConfirmed); since > lease {
+			t.Fatalf("no KeepAlive confirmed for %v", since)
 		}
 	})
 }

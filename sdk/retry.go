@@ -19,10 +19,13 @@ type call struct {
 
 	keepAlive bool          // use the KeepAlive connection pool
 	timeout   time.Duration // attempt timeout; 0 → Config.RequestTimeout
-	// retryTimeout is the timeout of every attempt after the first (0:
-	// timeout): a KeepAlive's first attempt may be a long poll, those
-	// after it ask for an immediate reply, and one sent to a hung
-	// replica must not take a long poll's time from the lease.
+	// retryTimeout is the timeout of the first attempt after the first
+	// (0: timeout), doubled for each later one up to timeout: a
+	// KeepAlive's first attempt may be a long poll, those after it ask
+	// for an immediate reply, and one sent to a hung replica must not
+	// take a long poll's time from the lease; doubling reaches a live
+	// replica that answers, or a connection that opens, slower than the
+	// first retry's timeout.
 	retryTimeout time.Duration
 	anyReplica   bool // any replica answers (directory); do not learn a leader from it
 
@@ -190,6 +193,16 @@ func (l *retryLoop) next(ctx context.Context) (string, error) {
 	return addr, nil
 }
 
+// retryAttemptTimeout is the timeout of attempt n (n ≥ 1: the first
+// retry) of a call whose retries start at first and double up to full.
+func retryAttemptTimeout(first, full time.Duration, n int) time.Duration {
+	d := first
+	for i := 1; i < n && d < full; i++ {
+		d *= 2
+	}
+	return min(d, full)
+}
+
 // closingNow reports whether the client closes and the call may not run
 // then.
 func (l *retryLoop) closingNow() bool { return l.closing != nil && l.c.closed.Load() }
@@ -214,7 +227,7 @@ func (l *retryLoop) attempt(ctx context.Context, addr string) (attemptResult, er
 	}
 	timeout := l.timeout
 	if cl.attempts > 0 && cl.retryTimeout > 0 && !mutant.On(mutant.KARetryLongTimeout) {
-		timeout = cl.retryTimeout
+		timeout = retryAttemptTimeout(cl.retryTimeout, l.timeout, cl.attempts)
 	}
 	cl.attempts++
 	if cl.route == api.RouteSessionKeepAlive {

@@ -74,7 +74,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func isDead(mc *msgConn) bool {
 	mc.mu.Lock()
 	defer mc.mu.Unlock()
-	return mc.end.dead.Load()
+	return mc.end.dead()
 }
 
 func waitDead(t *testing.T, mc *msgConn) {
@@ -539,7 +539,7 @@ func TestAttackTLSNoSpuriousRedial(t *testing.T) {
 		waitFor(t, "an idle read round to end", func() bool { return rounds.resumed.Load() > idle || isDead(mc) })
 	}
 	mc.mu.Lock()
-	same, dead := mc.conn == first, mc.end.dead.Load()
+	same, dead := mc.conn == first, mc.end.dead()
 	mc.mu.Unlock()
 	if !same || dead {
 		t.Errorf("healthy TLS connection redialled (same=%v dead=%v)", same, dead)

@@ -9,7 +9,6 @@ import (
 	"net"
 	"reflect"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/lockservice/lockd/internal/mutant"
@@ -33,9 +32,8 @@ type msgConn struct {
 
 // connEnd is what a message connection's watcher saw when it ended.
 type connEnd struct {
-	refusal error // written before dead: the peer refused this node's certificate
-	dead    atomic.Bool
-	ended   chan struct{} // closed once dead is set
+	refusal error         // written before ended closes: the peer refused this node's certificate
+	ended   chan struct{} // closed when the connection ended
 }
 
 func newConnEnd() *connEnd { return &connEnd{ended: make(chan struct{})} }
@@ -43,8 +41,17 @@ func newConnEnd() *connEnd { return &connEnd{ended: make(chan struct{})} }
 // end records how the connection ended (refusal nil: closed).
 func (e *connEnd) end(refusal error) {
 	e.refusal = refusal
-	e.dead.Store(true)
 	close(e.ended)
+}
+
+// dead reports whether the connection has ended.
+func (e *connEnd) dead() bool {
+	select {
+	case <-e.ended:
+		return true
+	default:
+		return false
+	}
 }
 
 // refusalWait bounds how long a failed write waits for its connection's
@@ -64,8 +71,8 @@ func (e *connEnd) refusalWithin(d time.Duration) error {
 	}
 }
 
-// ErrRefused: a peer's TLS alert ended the connection, so it refused this
-// node's certificate (signed by another CA, expired, revoked by a re-key).
+// ErrRefused: a peer's TLS alert about this node's certificate ended the
+// connection: the peer refused the certificate (signed by another CA, expired, revoked by a re-key).
 // With TLS 1.3 the client's handshake completes before the server has
 // checked the client's certificate, so the dial succeeded and only the
 // watcher sees the refusal.
@@ -88,7 +95,7 @@ func (c *msgConn) SendMessageBatch(b pb.MessageBatch) error {
 	if c.closed {
 		return net.ErrClosed
 	}
-	if end := c.end; end.dead.Load() && !mutant.On(mutant.StaleConn) {
+	if end := c.end; end.dead() && !mutant.On(mutant.StaleConn) {
 		if end.refusal != nil && !mutant.On(mutant.RefusedRedial) {
 			// Every later send too: dragonboat closes this connection
 			// and dials again through its circuit breaker, not once per

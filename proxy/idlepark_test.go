@@ -11,7 +11,6 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/lockservice/lockd/internal/connpark"
-	"github.com/lockservice/lockd/internal/tlsutil"
 )
 
 // TestIdleClientConnectionsParked: a client connection idle after its
@@ -21,69 +20,44 @@ import (
 // client paused is parked again; the proxy's Close closes what it holds.
 // The bound on open connections counts parked ones (TestConnectionLimit).
 func TestIdleClientConnectionsParked(t *testing.T) {
-	node, client, err := tlsutil.DevCA(t.TempDir(), []string{"127.0.0.1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tlsOn := range []bool{false, true} {
-		t.Run(map[bool]string{false: "plain", true: "mutual TLS"}[tlsOn], func(t *testing.T) {
-			cfg := Config{}
-			if tlsOn {
-				if cfg.TLS, err = node.Server(); err != nil {
-					t.Fatal(err)
-				}
+	plainAndTLS(t, func(t *testing.T, cfg Config, ccfg *tls.Config) {
+		_, p := startOnFake(t, cfg)
+		c := dial(t, p, ccfg)
+		br := bufio.NewReader(c)
+		status := func(step string) {
+			t.Helper()
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := c.Write([]byte("GET /v1/status HTTP/1.1\r\nHost: p\r\n\r\n")); err != nil {
+				t.Fatalf("%s: %v", step, err)
 			}
-			_, p := startOnFake(t, cfg)
-			var c net.Conn
-			if tlsOn {
-				ccfg, err := client.Client()
-				if err != nil {
-					t.Fatal(err)
-				}
-				c, err = tls.Dial("tcp", p.Addr(), ccfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-			} else if c, err = net.Dial("tcp", p.Addr()); err != nil {
-				t.Fatal(err)
+			var resp fasthttp.Response
+			if err := resp.Read(br); err != nil {
+				t.Fatalf("%s: %v", step, err)
 			}
-			defer c.Close()
-			br := bufio.NewReader(c)
-			status := func(step string) {
-				t.Helper()
-				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-				if _, err := c.Write([]byte("GET /v1/status HTTP/1.1\r\nHost: p\r\n\r\n")); err != nil {
-					t.Fatalf("%s: %v", step, err)
-				}
-				var resp fasthttp.Response
-				if err := resp.Read(br); err != nil {
-					t.Fatalf("%s: %v", step, err)
-				}
-				if resp.StatusCode() != fasthttp.StatusOK {
-					t.Fatalf("%s: %d %s", step, resp.StatusCode(), resp.Body())
-				}
+			if resp.StatusCode() != fasthttp.StatusOK {
+				t.Fatalf("%s: %d %s", step, resp.StatusCode(), resp.Body())
 			}
-			status("first request")
-			awaitIdleHeld(t, p, 1)
-			parks := p.conns.IdleParks()
-			status("served again") // sent at once: not parked after it
-			time.Sleep(50 * time.Millisecond)
-			if n := p.conns.IdleParks() - parks; n != 0 || p.conns.IdleHeld() != 0 {
-				t.Fatalf("a connection woken at once was parked again (%d parks, %d held)", n, p.conns.IdleHeld())
-			}
-			time.Sleep(connpark.IdleGap + 200*time.Millisecond)
-			status("after a pause")
-			awaitIdleHeld(t, p, 1)
-			if p.openClients() != 1 {
-				t.Fatalf("%d client connections counted open, want 1 (parked)", p.openClients())
-			}
-			_ = p.Close()
-			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-			if _, err := io.ReadAll(br); err != nil {
-				t.Fatalf("a parked client connection outlived the proxy's Close: %v", err)
-			}
-		})
-	}
+		}
+		status("first request")
+		awaitIdleHeld(t, p, 1)
+		parks := p.conns.IdleParks()
+		status("served again") // sent at once: not parked after it
+		time.Sleep(50 * time.Millisecond)
+		if n := p.conns.IdleParks() - parks; n != 0 || p.conns.IdleHeld() != 0 {
+			t.Fatalf("a connection woken at once was parked again (%d parks, %d held)", n, p.conns.IdleHeld())
+		}
+		time.Sleep(connpark.IdleGap + 200*time.Millisecond)
+		status("after a pause")
+		awaitIdleHeld(t, p, 1)
+		if p.openClients() != 1 {
+			t.Fatalf("%d client connections counted open, want 1 (parked)", p.openClients())
+		}
+		_ = p.Close()
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.ReadAll(br); err != nil {
+			t.Fatalf("a parked client connection outlived the proxy's Close: %v", err)
+		}
+	})
 }
 
 func awaitIdleHeld(t *testing.T, p *Proxy, n int) {

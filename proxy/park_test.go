@@ -35,6 +35,13 @@ func sendKeepAlive(t *testing.T, p *Proxy, cfg *tls.Config, s api.SessionRespons
 // post sends a request to route on a connection of its own.
 func post(t *testing.T, p *Proxy, cfg *tls.Config, route string, body []byte) kaConn {
 	t.Helper()
+	return send(t, dial(t, p, cfg), route, body)
+}
+
+// dial opens a client connection to p (over TLS with cfg), closed when
+// the test ends.
+func dial(t *testing.T, p *Proxy, cfg *tls.Config) net.Conn {
+	t.Helper()
 	var c net.Conn
 	var err error
 	if cfg != nil {
@@ -46,7 +53,7 @@ func post(t *testing.T, p *Proxy, cfg *tls.Config, route string, body []byte) ka
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	return send(t, c, route, body)
+	return c
 }
 
 func send(t *testing.T, c net.Conn, route string, body []byte) kaConn {
@@ -94,6 +101,13 @@ func awaitParked(t *testing.T, p *Proxy, n int) {
 // lockproxy_broken_ka_nowake); the proxy's Close closes the connections
 // of those still held. Plain and over mutual TLS.
 func TestHeldKeepAlivesParked(t *testing.T) {
+	plainAndTLS(t, heldKeepAlivesParked)
+}
+
+// plainAndTLS runs f twice, as subtests: on a proxy config without TLS
+// (ccfg nil), then on one over mutual TLS with ccfg a client's
+// certificate from the same development CA.
+func plainAndTLS(t *testing.T, f func(t *testing.T, cfg Config, ccfg *tls.Config)) {
 	node, client, err := tlsutil.DevCA(t.TempDir(), []string{"127.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +123,7 @@ func TestHeldKeepAlivesParked(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			heldKeepAlivesParked(t, cfg, ccfg)
+			f(t, cfg, ccfg)
 		})
 	}
 }

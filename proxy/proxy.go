@@ -112,6 +112,9 @@ type Proxy struct {
 	// limited bounds the client connections open (served, or parked
 	// idle by conns, which fasthttp's Concurrency does not count).
 	limited *listen.Limited
+	// closeGrace bounds how long Close waits for its clients' requests
+	// (closeGraceDefault unless a test sets it).
+	closeGrace time.Duration
 	// conns holds client connections idle between two requests without
 	// a goroutine or buffers (internal/connpark).
 	conns  connpark.Conns
@@ -271,13 +274,38 @@ func (p *Proxy) Close() error {
 	for _, t := range p.tables() {
 		t.endHolds() // the held KeepAlives: answered on connections closed
 	}
-	err := p.srv.Shutdown()
+	err := p.shutdown()
 	p.conns.CloseServing()
 	// Shutdown closes only the listeners Serve has taken: a proxy closed
 	// before its Serve began would wait for it for ever.
 	_ = p.ln.Close()
 	p.wg.Wait()
 	return errors.Join(eerr, err, p.up.Close())
+}
+
+// closeGraceDefault bounds how long a proxy's Close waits for the requests
+// in flight (its held KeepAlives are answered first, so these are short
+// calls forwarded to a cell), as a lockd's shutdown does.
+const closeGraceDefault = 3 * time.Second
+
+// shutdown stops the fasthttp server: it waits at most the close grace
+// for the connections it serves, then closes every client connection
+// still open (a client silent since its answer, a TLS client that never
+// sent its ClientHello), whose clients go on through another proxy.
+func (p *Proxy) shutdown() error {
+	if mutant.On(mutant.ProxyCloseUnbounded) {
+		return p.srv.Shutdown()
+	}
+	grace := cmp.Or(p.closeGrace, closeGraceDefault)
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	err := p.srv.ShutdownWithContext(ctx)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	n := p.limited.CloseAll()
+	p.log.Warn("client connections still open after the close grace; closed", "grace", grace, "closed", n)
+	return nil // fasthttp's goroutines end as their connections' reads fail
 }
 
 // register records the proxy in the directory, retrying until it is.

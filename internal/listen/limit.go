@@ -21,7 +21,8 @@ const overLimit = "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nCont
 
 // Limited is a net.Listener that holds at most Max connections open: past
 // it an accepted connection is closed at once (answered 503 first when
-// Plain).
+// Plain). It knows its open connections, so that a server's bounded
+// shutdown can close those its clients keep (CloseAll).
 type Limited struct {
 	net.Listener
 	Max   int
@@ -29,6 +30,10 @@ type Limited struct {
 	open  atomic.Int64
 	// Refused counts the connections closed for the bound.
 	Refused atomic.Uint64
+
+	mu    sync.Mutex
+	conns map[*countedConn]struct{} // the open ones: at most Max
+	ended bool                      // CloseAll was called
 }
 
 // Limit wraps ln.
@@ -47,7 +52,10 @@ func (l *Limited) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		if int(l.open.Add(1)) <= l.Max {
-			return &countedConn{Conn: c, l: l}, nil
+			if cc := l.track(c); cc != nil {
+				return cc, nil
+			}
+			continue // CloseAll has run: closed at once
 		}
 		l.open.Add(-1)
 		l.Refused.Add(1)
@@ -56,6 +64,41 @@ func (l *Limited) Accept() (net.Conn, error) {
 		}
 		_ = c.Close()
 	}
+}
+
+// track records c as open; nil (c closed) once CloseAll has run.
+func (l *Limited) track(c net.Conn) *countedConn {
+	cc := &countedConn{Conn: c, l: l}
+	l.mu.Lock()
+	if l.ended {
+		l.mu.Unlock()
+		_ = cc.Close()
+		return nil
+	}
+	if l.conns == nil {
+		l.conns = make(map[*countedConn]struct{})
+	}
+	l.conns[cc] = struct{}{}
+	l.mu.Unlock()
+	return cc
+}
+
+// CloseAll closes every open connection, whoever holds it (a TLS client
+// that never finished its handshake, a client silent after its answer),
+// and every one accepted after: the end of a server's bounded shutdown.
+// It returns how many it closed.
+func (l *Limited) CloseAll() int {
+	l.mu.Lock()
+	l.ended = true
+	open := make([]*countedConn, 0, len(l.conns))
+	for c := range l.conns {
+		open = append(open, c)
+	}
+	l.mu.Unlock()
+	for _, c := range open {
+		_ = c.Close()
+	}
+	return len(open)
 }
 
 // countedConn gives its slot back when it first closes.
@@ -76,6 +119,11 @@ func (c *countedConn) SyscallConn() (syscall.RawConn, error) {
 
 func (c *countedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() { c.l.open.Add(-1) })
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		delete(c.l.conns, c)
+		c.l.mu.Unlock()
+		c.l.open.Add(-1)
+	})
 	return err
 }

@@ -64,3 +64,47 @@ func TestLimitCountsUntilClose(t *testing.T) {
 		t.Fatalf("%d open after all closed", n)
 	}
 }
+
+// TestCloseAllEndsEveryOpenConnection: CloseAll closes the connections
+// still open, whoever holds them, frees their slots, and closes any
+// accepted after it.
+func TestCloseAllEndsEveryOpenConnection(t *testing.T) {
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := Limit(raw, 4, false)
+	defer l.Close()
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", raw.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	c1, c2 := dial(), dial()
+	s1, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Accept(); err != nil {
+		t.Fatal(err)
+	}
+	_ = s1.Close() // closed by its holder: not closed again
+	if n := l.CloseAll(); n != 1 || l.Open() != 0 {
+		t.Fatalf("CloseAll closed %d, %d open; want 1, 0", n, l.Open())
+	}
+	for i, c := range []net.Conn{c1, c2} {
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+			t.Fatalf("client %d reads %v, want EOF: the server's side is closed", i+1, err)
+		}
+	}
+	c3 := dial()
+	go func() { _, _ = l.Accept() }()
+	_ = c3.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c3.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("a connection after CloseAll reads %v, want EOF", err)
+	}
+}

@@ -412,6 +412,11 @@ const (
 	// answered only when its wait ends. Caught by proxy
 	// TestHeldKeepAlivesParked.
 	ProxyKANoWake Mutant = "lockproxy_broken_ka_nowake"
+	// ProxyCloseUnbounded makes a proxy's Close wait for every client
+	// connection fasthttp serves, however long its client stays silent
+	// (a TLS client that never sends its ClientHello: 40 s). Caught by
+	// proxy TestCloseBoundedBySilentClients.
+	ProxyCloseUnbounded Mutant = "lockproxy_broken_close_unbounded"
 	// WatchKey keys the proxy's watches by (path, kind, since): one entry
 	// per index. Caught by proxy TestWatchDedupe (also tests/integration
 	// TestHostileProxyWatchFlood).
@@ -720,6 +725,7 @@ var all = []Mutant{
 	ProxyACL, AwaitBatch, BatchSplit, KeepDead, LeaseAge, ProxyBody,
 	ProxyWatchQuota, RenewOnError, ProxyRevoke, SharedAck, TenantLapses, LapsePerWait, LapseUnfair, ProxyParkUncounted, ServedAfterClose,
 	ProxyKANoWake,
+	ProxyCloseUnbounded,
 	WatchKey, ProxyEventCap,
 	GrantEarly, LendToken, MovedAway, NoCellRefresh, ForeignHint, PooledStale, KARetryLongTimeout, ProxyViewBehind,
 	WireCount, BatchReplyEvents,

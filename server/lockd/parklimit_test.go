@@ -31,7 +31,8 @@ func TestParkedConnectionsCounted(t *testing.T) {
 			go func() { <-release; _ = c.Close() }() // held, as a parked KeepAlive's
 		})
 	})
-	go func() { _ = srv.Serve(apiListener(raw, nil, max)) }()
+	ln, _ := apiListener(raw, nil, max)
+	go func() { _ = srv.Serve(ln) }()
 	defer func() { close(release); _ = srv.Shutdown() }()
 	req := []byte("POST /v1/session/keepalive HTTP/1.1\r\nHost: lockd\r\nContent-Length: 0\r\n\r\n")
 	var refused int

@@ -13,6 +13,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/lockservice/lockd/directory"
+	"github.com/lockservice/lockd/internal/listen"
 	"github.com/lockservice/lockd/server/audit"
 	"github.com/lockservice/lockd/server/backup"
 	"github.com/lockservice/lockd/server/cell"
@@ -28,6 +29,7 @@ type Process struct {
 	listener *leaderEvents
 	unloads  *unloads
 	http     *fasthttp.Server
+	apiConns *listen.Limited // the API's open connections (nil under a mutant)
 	apiSrv   *httpapi.Server // the API's handler (its parked KeepAlives close with it)
 	ln       net.Listener
 	served   chan error
@@ -93,7 +95,11 @@ func (p *Process) Close() {
 		// httpShutdownTimeout to close, then the cells stop anyway.
 		ctx, cancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
 		if err := p.http.ShutdownWithContext(ctx); err != nil {
-			p.log.Warn("API connections still open at shutdown; stopping anyway", "err", err)
+			closed := 0
+			if p.apiConns != nil {
+				closed = p.apiConns.CloseAll() // their clients go to another replica
+			}
+			p.log.Warn("API connections still open at shutdown; closed", "err", err, "closed", closed)
 		}
 		cancel()
 		if p.apiSrv != nil {

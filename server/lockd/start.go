@@ -264,27 +264,30 @@ func (p *Process) listenAPI(serverTLS *tls.Config) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api listen: %w", err)
 	}
-	return apiListener(raw, serverTLS, api.MaxConnectionsPerLockd), nil
+	ln, limited := apiListener(raw, serverTLS, api.MaxConnectionsPerLockd)
+	p.apiConns = limited
+	return ln, nil
 }
 
 // apiListener is the API's listener over raw: it survives running out of
-// file descriptors, holds at most max connections open, and runs TLS
-// when serverTLS is set.
-func apiListener(raw net.Listener, serverTLS *tls.Config, max int) net.Listener {
+// file descriptors, holds at most max connections open (limited, which
+// can close them all), and runs TLS when serverTLS is set.
+func apiListener(raw net.Listener, serverTLS *tls.Config, max int) (ln net.Listener, limited *listen.Limited) {
 	// Out of file descriptors, the API waits for one instead of ending.
-	var ln net.Listener = listen.Retrying(raw)
+	ln = listen.Retrying(raw)
 	if mutant.On(mutant.FDExhaust) {
 		ln = raw
 	}
 	// Every open connection counts, served or held parked (httpapi's
 	// parked KeepAlives, which fasthttp's Concurrency no longer sees).
 	if !mutant.On(mutant.ParkUncounted) {
-		ln = listen.Limit(ln, max, serverTLS == nil)
+		limited = listen.Limit(ln, max, serverTLS == nil)
+		ln = limited
 	}
 	if serverTLS != nil {
 		ln = tls.NewListener(ln, serverTLS) // clients must present a certificate the CA signed
 	}
-	return ln
+	return ln, limited
 }
 
 // startLoops starts the background loops: following the directory, the

@@ -133,6 +133,23 @@ type TxnRequest struct {
 	WriteHeader
 	If   []TxnCond `json:"if,omitempty"`
 	Then []TxnOp   `json:"then"`
+	// Reads, if set, are range reads answered with the transaction
+	// (TxnResponse.Reads), saving a second call: an etcd Txn's branch
+	// reads. Not part of the transaction's entry.
+	Reads *TxnReads `json:"reads,omitempty"`
+}
+
+// TxnReads are a transaction's branch reads: Then answered when it
+// applied, Else when a condition failed (none when a write failed). Each
+// lies in the transaction's prefix, under its own Root, which the caller
+// needs the read role on (as RouteRanges); at most MaxRangesPerRead in
+// each branch. They are read from the replica's state right after the
+// transaction applied there: a state at its index or later, which was
+// the cell's own after the transaction committed (a linearizable read,
+// without a ReadIndex).
+type TxnReads struct {
+	Then []RangeRequest `json:"then,omitempty"`
+	Else []RangeRequest `json:"else,omitempty"`
 }
 
 // TxnFailure says which part of a refused transaction failed: the
@@ -155,12 +172,19 @@ const (
 // TxnResponse answers a transaction. Succeeded: every write applied at
 // Index, Nodes one per write (a create's node as created, with its
 // sequence suffix; a put's as written; a delete's as it was). Otherwise
-// nothing applied and Failed says why.
+// nothing applied and Failed says why. Epoch is the prefix's directory
+// epoch when the transaction was decided (its revision's high bits,
+// MakeToken; 0 from a lockd before it). Reads answers the branch's
+// TxnReads, or is nil: not asked, or not answered with it (the prefix no
+// longer served here, an answer past RouteRanges' bounds): read them
+// then with RouteRanges.
 type TxnResponse struct {
-	Succeeded bool        `json:"succeeded"`
-	Index     uint64      `json:"index"`
-	Nodes     []Node      `json:"nodes,omitempty"`
-	Failed    *TxnFailure `json:"failed,omitempty"`
+	Succeeded bool            `json:"succeeded"`
+	Index     uint64          `json:"index"`
+	Nodes     []Node          `json:"nodes,omitempty"`
+	Failed    *TxnFailure     `json:"failed,omitempty"`
+	Epoch     uint64          `json:"epoch,omitempty"`
+	Reads     *RangesResponse `json:"reads,omitempty"`
 }
 
 // Paths are every path the request names, writes then conditions.

@@ -417,6 +417,15 @@ const (
 	// (a TLS client that never sends its ClientHello: 40 s). Caught by
 	// proxy TestCloseBoundedBySilentClients.
 	ProxyCloseUnbounded Mutant = "lockproxy_broken_close_unbounded"
+	// TxnReadsBranch answers a transaction's success-branch reads
+	// whatever its outcome: a failed compare's else branch gets the
+	// other branch's answers. Caught by server/httpapi
+	// TestTxnBranchReads.
+	TxnReadsBranch Mutant = "lockd_broken_txn_reads_branch"
+	// TxnReadsACL answers a transaction's branch reads without the
+	// caller's read role on them: a tenant allowed to write a path reads
+	// another's. Caught by server/httpapi TestTxnBranchReads.
+	TxnReadsACL Mutant = "lockd_broken_txn_reads_acl"
 	// WatchKey keys the proxy's watches by (path, kind, since): one entry
 	// per index. Caught by proxy TestWatchDedupe (also tests/integration
 	// TestHostileProxyWatchFlood).
@@ -607,6 +616,12 @@ const (
 	// revision (an STM reads values newer than its snapshot). Caught by
 	// proxy/etcdgw TestPastRead.
 	EtcdPastRead Mutant = "lockd_broken_etcd_pastread"
+	// EtcdTxnUnread skips the read of every key a transaction puts, not
+	// only of one a create-revision-0 compare proves missing: a put of
+	// a key that is there is pinned missing, fails its pin every
+	// attempt and is refused Aborted. Caught by proxy/etcdgw
+	// TestTxnUnreadOnlyWhenProvenMissing.
+	EtcdTxnUnread Mutant = "lockd_broken_etcd_txn_unread"
 	// EtcdTxnSnapshot makes a transaction that writes nothing read its
 	// compares' keys and its reads one at a time, each at its own index
 	// (a write between two of them shows a state that never was: an
@@ -726,6 +741,9 @@ var all = []Mutant{
 	ProxyWatchQuota, RenewOnError, ProxyRevoke, SharedAck, TenantLapses, LapsePerWait, LapseUnfair, ProxyParkUncounted, ServedAfterClose,
 	ProxyKANoWake,
 	ProxyCloseUnbounded,
+	TxnReadsBranch,
+	TxnReadsACL,
+	EtcdTxnUnread,
 	WatchKey, ProxyEventCap,
 	GrantEarly, LendToken, MovedAway, NoCellRefresh, ForeignHint, PooledStale, KARetryLongTimeout, ProxyViewBehind,
 	WireCount, BatchReplyEvents,

@@ -3,6 +3,7 @@ package etcdgw
 import (
 	"bytes"
 	"context"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -32,6 +33,10 @@ type coreBackend struct {
 	// (limit_exceeded, as the cell past its bounds); ranges counts them.
 	maxRanges int
 	ranges    []int
+	// routes are the calls' routes, in order; oldLockd answers a
+	// transaction as a lockd before its epoch and branch reads did.
+	routes   []string
+	oldLockd bool
 }
 
 func newCoreBackend() *coreBackend { return &coreBackend{nodes: map[string]api.Node{}, index: 10} }
@@ -80,7 +85,7 @@ func (b *coreBackend) Call(ctx context.Context, tok, route string, req, resp any
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.calls = append(b.calls, tok)
+	b.calls, b.routes = append(b.calls, tok), append(b.routes, route)
 	var out any
 	switch route {
 	case api.RouteRange:
@@ -119,8 +124,12 @@ func (b *coreBackend) Call(ctx context.Context, tok, route string, req, resp any
 				return api.Errorf(api.CodeForbidden, "no write on %s", p)
 			}
 		}
+		if err := b.checkTxnReads(c, t.Reads); err != nil {
+			return err
+		}
 		tr, err := b.txn(t)
 		if err != nil || route == api.RouteTxn {
+			b.answerTxnReads(t, &tr)
 			out = tr
 			break
 		}
@@ -136,6 +145,45 @@ func (b *coreBackend) Call(ctx context.Context, tok, route string, req, resp any
 	}
 	via(out, resp)
 	return nil
+}
+
+// checkTxnReads refuses a transaction whose branch reads c may not make,
+// as a lockd does before proposing it.
+func (b *coreBackend) checkTxnReads(c Caller, r *api.TxnReads) error {
+	if r == nil || b.oldLockd {
+		return nil
+	}
+	for _, rr := range append(slices.Clone(r.Then), r.Else...) {
+		if !c.Allows(api.RoleRead, rr.Root) {
+			return api.Errorf(api.CodeForbidden, "no read on %s", rr.Root)
+		}
+	}
+	return nil
+}
+
+// answerTxnReads gives tr the prefix's epoch and its branch's reads, as a
+// lockd does (none past maxRanges: a lockd omits an answer past its
+// bounds); nothing for oldLockd.
+func (b *coreBackend) answerTxnReads(t api.TxnRequest, tr *api.TxnResponse) {
+	if b.oldLockd || len(t.Then) == 0 {
+		return
+	}
+	tr.Epoch = corePrefixes[api.Prefix(t.Then[0].Path)].Epoch
+	reads := []api.RangeRequest(nil)
+	switch {
+	case t.Reads == nil:
+	case tr.Succeeded:
+		reads = t.Reads.Then
+	case tr.Failed != nil && tr.Failed.Kind == api.TxnFailedIf:
+		reads = t.Reads.Else
+	}
+	if len(reads) == 0 || b.maxRanges > 0 && len(reads) > b.maxRanges {
+		return
+	}
+	tr.Reads = &api.RangesResponse{Index: b.index, Epoch: tr.Epoch}
+	for _, rr := range reads {
+		tr.Reads.Reads = append(tr.Reads.Reads, b.rangeOf(rr))
+	}
 }
 
 // asTxn is a single write as a transaction of one op.

@@ -12,27 +12,80 @@ import (
 
 // txnAnswer answers a transaction that wrote (or whose compares failed
 // on the cell): one response per op of the branch taken, the branch's
-// reads run after it in one read of the cell (api.RouteRanges: every
+// reads as the lockd answered them with the transaction (cm.reads), or
+// else run after it in one read of the cell (api.RouteRanges: every
 // read at one index). The header's revision is the transaction's own
 // index when it wrote: clients take it as the revision of their writes
 // (concurrency.Mutex makes it its key's create revision, and waits for
 // the keys created before it), so a later read's revision there would
 // make a locker wait for its own key. A transaction that wrote nothing
 // answers at its reads' revision.
-func (g *Gateway) txnAnswer(ctx context.Context, w who, pl *txnPlan, reads []keyRead, ok bool, index uint64) (*pb.TxnResponse, error) {
-	ops := pl.failure
+func (g *Gateway) txnAnswer(ctx context.Context, w who, pl *txnPlan, br txnBranches, reads []keyRead, cm txnCommit, index uint64) (*pb.TxnResponse, error) {
+	ok := cm.outcome == txnCommitted
+	ops, rds := pl.failure, br.failure
 	if ok {
-		ops = pl.success
+		ops, rds = pl.success, br.success
 	}
-	rds, err := g.planReads(ops)
-	if err != nil {
-		return nil, err
-	}
-	got, err := g.readBranch(ctx, w, pl.prefix.Prefix, spanRequests(rds))
+	got, err := g.branchAnswers(ctx, w, pl, rds, cm)
 	if err != nil {
 		return nil, grpcError(err)
 	}
 	return g.txnResponse(ctx, w, pl, txnBranch{ops: ops, rds: rds, got: got.Reads}, reads, ok, index, false)
+}
+
+// branchAnswers are the lockd's answers to rds: those it gave with the
+// transaction if they are whole and of its prefix's epoch, else read now.
+func (g *Gateway) branchAnswers(ctx context.Context, w who, pl *txnPlan, rds []rangeRead, cm txnCommit) (api.RangesResponse, error) {
+	if r := cm.reads; r != nil && len(r.Reads) == len(rds) && r.Epoch == pl.prefix.Epoch && r.Index >= cm.index {
+		return *r, nil
+	}
+	return g.readBranch(ctx, w, pl.prefix.Prefix, spanRequests(rds))
+}
+
+// txnBranches are the planned reads of a transaction's two branches.
+type txnBranches struct {
+	success, failure []rangeRead
+}
+
+// planBranches plans both branches' reads, before the transaction: a
+// read the gateway cannot make refuses it with nothing written.
+func (g *Gateway) planBranches(pl *txnPlan) (txnBranches, error) {
+	success, err := g.planReads(pl.success)
+	if err != nil {
+		return txnBranches{}, err
+	}
+	failure, err := g.planReads(pl.failure)
+	if err != nil {
+		return txnBranches{}, err
+	}
+	return txnBranches{success: success, failure: failure}, nil
+}
+
+// ask is the branch reads for the lockd to answer with req: nil when
+// there are none, or when they would take req past the request body's
+// bound (they are read after it then).
+func (br txnBranches) ask(req *api.TxnRequest) *api.TxnReads {
+	if len(br.success) == 0 && len(br.failure) == 0 {
+		return nil
+	}
+	r := &api.TxnReads{Then: spanRequests(br.success), Else: spanRequests(br.failure)}
+	if txnBody(req)+rangesBody("", r.Then)+rangesBody("", r.Else) > api.MaxRequestBody {
+		return nil
+	}
+	return r
+}
+
+// txnBody is about the encoded size of req (JSON, values in base64:
+// each a third larger), an over-estimate.
+func txnBody(req *api.TxnRequest) int {
+	n := 128
+	for _, o := range req.Then {
+		n += 2*len(o.Path) + 2*len(o.Value) + 160
+	}
+	for _, c := range req.If {
+		n += 2*len(c.Path) + 2*len(c.Value) + 128
+	}
+	return n
 }
 
 // readBranch reads a decided branch's reqs in one read; a branch more

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/internal/mutant"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc/codes"
@@ -54,9 +55,11 @@ const (
 	txnPinFailed                        // a key the gateway read changed: read again
 )
 
-// txnAttempt reads the written keys, commits (or, with nothing to
-// write, decides it on one read: txnReadOnly) and runs the chosen
-// branch's reads; retry says a pinned key changed in between.
+// txnAttempt reads the written keys (not those a create-revision-0
+// compare already proves missing: readWrites), commits (or, with
+// nothing to write, decides it on one read: txnReadOnly) with both
+// branches' reads, answered with it by a lockd that can (else read
+// after it); retry says a pinned key changed in between.
 func (g *Gateway) txnAttempt(ctx context.Context, w who, pl *txnPlan) (*pb.TxnResponse, bool, error) {
 	reads, readIndex, err := g.readWrites(ctx, w, pl)
 	if err != nil {
@@ -69,37 +72,65 @@ func (g *Gateway) txnAttempt(ctx context.Context, w who, pl *txnPlan) (*pb.TxnRe
 	if len(req.Then) == 0 {
 		return g.txnReadOnly(ctx, w, pl, reads)
 	}
-	outcome, index, err := g.commitTxn(ctx, w, req, len(pl.compares))
+	br, err := g.planBranches(pl)
+	if err != nil {
+		return nil, false, err
+	}
+	req.Reads = br.ask(&req)
+	cm, err := g.commitTxn(ctx, w, req, len(pl.compares))
 	switch {
 	case err != nil:
 		return nil, false, elsewhere(err, g.unknownOwner(pl, reads)) // forward.go
-	case outcome == txnPinFailed:
+	case cm.outcome == txnPinFailed:
 		return nil, true, nil
 	}
-	out, err := g.txnAnswer(ctx, w, pl, reads, outcome == txnCommitted, max(index, readIndex))
+	txnEpoch(pl, cm.epoch)
+	out, err := g.txnAnswer(ctx, w, pl, br, reads, cm, max(cm.index, readIndex))
 	return out, false, err
 }
 
-// commitTxn sends req and says how it ended (the index it applied at,
-// if it did).
-func (g *Gateway) commitTxn(ctx context.Context, w who, req api.TxnRequest, clientConds int) (txnOutcome, uint64, error) {
+// txnCommit is how a transaction attempt ended (txnOutcome), the index
+// it applied at, the prefix's epoch as it was decided (0 from a lockd
+// before it), and its branch's reads if the lockd answered them.
+type txnCommit struct {
+	outcome txnOutcome
+	index   uint64
+	epoch   uint64
+	reads   *api.RangesResponse
+}
+
+// commitTxn sends req and says how it ended.
+func (g *Gateway) commitTxn(ctx context.Context, w who, req api.TxnRequest, clientConds int) (txnCommit, error) {
 	var resp api.TxnResponse
 	if err := g.be.Call(ctx, w.token, api.RouteTxn, req, &resp); err != nil {
-		return 0, 0, notEmptyStatus(err)
+		return txnCommit{}, notEmptyStatus(err)
 	}
+	cm := txnCommit{index: resp.Index, epoch: resp.Epoch, reads: resp.Reads}
 	if resp.Succeeded {
-		return txnCommitted, resp.Index, nil
+		cm.outcome = txnCommitted
+		return cm, nil
 	}
 	f := resp.Failed
 	switch {
 	case f == nil:
-		return 0, 0, api.Errorf(api.CodeInternal, "a transaction failed without saying why")
+		return txnCommit{}, api.Errorf(api.CodeInternal, "a transaction failed without saying why")
 	case f.Kind == api.TxnFailedIf && f.Index < clientConds:
-		return txnComparesFailed, resp.Index, nil
+		cm.outcome = txnComparesFailed
+		return cm, nil
 	case f.Kind == api.TxnFailedIf:
-		return txnPinFailed, 0, nil
+		return txnCommit{outcome: txnPinFailed}, nil
 	}
-	return 0, 0, notEmptyStatus(txnFailure(f))
+	return txnCommit{}, notEmptyStatus(txnFailure(f))
+}
+
+// txnEpoch sets the prefix's epoch of a decided transaction (its
+// revision's high bits) as the lockd decided it; from a lockd before
+// that, it stays as the keys' read saw it or, none read, as the
+// directory has it (as for a plain put).
+func txnEpoch(pl *txnPlan, epoch uint64) {
+	if epoch != 0 {
+		pl.prefix.Epoch = epoch
+	}
 }
 
 // unknownOwner reports whether a written key is an ephemeral node whose
@@ -122,12 +153,16 @@ type keyRead struct {
 // isKey reports whether the read found a key (not a container).
 func (k keyRead) isKey() bool { return k.exists && !k.node.Container }
 
-// readWrites reads each written key; index is the newest read's, and
-// the prefix's epoch is the reads' (pl.prefix.Epoch).
+// readWrites reads each written key but those a compare proves missing
+// (provenMissing); index is the newest read's (0: none read), and the
+// prefix's epoch is the reads' (pl.prefix.Epoch).
 func (g *Gateway) readWrites(ctx context.Context, w who, pl *txnPlan) ([]keyRead, uint64, error) {
 	out := make([]keyRead, len(pl.then))
 	var index uint64
 	for i, wr := range pl.then {
+		if provenMissing(pl, wr) {
+			continue // keyRead{}: missing, as it must be if the transaction writes
+		}
 		n, ok, rr, err := g.readKey(ctx, w, wr.key)
 		if err != nil {
 			return nil, 0, err
@@ -137,4 +172,27 @@ func (g *Gateway) readWrites(ctx context.Context, w who, pl *txnPlan) ([]keyRead
 		pl.prefix.Epoch = rr.Epoch
 	}
 	return out, index, nil
+}
+
+// provenMissing reports whether a put's key need not be read: a compare
+// of the transaction says its create revision is 0 (concurrency.Mutex's,
+// Election's), so when the put applies the key is missing, and the
+// write it becomes is what a read finding it missing makes (a create
+// with its lease, a put without one; pinned missing, as the compare
+// already is). When the key is there the compare fails and nothing is
+// written. A put that keeps the key's value or lease needs the key read.
+func provenMissing(pl *txnPlan, wr txnWrite) bool {
+	if mutant.On(mutant.EtcdTxnUnread) {
+		return wr.put != nil // broken: no put's key read
+	}
+	if wr.put == nil || wr.put.IgnoreValue || wr.put.IgnoreLease {
+		return false
+	}
+	for _, c := range pl.compares {
+		if c.key.Path == wr.key.Path && c.cmp.Target == pb.Compare_CREATE &&
+			c.cmp.Result == pb.Compare_EQUAL && c.cmp.GetCreateRevision() == 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -33,7 +33,7 @@ func TestEtcdVocabularyCodecGate(t *testing.T) {
 	} {
 		var c Cell
 		c.logCodec.Store(uint32(tc.codec))
-		_, err := c.Txn(context.Background(), tc.req, nil)
+		_, err := c.Txn(context.Background(), tc.req, nil, nil)
 		if got := api.CodeOf(err); got != tc.want {
 			t.Errorf("%s: %v, want %s", tc.name, err, tc.want)
 		}

@@ -8,6 +8,7 @@ import (
 	"context"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/internal/mutant"
 	"github.com/lockservice/lockd/server/fsm"
 )
 
@@ -15,8 +16,59 @@ import (
 // ACL flags on each write's path (one per write: a tenant's grants differ
 // per path); the entry's tenant, quota and admin flag are whos[0]'s. A
 // refusal that names a condition or a write is an answer (Succeeded
-// false), not an error: nothing applied.
-func (c *Cell) Txn(ctx context.Context, req api.TxnRequest, whos []Caller) (api.TxnResponse, error) {
+// false), not an error: nothing applied. reads, if not nil, are answered
+// with it (branchReads).
+func (c *Cell) Txn(ctx context.Context, req api.TxnRequest, whos []Caller, reads *TxnReads) (api.TxnResponse, error) {
+	resp, err := c.txn(ctx, req, whos)
+	if err != nil {
+		return resp, err
+	}
+	resp.Reads = c.branchReads(reads, &resp)
+	return resp, nil
+}
+
+// TxnReads are a transaction's branch reads (api.TxnReads), each with
+// its limit, clamped by the caller as for Ranges.
+type TxnReads struct {
+	Then, Else             []api.RangeRequest
+	ThenLimits, ElseLimits []int
+}
+
+// branchReads answers the reads of the branch resp took from this
+// replica's state right after the transaction applied here (the
+// proposal returns once it has): a state at its index or later, the
+// cell's own at that index's commit, which came after the request began
+// and before now (a linearizable read with no ReadIndex). nil when the
+// branch has none, a write failed, or the state cannot answer them (the
+// prefix no longer served here, a bound): the caller reads them itself.
+func (c *Cell) branchReads(r *TxnReads, resp *api.TxnResponse) *api.RangesResponse {
+	reqs, limits := branchRead(r, resp)
+	if len(reqs) == 0 {
+		return nil
+	}
+	out, err := readLocal(c, rangesQuery{reqs: reqs, limits: limits}.run)
+	if err != nil || out.Index < resp.Index {
+		return nil
+	}
+	return &out
+}
+
+// branchRead is the reads of the branch resp took: Then when it
+// applied, Else when a condition failed, none when a write failed.
+func branchRead(r *TxnReads, resp *api.TxnResponse) ([]api.RangeRequest, []int) {
+	switch {
+	case r == nil:
+		return nil, nil
+	case resp.Succeeded || mutant.On(mutant.TxnReadsBranch):
+		return r.Then, r.ThenLimits
+	case resp.Failed != nil && resp.Failed.Kind == api.TxnFailedIf:
+		return r.Else, r.ElseLimits
+	}
+	return nil, nil
+}
+
+// txn is Txn without its reads.
+func (c *Cell) txn(ctx context.Context, req api.TxnRequest, whos []Caller) (api.TxnResponse, error) {
 	need, what := fsm.TxnCodec(&req)
 	if err := fsm.NeedCodec(c.LogCodec(), need, what); err != nil {
 		return api.TxnResponse{}, err
@@ -33,12 +85,12 @@ func (c *Cell) Txn(ctx context.Context, req api.TxnRequest, whos []Caller) (api.
 	// A write refused after its check (internal: a bug, writes before it
 	// may have applied) is an error, never "nothing applied".
 	if (res.FailedIf > 0 || res.FailedThen > 0) && (res.Err == nil || res.Err.Code != api.CodeInternal) {
-		return api.TxnResponse{Index: res.Index, Failed: txnFailure(res)}, nil
+		return api.TxnResponse{Index: res.Index, Failed: txnFailure(res), Epoch: res.Epoch}, nil
 	}
 	if err != nil {
 		return api.TxnResponse{}, err
 	}
-	return api.TxnResponse{Succeeded: true, Index: res.Index, Nodes: res.TxnNodes}, nil
+	return api.TxnResponse{Succeeded: true, Index: res.Index, Nodes: res.TxnNodes, Epoch: res.Epoch}, nil
 }
 
 // txnCommand is the txn entry of req, each write with its caller's flags.

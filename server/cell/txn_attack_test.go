@@ -28,7 +28,7 @@ func TestAttackTxnCodecGate(t *testing.T) {
 	} {
 		var c Cell
 		c.logCodec.Store(uint32(tc.codec))
-		_, err := c.Txn(context.Background(), req, tc.whos)
+		_, err := c.Txn(context.Background(), req, tc.whos, nil)
 		if got := api.CodeOf(err); got != tc.want {
 			t.Errorf("codec %d, %d callers: %v, want %s", tc.codec, len(tc.whos), err, tc.want)
 		}

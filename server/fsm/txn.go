@@ -54,6 +54,16 @@ func (s *State) txn(index uint64, c *Command) (Result, []Change) {
 	if err := s.checkTxnEntry(c); err != nil {
 		return Result{Err: err}, nil
 	}
+	res, changes := s.decideTxn(index, c)
+	// The prefix's epoch as decided: the high bits of the transaction's
+	// revision (the etcd gateway's), which a read before or after it
+	// could see otherwise across a move or a restore.
+	res.Epoch = s.PrefixState(api.Prefix(c.Then[0].Path)).Epoch
+	return res, changes
+}
+
+// decideTxn checks the conditions, then the writes, and applies them.
+func (s *State) decideTxn(index uint64, c *Command) (Result, []Change) {
 	if i, err := s.checkTxnConds(c); err != nil {
 		return Result{Err: err, FailedIf: i + 1}, nil
 	}

@@ -27,6 +27,10 @@ func (s *Server) txn(ctx *fasthttp.RequestCtx, p principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	reads, err := txnReads(p, &req)
+	if err != nil {
+		return nil, err
+	}
 	for range req.Then {
 		if err := s.limitWrites(p); err != nil {
 			return nil, err
@@ -40,7 +44,7 @@ func (s *Server) txn(ctx *fasthttp.RequestCtx, p principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.untilServed(ctx, c, first, func(cctx context.Context) (any, error) { return c.Txn(cctx, req, whos) })
+	return s.untilServed(ctx, c, first, func(cctx context.Context) (any, error) { return c.Txn(cctx, req, whos, reads) })
 }
 
 // txnCallers authorizes every write as its single write (create: the

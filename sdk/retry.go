@@ -170,6 +170,7 @@ func (c *Client) do(ctx context.Context, cs *cellState, cl *call) error {
 			continue // resent at once in JSON
 		}
 		o := l.st.observe(cl, r)
+		l.trace.tried(r, o)
 		d := decide(o)
 		l.st.settle(o, d)
 		if done, err := l.act(ctx, o, d, r); done {

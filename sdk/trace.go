@@ -7,6 +7,7 @@ package sdk
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/lockservice/lockd/api"
@@ -33,6 +34,41 @@ type Trace struct {
 	// (a lockd, or a lockproxy merging its lockd's) answered it; nil if
 	// it answered none or one that does not parse.
 	Server []api.TimingStage
+	// Tries are the last call's attempts in order, the first
+	// MaxTraceAttempts of them: where each went and how it ended.
+	Tries []TraceAttempt
+}
+
+// MaxTraceAttempts bounds Trace.Tries (Attempts still counts them all).
+const MaxTraceAttempts = 32
+
+// TraceAttempt is one attempt of a traced call.
+type TraceAttempt struct {
+	Addr   string        // the endpoint tried
+	Sent   time.Time     // when the request left
+	Took   time.Duration // until its reply, or its exchange failed
+	Status int           // the reply's HTTP status; 0: no reply
+	Code   api.Code      // the reply's error code, if it failed
+	Hint   string        // the leader a not_leader reply named
+	Err    string        // the exchange's error, without a reply
+}
+
+// String is the attempt in one line: "addr 12ms 200", "addr 5s no reply:
+// timeout", "addr 3ms 503 not_leader → hint".
+func (a TraceAttempt) String() string {
+	s := fmt.Sprintf("%s %v", a.Addr, a.Took.Round(time.Millisecond))
+	switch {
+	case a.Status == 0:
+		s += " no reply: " + a.Err
+	case a.Code != "":
+		s += fmt.Sprintf(" %d %s", a.Status, a.Code)
+	default:
+		s += fmt.Sprintf(" %d", a.Status)
+	}
+	if a.Hint != "" {
+		s += " → " + a.Hint
+	}
+	return s
 }
 
 type traceKey struct{}
@@ -101,6 +137,27 @@ func (t *Trace) exchanged(sent time.Time, serverTiming []byte) {
 		t.Server, _ = api.ParseServerTiming(string(serverTiming)) // malformed: none
 	}
 }
+
+// tried records an attempt (r, as observed: o).
+func (t *Trace) tried(r attemptResult, o outcome) {
+	if t == nil || len(t.Tries) >= MaxTraceAttempts {
+		return
+	}
+	a := TraceAttempt{Addr: r.addr, Sent: r.sent, Status: r.status, Code: o.code, Hint: o.hint}
+	if !r.sent.IsZero() {
+		a.Took = time.Since(r.sent)
+	}
+	if r.err != nil {
+		a.Err = r.err.Error()
+		if len(a.Err) > maxTraceErr {
+			a.Err = a.Err[:maxTraceErr] + "…"
+		}
+	}
+	t.Tries = append(t.Tries, a)
+}
+
+// maxTraceErr bounds a TraceAttempt's error text.
+const maxTraceErr = 120
 
 // decoded records the reply's decoding, begun at start.
 func (t *Trace) decoded(start time.Time) {

@@ -57,3 +57,46 @@ func TestTraceRecording(t *testing.T) {
 		t.Fatalf("a malformed Server-Timing kept: %v", tr.Server)
 	}
 }
+
+// TestTraceAttempts: a traced call records each attempt in order: where
+// it went, its reply's status and code, the leader a not_leader reply
+// named; an attempt without a reply, its error; and a new call starts
+// afresh.
+func TestTraceAttempts(t *testing.T) {
+	fc := newFakeCell(t, 3)
+	c := newTestClient(t, fc, nil)
+	ctx := testCtx(t)
+	if _, err := c.Put(ctx, "/demo/warm", nil); err != nil { // the client learns the leader
+		t.Fatal(err)
+	}
+	fc.SetHint(true)
+	fc.failover(2) // the client still takes replica 0 to lead
+	tr := &Trace{}
+	if _, err := c.Put(WithTrace(ctx, tr), "/demo/x", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		addr   string
+		status int
+		code   api.Code
+		hint   string
+	}{{fc.addr(0), api.CodeNotLeader.HTTPStatus(), api.CodeNotLeader, fc.addr(2)}, {fc.addr(2), 200, "", ""}}
+	if len(tr.Tries) != len(want) || tr.Attempts != len(want) {
+		t.Fatalf("tries %v (%d attempts), want %d", tr.Tries, tr.Attempts, len(want))
+	}
+	for i, w := range want {
+		got := tr.Tries[i]
+		if got.Addr != w.addr || got.Status != w.status || got.Code != w.code || got.Hint != w.hint || got.Sent.IsZero() || got.Err != "" {
+			t.Errorf("try %d: %+v (%s), want %+v", i, got, got, w)
+		}
+	}
+	fc.close()
+	short, cancel := context.WithTimeout(WithTrace(ctx, tr), 300*time.Millisecond)
+	defer cancel()
+	if _, err := c.Put(short, "/demo/y", nil); err == nil {
+		t.Fatal("a put to a closed cell succeeded")
+	}
+	if tr.Calls != 2 || len(tr.Tries) == 0 || tr.Tries[0].Status != 0 || tr.Tries[0].Err == "" {
+		t.Fatalf("a call without a reply: %d calls, tries %v", tr.Calls, tr.Tries)
+	}
+}

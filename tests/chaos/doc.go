@@ -174,7 +174,10 @@
 //	    to write is there (the workloads' own data: checkers c and d).
 //	h3. CheckWriteStalls: no direct workload write took longer than one
 //	    cache window (api.CacheWindowFor(lease)) plus stallSlack, unless
-//	    the probes saw the cell commit nothing meanwhile (an outage); a
+//	    the probes saw the cell commit nothing meanwhile (an outage: the
+//	    demo probes' for the demo workloads, the moving prefix's own
+//	    probes, side-probe*, for its workers, since a fresh cell of three
+//	    replicas loses its majority to a fault demo's five ride out); a
 //	    write of a cached node (config-*) is also excused the longest span
 //	    it shares with one fence, a leader fault to one cache window after
 //	    the new leader's first commit (executor.fenceAfter: the new
@@ -186,6 +189,9 @@
 //	    after the first commit once the last slow fsync returned
 //	    (diskFence), which covers the election and fence of a cell the
 //	    probes do not see (/side). No workload session lost is checker d.
+//	    A violation says the write's attempts (sdk.Trace.Tries: where each
+//	    went, when, and how it ended), kept for a write slower than
+//	    traceSlowAfter (tracedOp).
 //
 // Its mutant: `LOCKD_MUTANT=lockproxy_broken_lendtoken go test -tags
 // mutants -run TestChaosBrokenLendToken ./tests/chaos/` runs lockproxies

@@ -237,7 +237,7 @@ func (e *env) runTakeoverWaiter(w *takeoverWaiter) {
 		}
 		hold.release()
 		uctx, ucancel := e.callCtx()
-		_ = e.op(w.name, "unlock", func() error { return m.Unlock(uctx) })
+		_ = e.tracedOp(uctx, w.name, "unlock", func(ctx context.Context) error { return m.Unlock(ctx) })
 		ucancel()
 	}
 }

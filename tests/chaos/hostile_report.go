@@ -36,7 +36,8 @@ var stallKinds = map[string]bool{"config-put": true, "config-cas": true, "acked-
 // hostileFigures runs checker h3 and fills in what the hostile tenant
 // did and what it cost the workloads' writes.
 //
-// h3 excuses the time the cell committed nothing (outages) and, for
+// h3 excuses the time the cell committed nothing (outages: demo's for
+// the demo workloads, the moving prefix's own for its workers) and, for
 // writes of cached nodes (config), the longest span shared with one
 // fence (a leader fault to one cache window past the new leader's first
 // commit; expire-in-flight's slow disks on every replica, a leader fault
@@ -50,7 +51,8 @@ var stallKinds = map[string]bool{"config-put": true, "config-cas": true, "acked-
 // The moving prefix's workers are also excused the restores of its cell
 // (a rolling restart of its lockds, by design: restores), which the
 // probes, on the demo cell, do not see.
-func (r *Report) hostileFigures(e *env, hs *hostile, ops []check.Op, outages, fences, restores []check.Window) {
+func (r *Report) hostileFigures(e *env, hs *hostile, ops []check.Op, out cellOutages, fences, restores []check.Window) {
+	outages := out.demo
 	r.Hostile = hs.Counts()
 	windows := hs.Windows()
 	r.HostileWindows = len(windows)
@@ -79,7 +81,7 @@ func (r *Report) hostileFigures(e *env, hs *hostile, ops []check.Op, outages, fe
 	}
 	n1, v1 := check.CheckWriteStalls(other, outages, bound)
 	n2, v2 := check.CheckFencedWriteStalls(config, outages, fences, bound)
-	n3, v3 := check.CheckFencedWriteStalls(sideConfig, append(slices.Clone(outages), restores...), fences, bound)
+	n3, v3 := check.CheckFencedWriteStalls(sideConfig, append(slices.Clone(out.side), restores...), fences, bound)
 	r.check("h3. hostile: no direct write stalled past its bound")(n1+n2+n3, append(append(v1, v2...), v3...))
 	r.SlowestWrites = slowestWrites(direct, windows, outages, 5)
 	r.WriteLatency = map[string]check.Latencies{}
@@ -89,6 +91,10 @@ func (r *Report) hostileFigures(e *env, hs *hostile, ops []check.Op, outages, fe
 	r.HostileFigures, r.HostileCacheable, r.HostileInvalidations = hs.figures, hs.cacheable, hs.invalidations
 	hs.mu.Unlock()
 }
+
+// cellOutages are the periods in which the probes of demo, and of the
+// moving prefix (on whichever cell serves it), saw no commit.
+type cellOutages struct{ demo, side []check.Window }
 
 // slowestWrites describes the n slowest of writes: kind, latency, and
 // whether an attack window or an outage overlapped it.

@@ -71,13 +71,15 @@ func (p *prober) outages(min, until time.Duration) []check.Window {
 	return out
 }
 
-func (e *env) probeWorker(p *prober, name string) {
+// probeWorker puts to its key under base back to back, recording each
+// acknowledged put in p.
+func (e *env) probeWorker(p *prober, name, base string) {
 	c, err := e.newClient(name, false, e.cfg.ProbeTimeout)
 	if err != nil {
 		e.logf("chaos: %v", err)
 		return
 	}
-	key := fmt.Sprintf("%s/%s", probeBase, name)
+	key := fmt.Sprintf("%s/%s", base, name)
 	for i := 0; i < maxIterations && e.ctx.Err() == nil; i++ {
 		ctx, cancel := context.WithTimeout(e.ctx, e.cfg.ProbeCall)
 		start := e.h.Now()

@@ -257,7 +257,8 @@ type run struct {
 	// Workloads.
 	waiters        []string // workers liveness waits for
 	keys, sideKeys []string // config keys of /demo, of /side
-	pr             *prober
+	pr             *prober  // demo's probes
+	prSide         *prober  // the moving prefix's (nil until it is set up)
 	tw             *takeoverWaiter
 	semaphores     map[string]int // checker s's semaphores and their N (workload_semaphore.go)
 	etcd           *etcdLoad      // the etcd workload (workload_etcd.go); nil if it did not run

@@ -59,7 +59,12 @@ func (r *run) checkHostile(rb readBack) {
 		before.Cells = append(before.Cells, freshCellName(i))
 	}
 	r.rep.check("h2. hostile: nothing outside its grants changed")(check.CheckHostileState(before, rb.hostileAfter))
-	r.rep.hostileFigures(r.e, r.hs, rb.snap.Ops, r.pr.outages(stallOutageGap, r.h.Now()), r.x.fenceWindows(),
+	outages := r.pr.outages(stallOutageGap, r.h.Now())
+	sideOutages := outages
+	if r.prSide != nil {
+		sideOutages = r.prSide.outages(stallOutageGap, r.h.Now())
+	}
+	r.rep.hostileFigures(r.e, r.hs, rb.snap.Ops, cellOutages{demo: outages, side: sideOutages}, r.x.fenceWindows(),
 		restoreWindows(r.e.h.MoveSnapshot().Restores, r.cfg.Lease))
 }
 

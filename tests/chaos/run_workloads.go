@@ -45,14 +45,24 @@ func (r *run) startWorkloads() error {
 	r.pr = &prober{}
 	for k := 0; k < cfg.Probers; k++ {
 		name := fmt.Sprintf("probe%d", k)
-		e.goWorker(func() { e.probeWorker(r.pr, name) })
+		e.goWorker(func() { e.probeWorker(r.pr, name, probeBase) })
 	}
 	r.tw = newTakeoverWaiter()
 	r.waiters = append(r.waiters, r.tw.name)
 	e.goWorker(func() { e.runTakeoverWaiter(r.tw) })
 	var err error
-	r.sideKeys, err = e.startSide(r.c, r.admin)
-	return err
+	if r.sideKeys, err = e.startSide(r.c, r.admin); err != nil {
+		return err
+	}
+	// The moving prefix's own probes: its cell is another than demo's
+	// most of the run (a fresh cell of three replicas loses its majority
+	// to a fault demo's five ride out), and its outages are its own.
+	r.prSide = &prober{}
+	for k := 0; k < cfg.Probers; k++ {
+		name := fmt.Sprintf("side-probe%d", k)
+		e.goWorker(func() { e.probeWorker(r.prSide, name, sideProbeBase) })
+	}
+	return nil
 }
 
 // startLockWorkers starts the exclusive lock workers, the shared readers

@@ -25,6 +25,7 @@ const (
 	sideBulkBase  = sideBase + "/bulk"
 	sideHeldLock  = sideBase + "/held"
 	sideStaleLock = sideBase + "/rx"
+	sideProbeBase = sideBase + "/probe"
 )
 
 // sideGrant is the workloads' tenant's grant on the moving prefix.

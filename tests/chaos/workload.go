@@ -70,9 +70,10 @@ func (e *env) rng(name string) *rand.Rand {
 
 // viaProxy says whether worker name sends through the proxies: half the
 // workers do (by a hash of the name), the others and the executor's own
-// clients (admin, observer, probes) go to the replicas.
+// clients (admin, observer, probes: demo's and the moving prefix's) go to
+// the replicas.
 func (e *env) viaProxy(name string) bool {
-	if !e.proxies || name == "admin" || name == "observer" || strings.HasPrefix(name, "probe") {
+	if !e.proxies || name == "admin" || name == "observer" || strings.HasPrefix(name, "probe") || strings.HasPrefix(name, "side-probe") {
 		return false
 	}
 	f := fnv.New32a()

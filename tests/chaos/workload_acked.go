@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -26,7 +27,7 @@ func (e *env) ackedWriter(name string) {
 		}
 		key := fmt.Sprintf("%s/%s-%d", ackedBase, name, i)
 		value := fmt.Sprintf("%x", r.Uint64())
-		err := e.op(name, "acked-put", func() error {
+		err := e.tracedOp(ctx, name, "acked-put", func(ctx context.Context) error {
 			_, err := c.Put(ctx, key, []byte(value), sdk.MakeParents())
 			return err
 		})

@@ -48,6 +48,8 @@ func (e *env) configWorker(id int, name string, keys []string) {
 // returns its record (the caller sets the client and records it).
 func (e *env) configOnce(ctx context.Context, c *sdk.Client, r *rand.Rand, name string, i int, key string, seen map[string]uint64) check.ConfigOp {
 	op := check.ConfigOp{Key: key, Call: e.h.Now()}
+	tr := &sdk.Trace{} // a slow call keeps its attempts (tracedOp)
+	ctx = sdk.WithTrace(ctx, tr)
 	var (
 		n      api.Node
 		err    error
@@ -97,7 +99,11 @@ func (e *env) configOnce(ctx context.Context, c *sdk.Client, r *rand.Rand, name 
 	if op.Kind == check.ConfigGet && op.Outcome != check.OutcomeOK {
 		op.Outcome = check.OutcomeFail
 	}
-	e.h.AddOp(check.Op{Worker: name, Kind: "config-" + string(op.Kind), Start: op.Call, End: op.Return, OK: err == nil, Local: cached})
+	rec := check.Op{Worker: name, Kind: "config-" + string(op.Kind), Start: op.Call, End: op.Return, OK: err == nil, Local: cached}
+	if rec.End-rec.Start > traceSlowAfter {
+		rec.Detail = attemptsLine(tr)
+	}
+	e.h.AddOp(rec)
 	return op
 }
 

@@ -46,7 +46,7 @@ func (e *env) electOnce(c *sdk.Client, name string, r *rand.Rand) {
 		hold.release()
 		rctx, rcancel := e.callCtx()
 		defer rcancel()
-		_ = e.op(name, "resign", func() error { return el.Resign(rctx) })
+		_ = e.tracedOp(rctx, name, "resign", func(ctx context.Context) error { return el.Resign(ctx) })
 	}()
 	token := el.Token()
 	var li sdk.LeaderInfo

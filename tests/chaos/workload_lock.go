@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"context"
 	"math/rand/v2"
 
 	"github.com/lockservice/lockd/api"
@@ -46,7 +47,7 @@ func (e *env) lockOnce(c *sdk.Client, name, path string, mode api.LockMode, r *r
 		hold.release()
 		uctx, ucancel := e.callCtx()
 		defer ucancel()
-		_ = e.op(name, "unlock", func() error { return m.Unlock(uctx) })
+		_ = e.tracedOp(uctx, name, "unlock", func(ctx context.Context) error { return m.Unlock(ctx) })
 	}()
 	e.granted(c, name, path, mode, m.Node(), m.Token(), s0, r, hold, m.Context)
 }

@@ -2,10 +2,13 @@ package chaos
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/sdk"
 	"github.com/lockservice/lockd/tests/chaos/check"
 )
 
@@ -19,6 +22,39 @@ func (e *env) op(worker, kind string, f func() error) error {
 	err := f()
 	e.h.AddOp(check.Op{Worker: worker, Kind: kind, Start: start, End: e.h.Now(), OK: err == nil, Local: notQuorum[kind]})
 	return err
+}
+
+// tracedOp is op with f's call traced (sdk.WithTrace): a call slower
+// than traceSlowAfter keeps its attempts in its record (check.Op.Detail),
+// which checker h3 prints when it holds the call too slow.
+func (e *env) tracedOp(ctx context.Context, worker, kind string, f func(context.Context) error) error {
+	tr := &sdk.Trace{}
+	start := e.h.Now()
+	err := f(sdk.WithTrace(ctx, tr))
+	op := check.Op{Worker: worker, Kind: kind, Start: start, End: e.h.Now(), OK: err == nil, Local: notQuorum[kind]}
+	if op.End-op.Start > traceSlowAfter {
+		op.Detail = attemptsLine(tr)
+	}
+	e.h.AddOp(op)
+	return err
+}
+
+// traceSlowAfter: a traced call this slow keeps its attempts.
+const traceSlowAfter = 3 * time.Second
+
+// attemptsLine is tr's attempts in one line, each at its offset from the
+// first.
+func attemptsLine(tr *sdk.Trace) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d attempts:", tr.Attempts)
+	for i, a := range tr.Tries {
+		sep := " "
+		if i > 0 {
+			sep = "; "
+		}
+		fmt.Fprintf(&b, "%s+%v %s", sep, a.Sent.Sub(tr.Tries[0].Sent).Round(time.Millisecond), a)
+	}
+	return b.String()
 }
 
 // holding records the periods during which one grant's Context was live,

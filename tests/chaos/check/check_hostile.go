@@ -138,10 +138,18 @@ func CheckWriteStalls(writes []Op, outages []Window, bound time.Duration) (int, 
 		if took-down <= bound {
 			continue
 		}
-		vs = append(vs, Violation{"write-stall", fmt.Sprintf("%s %s took %v (%v–%v, ok=%v), %v of it while the cell committed: over the bound %v",
-			o.Worker, o.Kind, took.Round(time.Millisecond), o.Start.Round(time.Millisecond), o.End.Round(time.Millisecond), o.OK, (took - down).Round(time.Millisecond), bound)})
+		vs = append(vs, Violation{"write-stall", fmt.Sprintf("%s %s took %v (%v–%v, ok=%v), %v of it while the cell committed: over the bound %v%s",
+			o.Worker, o.Kind, took.Round(time.Millisecond), o.Start.Round(time.Millisecond), o.End.Round(time.Millisecond), o.OK, (took - down).Round(time.Millisecond), bound, detail(o))})
 	}
 	return len(writes), vs
+}
+
+// detail is o's attempts, if it kept them, after a separator.
+func detail(o Op) string {
+	if o.Detail == "" {
+		return ""
+	}
+	return "; " + o.Detail
 }
 
 // overlap is how much of o's span the windows cover (they do not
@@ -234,8 +242,8 @@ func CheckFencedWriteStalls(writes []Op, outages, fences []Window, bound time.Du
 		if took-down <= bound {
 			continue
 		}
-		vs = append(vs, Violation{"write-stall", fmt.Sprintf("%s %s took %v (%v–%v, ok=%v), %v of it while the cell committed and past one fence: over the bound %v",
-			o.Worker, o.Kind, took.Round(time.Millisecond), o.Start.Round(time.Millisecond), o.End.Round(time.Millisecond), o.OK, (took - down).Round(time.Millisecond), bound)})
+		vs = append(vs, Violation{"write-stall", fmt.Sprintf("%s %s took %v (%v–%v, ok=%v), %v of it while the cell committed and past one fence: over the bound %v%s",
+			o.Worker, o.Kind, took.Round(time.Millisecond), o.Start.Round(time.Millisecond), o.End.Round(time.Millisecond), o.OK, (took - down).Round(time.Millisecond), bound, detail(o))})
 	}
 	return len(writes), vs
 }

@@ -71,10 +71,15 @@ func TestCheckWriteStalls(t *testing.T) {
 		{"slow well past an outage", Op{Start: 8 * s, End: 22 * s}, true},
 		{"slow while the cell committed", Op{Worker: "config0", Kind: "config-put", Start: 20 * s, End: 26 * s}, true},
 		{"slow and refused", Op{Start: 30 * s, End: 40 * s, OK: false}, true},
+		{"slow, with its attempts", Op{Start: 30 * s, End: 40 * s, Detail: "2 attempts: +0s a:1 5s no reply: timeout; +5s b:1 5s 200"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, vs := CheckWriteStalls([]Op{tc.op}, outages, 5*s); (len(vs) > 0) != tc.bad {
+			_, vs := CheckWriteStalls([]Op{tc.op}, outages, 5*s)
+			if (len(vs) > 0) != tc.bad {
 				t.Fatalf("violations %v, want %v", vs, tc.bad)
+			}
+			if tc.op.Detail != "" && !strings.HasSuffix(vs[0].Detail, "; "+tc.op.Detail) {
+				t.Fatalf("violation %q does not say the write's attempts", vs[0].Detail)
 			}
 		})
 	}

@@ -89,6 +89,9 @@ type Op struct {
 	End    time.Duration
 	OK     bool
 	Local  bool // not a call to the cell (the resource's fence, a read from the client cache)
+	// Detail, for a slow traced write, is its attempts (tracedOp): where
+	// each went, when, and how it ended.
+	Detail string
 }
 
 // ConfigKind is a config operation.

@@ -417,14 +417,21 @@ const (
 	// (a TLS client that never sends its ClientHello: 40 s). Caught by
 	// proxy TestCloseBoundedBySilentClients.
 	ProxyCloseUnbounded Mutant = "lockproxy_broken_close_unbounded"
+	// RangeRoot answers a range read's whole byte span, not only the
+	// nodes at or under its root: [root, root+"0") holds root's
+	// siblings named root and a character before '/' ("/a-b" for
+	// "/a"), which a tenant allowed to read root reads. Caught by
+	// server/fsm TestRangeStaysUnderRoot.
+	RangeRoot Mutant = "lockd_broken_range_root"
 	// TxnReadsBranch answers a transaction's success-branch reads
 	// whatever its outcome: a failed compare's else branch gets the
-	// other branch's answers. Caught by server/httpapi
-	// TestTxnBranchReads.
+	// other branch's answers. Caught by server/cell
+	// TestBranchRead.
 	TxnReadsBranch Mutant = "lockd_broken_txn_reads_branch"
 	// TxnReadsACL answers a transaction's branch reads without the
 	// caller's read role on them: a tenant allowed to write a path reads
-	// another's. Caught by server/httpapi TestTxnBranchReads.
+	// another's. Caught by server/httpapi
+	// TestTxnBranchReadsChecked.
 	TxnReadsACL Mutant = "lockd_broken_txn_reads_acl"
 	// WatchKey keys the proxy's watches by (path, kind, since): one entry
 	// per index. Caught by proxy TestWatchDedupe (also tests/integration
@@ -742,6 +749,7 @@ var all = []Mutant{
 	ProxyKANoWake,
 	ProxyCloseUnbounded,
 	TxnReadsBranch,
+	RangeRoot,
 	TxnReadsACL,
 	EtcdTxnUnread,
 	WatchKey, ProxyEventCap,

@@ -269,6 +269,9 @@ func (b *coreBackend) txn(t api.TxnRequest) (api.TxnResponse, error) {
 
 func (b *coreBackend) holds(c api.TxnCond) bool {
 	n, ok := b.nodes[c.Path]
+	if ok && n.Container && c.If.IsCompare() {
+		n, ok = api.Node{}, false // a container is not a key: the compares take it for missing
+	}
 	ep := corePrefixes[api.Prefix(c.Path)].Epoch
 	tok := func(i uint64) uint64 { return uint64(rev(ep, i)) }
 	num := func(have, want uint64) bool {

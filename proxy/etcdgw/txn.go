@@ -27,6 +27,9 @@ type txnPlan struct {
 	// reads are both branches' ops in order (writes hold their place in
 	// then: thenOps[i] >= 0 is then[thenOps[i]], else a read).
 	success, failure []*pb.RequestOp
+	// readAll: an attempt's pin failed; every written key is read
+	// (provenMissing no longer skips one).
+	readAll bool
 }
 
 // txnCompare is one compare with its key's path.

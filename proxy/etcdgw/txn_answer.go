@@ -75,15 +75,15 @@ func (br txnBranches) ask(req *api.TxnRequest) *api.TxnReads {
 	return r
 }
 
-// txnBody is about the encoded size of req (JSON, values in base64:
-// each a third larger), an over-estimate.
+// txnBody is about the encoded size of req (JSON: paths escaped as
+// jsonLen counts, values in base64, a third larger), an over-estimate.
 func txnBody(req *api.TxnRequest) int {
 	n := 128
 	for _, o := range req.Then {
-		n += 2*len(o.Path) + 2*len(o.Value) + 160
+		n += jsonLen(o.Path) + 2*len(o.Value) + 160
 	}
 	for _, c := range req.If {
-		n += 2*len(c.Path) + 2*len(c.Value) + 128
+		n += jsonLen(c.Path) + 2*len(c.Value) + 128
 	}
 	return n
 }

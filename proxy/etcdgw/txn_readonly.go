@@ -151,9 +151,24 @@ func (g *Gateway) decide(w who, pl *txnPlan, reads []keyRead, resp api.RangesRes
 // rangesBody is about the encoded size of a ranges read of reqs (JSON:
 // each read's paths and field names), an over-estimate.
 func rangesBody(root string, reqs []api.RangeRequest) int {
-	n := len(root) + 32
+	n := jsonLen(root) + 32
 	for _, r := range reqs {
-		n += len(r.Root) + len(r.Start) + len(r.End) + 128
+		n += jsonLen(r.Root) + jsonLen(r.Start) + jsonLen(r.End) + 128
+	}
+	return n
+}
+
+// jsonLen is at least the length of s as a JSON string's contents:
+// encoding/json escapes '<', '>', '&', quotes, backslashes and control
+// characters in six bytes (\u003c) and may replace a byte of invalid
+// UTF-8 with six; every other byte is one (a byte at or past 0x80 is
+// counted six: an over-estimate).
+func jsonLen(s string) int {
+	n := len(s)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '<' || c == '>' || c == '&' || c == '"' || c == '\\' {
+			n += 5
+		}
 	}
 	return n
 }

@@ -1,13 +1,18 @@
 package etcdgw
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/lockservice/lockd/api"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // TestTxnUnreadOnlyWhenProvenMissing: a transaction's put skips the read
@@ -58,7 +63,8 @@ func TestTxnUnreadOnlyWhenProvenMissing(t *testing.T) {
 // TestMutexTxnRoundTrips: concurrency.Mutex's transaction (a put if its
 // key's create revision is 0, the lock's first-created key in both
 // branches) is one call to a lockd that answers its reads and epoch with
-// it, and two to one before that (the transaction, the branch's reads); either way its header's revision is its key's
+// it, and three to one before that (the transaction, its key's epoch,
+// the branch's reads); either way its header's revision is its key's
 // create revision (or the Mutex would wait for its own key), and the
 // else branch, taken when the key is there, reads it.
 func TestMutexTxnRoundTrips(t *testing.T) {
@@ -87,7 +93,7 @@ func TestMutexTxnRoundTrips(t *testing.T) {
 				return tr, b.routes
 			}
 			tr, routes := acquire("lk/me")
-			want := map[bool]int{false: 1, true: 2}[old]
+			want := map[bool]int{false: 1, true: 3}[old]
 			if !tr.Succeeded || len(routes) != want {
 				t.Fatalf("acquire: succeeded %v in calls %v, want %d", tr.Succeeded, routes, want)
 			}
@@ -108,5 +114,114 @@ func TestMutexTxnRoundTrips(t *testing.T) {
 				t.Fatalf("calls %v: want the transaction alone", routes)
 			}
 		})
+	}
+}
+
+// TestTxnCreateOverContainer: "create if absent" of a key that has keys
+// below it (a container here, missing to the create-revision compare)
+// puts it, as etcd does: the unread key's pin fails once, and the next
+// attempt reads it (the attack on the unread put found it Aborted after
+// every attempt); with a lease it is refused as before, FailedPrecondition.
+func TestTxnCreateOverContainer(t *testing.T) {
+	b := newCoreBackend()
+	_, cs := coreGateway(t, b, Config{}, "")
+	c, ctx := cs[0], kvCtx(t)
+	if _, err := c.Put(ctx, "cp/a", "x"); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision("cp"), "=", 0)).Then(clientv3.OpPut("cp", "v")).Commit()
+	if err != nil || !tr.Succeeded {
+		t.Fatalf("create over a container: %v %v", tr, err)
+	}
+	r, err := c.Get(ctx, "cp")
+	if err != nil || len(r.Kvs) != 1 || string(r.Kvs[0].Value) != "v" || r.Kvs[0].CreateRevision != tr.Header.Revision {
+		t.Fatalf("after it: %v %v (header %d)", r, err, tr.Header.Revision)
+	}
+	if n := b.nodes["/etcd/cp/a"]; string(n.Value) != "x" {
+		t.Fatalf("the key below it: %+v", n)
+	}
+}
+
+// staleDirBackend is coreBackend whose directory has /etcd one epoch
+// behind its cell (a move or restore the proxy has not seen yet).
+type staleDirBackend struct{ *coreBackend }
+
+func (b staleDirBackend) Prefix(path string) (PrefixInfo, bool) {
+	p, ok := b.coreBackend.Prefix(path)
+	if ok && p.Prefix == "/etcd" {
+		p.Epoch--
+	}
+	return p, ok
+}
+
+// TestMutexTxnStaleDirectory: with the gateway's directory an epoch
+// behind the cell, concurrency.Mutex's acquire still answers its key's
+// create revision as the cell has it, from a lockd that says the epoch
+// and from one before that (whose answer says none: the gateway reads
+// the key), so the keys created before it are found (else the Mutex
+// would take a lock another holds).
+func TestMutexTxnStaleDirectory(t *testing.T) {
+	for _, old := range []bool{false, true} {
+		t.Run(fmt.Sprintf("old lockd %v", old), func(t *testing.T) {
+			cb := newCoreBackend()
+			cb.oldLockd = old
+			g, err := Start(context.Background(), Config{Listen: "127.0.0.1:0", DefaultPrefix: "/etcd"}, staleDirBackend{cb})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = g.Close() })
+			c, err := clientv3.New(clientv3.Config{Endpoints: []string{g.Addr()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Close() })
+			ctx := kvCtx(t)
+			if _, err := c.Put(ctx, "lk/other", "x"); err != nil {
+				t.Fatal(err)
+			}
+			getOwner := clientv3.OpGet("lk/", append(clientv3.WithFirstCreate(), clientv3.WithPrefix())...)
+			tr, err := c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision("lk/me"), "=", 0)).
+				Then(clientv3.OpPut("lk/me", ""), getOwner).Else(clientv3.OpGet("lk/me"), getOwner).Commit()
+			if err != nil {
+				t.Fatal(err)
+			}
+			mine, err := c.Get(ctx, "lk/me")
+			if err != nil || len(mine.Kvs) != 1 || mine.Kvs[0].CreateRevision != tr.Header.Revision {
+				t.Fatalf("header %d, the key %v %v: want its create revision", tr.Header.Revision, mine, err)
+			}
+			before, err := c.Get(ctx, "lk/", append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(tr.Header.Revision-1))...)
+			if err != nil || len(before.Kvs) != 1 || string(before.Kvs[0].Key) != "lk/other" {
+				t.Fatalf("keys created before it: %v %v, want lk/other", before, err)
+			}
+		})
+	}
+}
+
+// TestTxnAskFitsTheBody: the reads asked with a transaction never take
+// its body past api.MaxRequestBody, counting JSON's escapes ('<' is six
+// bytes): past it they are left out (and read after it), or the lockd
+// would refuse the whole transaction.
+func TestTxnAskFitsTheBody(t *testing.T) {
+	req := api.TxnRequest{Then: []api.TxnOp{{Op: api.TxnPut, Path: "/etcd/k", MakeParents: true, Container: true, Uncontain: true}},
+		If: []api.TxnCond{{If: api.CondCreateRev, Cmp: api.CmpEqual, Path: "/etcd/k"}, {If: api.CondMissing, Path: "/etcd/k"}}}
+	for _, c := range []string{"a", "<", "&", "é"} {
+		long := "/etcd/" + strings.Repeat(c, 900)
+		var rds []rangeRead
+		for i := 0; i < 55; i++ {
+			p := fmt.Sprintf("%s%02d", long, i)
+			rds = append(rds, rangeRead{r: &pb.RangeRequest{}, sp: keySpan{Start: p, Root: p}, opts: rangeOpts{limit: 1}})
+		}
+		req.Reads = txnBranches{success: rds, failure: rds}.ask(&req)
+		body, err := json.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if req.Reads != nil && len(body) > api.MaxRequestBody {
+			t.Errorf("keys of %q: reads asked take the body to %d bytes, past %d", c, len(body), api.MaxRequestBody)
+		}
+	}
+	req.Reads = txnBranches{success: []rangeRead{{r: &pb.RangeRequest{}, sp: keySpan{Start: "/etcd/k", Root: "/etcd/k"}}}}.ask(&req)
+	if req.Reads == nil || len(req.Reads.Then) != 1 {
+		t.Fatalf("a small read not asked: %+v", req.Reads)
 	}
 }

@@ -82,9 +82,15 @@ func (g *Gateway) txnAttempt(ctx context.Context, w who, pl *txnPlan) (*pb.TxnRe
 	case err != nil:
 		return nil, false, elsewhere(err, g.unknownOwner(pl, reads)) // forward.go
 	case cm.outcome == txnPinFailed:
+		// A key changed since read, or one left unread is there after
+		// all (a container: missing to a create-revision compare, not
+		// to the pin): read every key from now on.
+		pl.readAll = true
 		return nil, true, nil
 	}
-	txnEpoch(pl, cm.epoch)
+	if err := g.txnEpoch(ctx, w, pl, cm.epoch, readIndex); err != nil {
+		return nil, false, grpcError(err)
+	}
 	out, err := g.txnAnswer(ctx, w, pl, br, reads, cm, max(cm.index, readIndex))
 	return out, false, err
 }
@@ -124,13 +130,23 @@ func (g *Gateway) commitTxn(ctx context.Context, w who, req api.TxnRequest, clie
 }
 
 // txnEpoch sets the prefix's epoch of a decided transaction (its
-// revision's high bits) as the lockd decided it; from a lockd before
-// that, it stays as the keys' read saw it or, none read, as the
-// directory has it (as for a plain put).
-func txnEpoch(pl *txnPlan, epoch uint64) {
-	if epoch != 0 {
+// revision's high bits) as the lockd decided it. From a lockd before
+// that it stays as the keys' read saw it; with none read, a read of the
+// first written key says it (the directory's may be a move behind, and
+// a revision of another epoch than the cell's reads would take a
+// concurrency.Mutex past its predecessor).
+func (g *Gateway) txnEpoch(ctx context.Context, w who, pl *txnPlan, epoch, readIndex uint64) error {
+	switch {
+	case epoch != 0:
 		pl.prefix.Epoch = epoch
+	case readIndex == 0:
+		_, _, rr, err := g.readKey(ctx, w, pl.then[0].key)
+		if err != nil {
+			return err
+		}
+		pl.prefix.Epoch = rr.Epoch
 	}
+	return nil
 }
 
 // unknownOwner reports whether a written key is an ephemeral node whose
@@ -185,7 +201,7 @@ func provenMissing(pl *txnPlan, wr txnWrite) bool {
 	if mutant.On(mutant.EtcdTxnUnread) {
 		return wr.put != nil // broken: no put's key read
 	}
-	if wr.put == nil || wr.put.IgnoreValue || wr.put.IgnoreLease {
+	if pl.readAll || wr.put == nil || wr.put.IgnoreValue || wr.put.IgnoreLease {
 		return false
 	}
 	for _, c := range pl.compares {

@@ -170,7 +170,7 @@ func (q rangeQuery) run(s *fsm.State) (api.RangeResponse, error) {
 		return api.RangeResponse{}, err
 	}
 	resp, err := s.Range(q.req.Start, q.req.End, fsm.RangeOptions{Limit: q.limit, KeysOnly: q.req.KeysOnly,
-		CountOnly: q.req.CountOnly, SkipContainers: q.req.SkipContainers})
+		CountOnly: q.req.CountOnly, SkipContainers: q.req.SkipContainers, Root: q.req.Root})
 	if err != nil {
 		return api.RangeResponse{}, err
 	}
@@ -191,7 +191,7 @@ func (q rangesQuery) run(s *fsm.State) (api.RangesResponse, error) {
 			return api.RangesResponse{}, err
 		}
 		spans[i] = fsm.RangeSpan{Start: r.Start, End: r.End, Opt: fsm.RangeOptions{Limit: q.limits[i], KeysOnly: r.KeysOnly,
-			CountOnly: r.CountOnly, SkipContainers: r.SkipContainers}}
+			CountOnly: r.CountOnly, SkipContainers: r.SkipContainers, Root: r.Root}}
 	}
 	reads, err := s.Ranges(spans)
 	if err != nil {

@@ -1,9 +1,12 @@
 package fsm
 
 import (
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/internal/mutant"
 )
 
 // RangeOptions shape a range read (api.RangeRequest's fields).
@@ -14,10 +17,16 @@ type RangeOptions struct {
 	KeysOnly       bool
 	CountOnly      bool
 	SkipContainers bool
+	// Root is the subtree the caller may read (api.RangeRequest.Root):
+	// only nodes at or under it are answered, whatever the span ("":
+	// any). [Root, Root+"0") in byte order also holds Root's siblings
+	// named Root and a character before '/' ("/a-b" for "/a").
+	Root string
 }
 
 // subtreeEnd is the first path after every path of n's subtree in byte
-// order: the subtree of p is [p, p+"0") ('0' follows '/').
+// order: the subtree of p lies in [p, p+"0") ('0' follows '/'), with
+// p's siblings named p and a character before '/' (RangeOptions.Root).
 func subtreeEnd(p string) string {
 	if p == "/" {
 		return "0"
@@ -33,7 +42,7 @@ func subtreeEnd(p string) string {
 // nodes of the subtree that holds the span, refusing the read with
 // limit_exceeded past that. Pure: it reads the state only.
 func (s *State) Range(start, end string, opt RangeOptions) (api.RangeResponse, *api.Error) {
-	found, _, err := s.spanNodes(start, end, api.MaxRangeScan)
+	found, _, err := s.spanNodes(start, end, opt.Root, api.MaxRangeScan)
 	if err != nil {
 		return api.RangeResponse{}, err
 	}
@@ -56,7 +65,7 @@ func (s *State) Ranges(spans []RangeSpan) ([]api.RangeResponse, *api.Error) {
 	budget, nodes, bytes := api.MaxRangeScan, 0, 0
 	out := make([]api.RangeResponse, 0, len(spans))
 	for _, sp := range spans {
-		found, visited, err := s.spanNodes(sp.Start, sp.End, budget)
+		found, visited, err := s.spanNodes(sp.Start, sp.End, sp.Opt.Root, budget)
 		if err != nil {
 			return nil, api.Errorf(api.CodeLimitExceeded, "%d ranges read together visit more than %d nodes (MaxRangeScan): read fewer at once", len(spans), api.MaxRangeScan)
 		}
@@ -77,14 +86,18 @@ func (s *State) Ranges(spans []RangeSpan) ([]api.RangeResponse, *api.Error) {
 	return out, nil
 }
 
-// spanNodes are the nodes of [start, end) (end "": the node start), in
-// path order, visiting at most bound nodes: how many it visited.
-func (s *State) spanNodes(start, end string, bound int) ([]*node, int, *api.Error) {
+// spanNodes are the nodes of [start, end) (end "": the node start) at or
+// under root ("": any), in path order, visiting at most bound nodes: how
+// many it visited.
+func (s *State) spanNodes(start, end, root string, bound int) ([]*node, int, *api.Error) {
+	if bound < 1 {
+		return nil, 0, api.Errorf(api.CodeLimitExceeded, "a range visits more than %d nodes (MaxRangeScan)", bound)
+	}
+	if _, ok := s.nodes[root]; root != "" && root != "/" && !ok && !mutant.On(mutant.RangeRoot) {
+		return nil, 1, nil // nothing lies under a missing node: its span holds only its siblings
+	}
 	if end == "" {
-		if bound < 1 {
-			return nil, 0, api.Errorf(api.CodeLimitExceeded, "a range visits more than %d nodes (MaxRangeScan)", bound)
-		}
-		if n, ok := s.nodes[start]; ok {
+		if n, ok := s.nodes[start]; ok && underRoot(root, n.path) {
 			return []*node{n}, 1, nil
 		}
 		return nil, 1, nil
@@ -93,8 +106,18 @@ func (s *State) spanNodes(start, end string, bound int) ([]*node, int, *api.Erro
 	if err != nil {
 		return nil, visited, err
 	}
+	found = slices.DeleteFunc(found, func(n *node) bool { return !underRoot(root, n.path) })
 	sort.Slice(found, func(i, j int) bool { return found[i].path < found[j].path })
 	return found, visited, nil
+}
+
+// underRoot reports whether path is root or lies under it (root "" or
+// "/": every path).
+func underRoot(root, path string) bool {
+	if root == "" || root == "/" || path == root || mutant.On(mutant.RangeRoot) {
+		return true
+	}
+	return strings.HasPrefix(path, root+"/")
 }
 
 // spanRoot is the deepest node whose subtree holds all of [start, end):

@@ -152,3 +152,52 @@ func TestRanges(t *testing.T) {
 		t.Fatalf("12 MB of values: %v, want limit_exceeded naming MaxRangeBytes", err)
 	}
 }
+
+// TestRangeStaysUnderRoot: a read answers only nodes at or under its
+// root, whatever its span: [root, root+"0") in byte order also holds
+// root's siblings named root and a character before '/' ("/demo/pub-
+// secret" for "/demo/pub"), which a tenant allowed to read root must
+// not see, whether root exists (the scan starts there) or not (it would
+// start at root's parent). Mutant lockd_broken_range_root: the whole
+// span.
+func TestRangeStaysUnderRoot(t *testing.T) {
+	h := newDemo(t)
+	for _, p := range []string{"/demo/pub-secret", "/demo/pub.bak", "/demo/pub!x", "/demo/other", "/demo/other/pub"} {
+		h.ok(putCmd(p, "s3cret", nil))
+	}
+	read := func(root, start, end string) string {
+		t.Helper()
+		r, err := h.s.Range(start, end, RangeOptions{Limit: api.MaxRangeKeys, Root: root})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs, err := h.s.Ranges([]RangeSpan{{Start: start, End: end, Opt: RangeOptions{Limit: api.MaxRangeKeys, Root: root}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rangePaths(rs[0]); got != rangePaths(r) || rs[0].Count != r.Count {
+			t.Fatalf("Ranges [%s] (%d), Range [%s] (%d): not the same", got, rs[0].Count, rangePaths(r), r.Count)
+		}
+		if len(r.Nodes) != r.Count {
+			t.Fatalf("count %d for [%s]", r.Count, rangePaths(r))
+		}
+		return rangePaths(r)
+	}
+	for _, tc := range []struct {
+		name, root, start, end, want string
+	}{
+		{"root missing, its whole span", "/demo/pub", "/demo/pub", "/demo/pub0", ""},
+		{"root missing, the span past it", "/demo/pub", "/demo/pub", "/demo/pub/", ""},
+		{"root missing, one sibling named", "/demo/pub", "/demo/pub-secret", "", ""},
+		{"no root: the byte span", "", "/demo/pub", "/demo/pub0", "/demo/pub!x /demo/pub-secret /demo/pub.bak"},
+	} {
+		if got := read(tc.root, tc.start, tc.end); got != tc.want {
+			t.Errorf("%s: [%s], want [%s]", tc.name, got, tc.want)
+		}
+	}
+	h.ok(putCmd("/demo/pub", "mine", nil))
+	h.ok(putCmd("/demo/pub/a", "mine", nil))
+	if got := read("/demo/pub", "/demo/pub", "/demo/pub0"); got != "/demo/pub /demo/pub/a" {
+		t.Errorf("root there, its whole span: [%s], want [/demo/pub /demo/pub/a]", got)
+	}
+}

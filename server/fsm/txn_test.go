@@ -271,3 +271,31 @@ func BenchmarkTxnApply(b *testing.B) {
 		})
 	}
 }
+
+// TestTxnResultEpoch: a transaction's result says its prefix's directory
+// epoch when it was decided, applied or refused by a condition or a
+// write (the etcd gateway's revisions: TxnResponse.Epoch), and the
+// prefix's new epoch after the prefix is ensured at a higher one; a
+// routing refusal (a prefix not served here) says none.
+func TestTxnResultEpoch(t *testing.T) {
+	h := newDemo(t) // /demo at epoch 1
+	missing := api.TxnCond{If: api.CondMissing, Path: "/demo/e"}
+	for _, tc := range []struct {
+		name  string
+		cmd   Command
+		epoch uint64
+	}{
+		{"applied", txnCmd(nil, tput("/demo/e", "1")), 1},
+		{"a condition failed", txnCmd([]api.TxnCond{missing}, tput("/demo/f", "1")), 1},
+		{"a write failed", txnCmd(nil, tcreate("/demo/e")), 1},
+		{"not served here", txnCmd(nil, tput("/nowhere/e", "1")), 0},
+	} {
+		if res := h.apply(tc.cmd); res.Epoch != tc.epoch {
+			t.Errorf("%s: epoch %d (%+v), want %d", tc.name, res.Epoch, res, tc.epoch)
+		}
+	}
+	h.ok(ensureCmd("/demo", 4))
+	if res := h.ok(txnCmd(nil, tput("/demo/e", "2"))); res.Epoch != 4 {
+		t.Fatalf("after the prefix's epoch rose to 4: %d", res.Epoch)
+	}
+}

@@ -113,6 +113,20 @@ func TestRangeAndChangesOnRealLockds(t *testing.T) {
 		}
 	}
 
+	// A read answers only its root's subtree: with /demo/rc/zz missing,
+	// its span [zz, zz0) holds the sibling zz-x, which a tenant allowed
+	// to read /demo/rc/zz must not see (lockd_broken_range_root).
+	must(t, direct.Do(ctx, api.RoutePut, api.PutRequest{Path: root + "/zz-x", Value: []byte("s")}, nil))
+	for name, cl := range map[string]*cluster.Client{"direct": direct, "proxy": via} {
+		var r api.RangeResponse
+		must(t, cl.Do(ctx, api.RouteRange, api.RangeRequest{Root: root + "/zz", Start: root + "/zz", End: root + "/zz0"}, &r))
+		var rs api.RangesResponse
+		must(t, cl.Do(ctx, api.RouteRanges, api.RangesRequest{Root: root, Reads: []api.RangeRequest{{Root: root + "/zz", Start: root + "/zz", End: root + "/zz0"}}}, &rs))
+		if len(r.Nodes) != 0 || r.Count != 0 || len(rs.Reads) != 1 || len(rs.Reads[0].Nodes) != 0 {
+			t.Fatalf("%s: a missing root's span answered %s (ranges: %v): its sibling", name, rcNodes(r), rs.Reads)
+		}
+	}
+
 	// Long polls, direct and through the proxy: held with nothing new,
 	// answered with the put that woke them.
 	for i, cl := range []*cluster.Client{direct, via} {

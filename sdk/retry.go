@@ -167,6 +167,7 @@ func (c *Client) do(ctx context.Context, cs *cellState, cl *call) error {
 			return err // the request cannot be encoded: nothing was sent
 		}
 		if l.c.fellBack(cl, r) {
+			l.trace.tried(r, outcome{})
 			continue // resent at once in JSON
 		}
 		o := l.st.observe(cl, r)

@@ -421,7 +421,8 @@ const (
 	// nodes at or under its root: [root, root+"0") holds root's
 	// siblings named root and a character before '/' ("/a-b" for
 	// "/a"), which a tenant allowed to read root reads. Caught by
-	// server/fsm TestRangeStaysUnderRoot.
+	// server/fsm TestRangeStaysUnderRoot (also server/cell
+	// TestRangeQueriesStayUnderRoot).
 	RangeRoot Mutant = "lockd_broken_range_root"
 	// TxnReadsBranch answers a transaction's success-branch reads
 	// whatever its outcome: a failed compare's else branch gets the

@@ -2,6 +2,7 @@ package etcdgw
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 
 	"github.com/lockservice/lockd/api"
@@ -78,15 +79,19 @@ func (br txnBranches) ask(req *api.TxnRequest) *api.TxnReads {
 // txnBody is about the encoded size of req (JSON: paths escaped as
 // jsonLen counts, values in base64, a third larger), an over-estimate.
 func txnBody(req *api.TxnRequest) int {
-	n := 128
+	n := 256 + jsonLen(req.Secret) // the header's numbers and names
 	for _, o := range req.Then {
-		n += jsonLen(o.Path) + 2*len(o.Value) + 160
+		n += jsonLen(o.Path) + 2*len(o.Value) + txnFieldsBody
 	}
 	for _, c := range req.If {
-		n += jsonLen(c.Path) + 2*len(c.Value) + 128
+		n += jsonLen(c.Path) + 2*len(c.Value) + txnFieldsBody
 	}
 	return n
 }
+
+// txnFieldsBody is at least the JSON of a write's or condition's fields
+// other than its path and value: names, numbers of 20 digits, flags.
+const txnFieldsBody = 256
 
 // readBranch reads a decided branch's reqs in one read; a branch more
 // than one read carries (api.RouteRanges' bounds, or the request
@@ -169,6 +174,7 @@ func spanRequests(rds []rangeRead) []api.RangeRequest {
 func (g *Gateway) writeResponse(wr txnWrite, rd keyRead, p PrefixInfo) *pb.ResponseOp {
 	var prev *mvccpb.KeyValue
 	if rd.isKey() {
+		p.Epoch = cmp.Or(rd.epoch, p.Epoch) // its revisions are the read's cell's
 		prev = g.keyValue(p, wr.key.Rel, &rd.node, false)
 	}
 	if wr.put != nil {

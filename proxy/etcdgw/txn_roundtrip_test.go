@@ -142,6 +142,23 @@ func TestTxnCreateOverContainer(t *testing.T) {
 	}
 }
 
+// clientOn is an etcd client of a gateway on b (default prefix /etcd),
+// both closed when the test ends.
+func clientOn(t *testing.T, b Backend) *clientv3.Client {
+	t.Helper()
+	g, err := Start(context.Background(), Config{Listen: "127.0.0.1:0", DefaultPrefix: "/etcd"}, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Close() })
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{g.Addr()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
 // staleDirBackend is coreBackend whose directory has /etcd one epoch
 // behind its cell (a move or restore the proxy has not seen yet).
 type staleDirBackend struct{ *coreBackend }
@@ -165,17 +182,7 @@ func TestMutexTxnStaleDirectory(t *testing.T) {
 		t.Run(fmt.Sprintf("old lockd %v", old), func(t *testing.T) {
 			cb := newCoreBackend()
 			cb.oldLockd = old
-			g, err := Start(context.Background(), Config{Listen: "127.0.0.1:0", DefaultPrefix: "/etcd"}, staleDirBackend{cb})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = g.Close() })
-			c, err := clientv3.New(clientv3.Config{Endpoints: []string{g.Addr()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = c.Close() })
-			ctx := kvCtx(t)
+			c, ctx := clientOn(t, staleDirBackend{cb}), kvCtx(t)
 			if _, err := c.Put(ctx, "lk/other", "x"); err != nil {
 				t.Fatal(err)
 			}
@@ -224,4 +231,113 @@ func TestTxnAskFitsTheBody(t *testing.T) {
 	if req.Reads == nil || len(req.Reads.Then) != 1 {
 		t.Fatalf("a small read not asked: %+v", req.Reads)
 	}
+}
+
+// movingBackend: /etcd is on an old cell (epoch 1, index 5000) for every
+// read before the first transaction, which applies on the new cell it
+// moved to (epoch 2, its index space fresh: 11). A version pin holds
+// across the move (versions move with the nodes).
+type movingBackend struct {
+	*coreBackend
+	moved bool
+}
+
+func (b *movingBackend) Call(ctx context.Context, tok, route string, req, resp any) error {
+	err := b.coreBackend.Call(ctx, tok, route, req, resp)
+	if err != nil {
+		return err
+	}
+	switch r := resp.(type) {
+	case *api.RangeResponse:
+		if !b.moved {
+			r.Index, r.Epoch = 5000, 1
+			for i := range r.Nodes {
+				r.Nodes[i].CreateIndex, r.Nodes[i].ModifyIndex = 4000, 4500
+			}
+		} else {
+			r.Epoch = 2
+		}
+	case *api.TxnResponse:
+		if route == api.RouteTxn {
+			b.moved = true
+			r.Epoch = 2
+			r.Reads = nil
+		}
+	}
+	return nil
+}
+
+// TestTxnHeaderAcrossMove: a transaction whose keys were read on the old
+// cell and applied on the new one answers its write's revision (the new
+// cell's epoch and index: the old cell's read index says nothing of the
+// new cell's), and its prev_kv at the old cell's revisions (the second
+// attack found rev(new epoch, old read index), ahead of the write).
+func TestTxnHeaderAcrossMove(t *testing.T) {
+	cb := newCoreBackend()
+	cb.nodes["/etcd/k"] = api.Node{Path: "/etcd/k", Value: []byte("old"), Version: 3, CreateIndex: 4, ModifyIndex: 5}
+	c, ctx := clientOn(t, &movingBackend{coreBackend: cb}), kvCtx(t)
+	tr, err := c.Txn(ctx).Then(clientv3.OpPut("k", "new", clientv3.WithPrevKV())).Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, i := unrev(tr.Header.Revision)
+	get, err := c.Get(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("txn header epoch %d index %d; key's mod revision now %d (epoch %d index %d); get header %d", e, i, get.Kvs[0].ModRevision, 2, cb.index, get.Header.Revision)
+	if tr.Header.Revision != get.Kvs[0].ModRevision {
+		t.Errorf("txn header revision %d (epoch %d, index %d) is not its write's revision %d", tr.Header.Revision, e, i, get.Kvs[0].ModRevision)
+	}
+	if tr.Header.Revision > get.Header.Revision {
+		t.Errorf("txn header %d is past a later read's header %d: revisions went backwards", tr.Header.Revision, get.Header.Revision)
+	}
+	pk := tr.Responses[0].GetResponsePut().PrevKv
+	if pk == nil {
+		t.Fatal("no prev_kv")
+	}
+	if pe, pi := unrev(pk.ModRevision); pe != 1 || pi != 4500 {
+		t.Errorf("prev_kv mod revision epoch %d index %d, want the old cell's: epoch 1, index 4500", pe, pi)
+	}
+}
+
+// TestTxnBodyEstimateNeverUnder: txnBody+rangesBody never undercount
+// the JSON of a transaction with its reads, every field at its longest
+// and paths of characters JSON escapes (from the second attack).
+func TestTxnBodyEstimateNeverUnder(t *testing.T) {
+	v := uint64(1<<63 + 12345)
+	worst := 0.0
+	for _, c := range []string{"a", "<", "\u2028", "é", "\"", "\\"} {
+		for _, plen := range []int{1, 10, 100, 1000} {
+			p := "/etcd/" + strings.Repeat(c, plen)
+			req := api.TxnRequest{WriteHeader: api.WriteHeader{Session: ^uint64(0), Secret: strings.Repeat("f", 64), Request: ^uint64(0), Ack: ^uint64(0)}}
+			for i := 0; i < api.MaxTxnOps; i++ {
+				req.Then = append(req.Then, api.TxnOp{Op: api.TxnCreate, Path: fmt.Sprintf("%s%02d", p, i), Value: []byte("x"), Version: &v, Ephemeral: true, Sequential: true, MakeParents: true, Container: true, Uncontain: true})
+			}
+			for i := 0; i < api.MaxTxnConds; i++ {
+				req.If = append(req.If, api.TxnCond{If: api.CondVersionCmp, Path: fmt.Sprintf("%s%02d", p, i), Token: ^uint64(0), Version: ^uint64(0), Cmp: api.CmpNotEqual, Rev: ^uint64(0), Value: []byte{}, Owner: ^uint64(0)})
+			}
+			var rds []rangeRead
+			for i := 0; i < 5; i++ {
+				q := fmt.Sprintf("%s%02d", p, i)
+				rds = append(rds, rangeRead{r: &pb.RangeRequest{}, sp: keySpan{Start: q, End: q + "\x00", Root: q}, opts: rangeOpts{limit: 1 << 30, keysOnly: true, countOnly: true}})
+			}
+			r := &api.TxnReads{Then: spanRequests(rds), Else: spanRequests(rds)}
+			for i := range r.Then {
+				r.Then[i].Limit, r.Then[i].KeysOnly, r.Then[i].CountOnly, r.Then[i].SkipContainers = 1<<62, true, true, true
+				r.Else[i] = r.Then[i]
+			}
+			est := txnBody(&req) + rangesBody("", r.Then) + rangesBody("", r.Else)
+			req.Reads = r
+			body, _ := json.Marshal(req)
+			ratio := float64(len(body)) / float64(est)
+			if ratio > worst {
+				worst = ratio
+			}
+			if len(body) > est {
+				t.Errorf("%q x%d: body %d > estimate %d", c, plen, len(body), est)
+			}
+		}
+	}
+	t.Logf("worst body/estimate %.3f", worst)
 }

@@ -88,9 +88,12 @@ func (g *Gateway) txnAttempt(ctx context.Context, w who, pl *txnPlan) (*pb.TxnRe
 		pl.readAll = true
 		return nil, true, nil
 	}
-	if err := g.txnEpoch(ctx, w, pl, cm.epoch, readIndex); err != nil {
-		return nil, false, grpcError(err)
+	if cm.epoch != 0 && cm.epoch != pl.prefix.Epoch {
+		// The keys were read on another cell (the prefix moved since):
+		// that cell's index says nothing of this one's.
+		readIndex = 0
 	}
+	g.txnEpoch(ctx, w, pl, cm.epoch, readIndex)
 	out, err := g.txnAnswer(ctx, w, pl, br, reads, cm, max(cm.index, readIndex))
 	return out, false, err
 }
@@ -134,19 +137,17 @@ func (g *Gateway) commitTxn(ctx context.Context, w who, req api.TxnRequest, clie
 // that it stays as the keys' read saw it; with none read, a read of the
 // first written key says it (the directory's may be a move behind, and
 // a revision of another epoch than the cell's reads would take a
-// concurrency.Mutex past its predecessor).
-func (g *Gateway) txnEpoch(ctx context.Context, w who, pl *txnPlan, epoch, readIndex uint64) error {
+// concurrency.Mutex past its predecessor); if that read fails, the
+// transaction has applied all the same: the directory's.
+func (g *Gateway) txnEpoch(ctx context.Context, w who, pl *txnPlan, epoch, readIndex uint64) {
 	switch {
 	case epoch != 0:
 		pl.prefix.Epoch = epoch
 	case readIndex == 0:
-		_, _, rr, err := g.readKey(ctx, w, pl.then[0].key)
-		if err != nil {
-			return err
+		if _, _, rr, err := g.readKey(ctx, w, pl.then[0].key); err == nil {
+			pl.prefix.Epoch = rr.Epoch
 		}
-		pl.prefix.Epoch = rr.Epoch
 	}
-	return nil
 }
 
 // unknownOwner reports whether a written key is an ephemeral node whose
@@ -160,10 +161,12 @@ func (g *Gateway) unknownOwner(pl *txnPlan, reads []keyRead) bool {
 	return false
 }
 
-// keyRead is what a write's key held when read.
+// keyRead is what a write's key held when read, and the epoch of the
+// cell that answered (its revisions').
 type keyRead struct {
 	node   api.Node
 	exists bool // a node is there (perhaps a container)
+	epoch  uint64
 }
 
 // isKey reports whether the read found a key (not a container).
@@ -183,7 +186,7 @@ func (g *Gateway) readWrites(ctx context.Context, w who, pl *txnPlan) ([]keyRead
 		if err != nil {
 			return nil, 0, err
 		}
-		out[i] = keyRead{node: n, exists: ok}
+		out[i] = keyRead{node: n, exists: ok, epoch: rr.Epoch}
 		index = max(index, rr.Index)
 		pl.prefix.Epoch = rr.Epoch
 	}

@@ -3,7 +3,6 @@ package fsm
 import (
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/internal/mutant"
@@ -102,7 +101,7 @@ func (s *State) spanNodes(start, end, root string, bound int) ([]*node, int, *ap
 		}
 		return nil, 1, nil
 	}
-	found, visited, err := s.scan(s.spanRoot(start, end), start, end, bound)
+	found, visited, err := s.scan(s.spanRoot(start, end, root), start, end, bound)
 	if err != nil {
 		return nil, visited, err
 	}
@@ -114,17 +113,18 @@ func (s *State) spanNodes(start, end, root string, bound int) ([]*node, int, *ap
 // underRoot reports whether path is root or lies under it (root "" or
 // "/": every path).
 func underRoot(root, path string) bool {
-	if root == "" || root == "/" || path == root || mutant.On(mutant.RangeRoot) {
-		return true
-	}
-	return strings.HasPrefix(path, root+"/")
+	return root == "" || root == "/" || under(root, path) || mutant.On(mutant.RangeRoot)
 }
 
-// spanRoot is the deepest node whose subtree holds all of [start, end):
-// an ancestor (or start itself) p of start with end <= p's subtreeEnd.
-func (s *State) spanRoot(start, end string) *node {
+// spanRoot is the deepest node whose subtree holds all of [start, end)
+// at or under root: an ancestor (or start itself) p of start with end <=
+// p's subtreeEnd. start itself only if the span is that one path or
+// start is root: [start, start+"0") also holds start's siblings named
+// start and a character before '/' (start-x), which lie under root
+// unless start is root.
+func (s *State) spanRoot(start, end, root string) *node {
 	for q := start; q != "/" && q != ""; q = api.Parent(q) {
-		if end > subtreeEnd(q) {
+		if end > subtreeEnd(q) || q == start && q != root && end > q+"\x00" {
 			continue
 		}
 		if n, ok := s.nodes[q]; ok {

@@ -2,6 +2,8 @@ package fsm
 
 import (
 	"fmt"
+	"math/rand"
+	"sort"
 	"strings"
 	"testing"
 
@@ -84,11 +86,11 @@ func TestRangeScanBound(t *testing.T) {
 			h.s.link(h.idx, &node{path: p, parent: h.s.nodes[dir], version: 1}) // fast: the range reads nodes only
 		}
 	}
-	_, _, err := h.s.scan(h.s.spanRoot("/demo", "/demo0"), "/demo", "/demo0", bound)
+	_, _, err := h.s.scan(h.s.spanRoot("/demo", "/demo0", "/demo"), "/demo", "/demo0", bound)
 	if err == nil || err.Code != api.CodeLimitExceeded || !strings.Contains(err.Message, "MaxRangeScan") {
 		t.Fatalf("range over %d nodes: %v, want limit_exceeded naming MaxRangeScan", h.s.NumNodes(), err)
 	}
-	found, _, err := h.s.scan(h.s.spanRoot("/demo/d007/k0010", "/demo/d007/k0020"), "/demo/d007/k0010", "/demo/d007/k0020", per+dirs)
+	found, _, err := h.s.scan(h.s.spanRoot("/demo/d007/k0010", "/demo/d007/k0020", "/demo"), "/demo/d007/k0010", "/demo/d007/k0020", per+dirs)
 	if err != nil || len(found) != 10 {
 		t.Fatalf("a narrow range: %d nodes, err %v", len(found), err)
 	}
@@ -199,5 +201,110 @@ func TestRangeStaysUnderRoot(t *testing.T) {
 	h.ok(putCmd("/demo/pub/a", "mine", nil))
 	if got := read("/demo/pub", "/demo/pub", "/demo/pub0"); got != "/demo/pub /demo/pub/a" {
 		t.Errorf("root there, its whole span: [%s], want [/demo/pub /demo/pub/a]", got)
+	}
+}
+
+// TestRangeProperty: random trees with names holding bytes around
+// '/', random roots and spans a lockd would admit (checkUnder): the answer
+// is exactly the nodes at or under root in the span, nothing else (from
+// the second attack on the range reads; it found the start's siblings
+// left out, TestRangeKeepsStartsSiblings).
+func TestRangeProperty(t *testing.T) {
+	rng := rand.New(rand.NewSource(7)) // math/rand: a fixed seed
+	alpha := []string{"a", "a-", "a.", "a!", "a0", "b", "a/", "-", ".", "0", "\x7f", "é"}
+	for iter := 0; iter < 300; iter++ {
+		h := newDemo(t)
+		var paths []string
+		for i := 0; i < 40; i++ {
+			p := "/demo"
+			depth := 1 + rng.Intn(3)
+			for d := 0; d < depth; d++ {
+				seg := ""
+				for seg == "" || strings.Contains(seg, "/") {
+					seg = strings.TrimSuffix(alpha[rng.Intn(len(alpha))], "/")
+				}
+				p += "/" + seg
+			}
+			if api.ValidatePath(p) != nil {
+				continue
+			}
+			r := h.apply(Command{Op: OpPut, Path: p, Value: []byte("v"), MakeParents: true, Container: true})
+			_ = r
+		}
+		for p := range h.s.nodes {
+			if p != "/" {
+				paths = append(paths, p)
+			}
+		}
+		sort.Strings(paths)
+		cands := append([]string{}, paths...)
+		cands = append(cands, "/demo/a", "/demo/a-", "/demo/zz", "/demo/a/a", "/demo")
+		for q := 0; q < 60; q++ {
+			root := cands[rng.Intn(len(cands))]
+			// a start at or under root
+			var unders []string
+			for _, p := range append(cands, root+"/", root+"/a", root+"/\x00") {
+				if p == root || strings.HasPrefix(p, root+"/") {
+					unders = append(unders, p)
+				}
+			}
+			start := unders[rng.Intn(len(unders))]
+			end := ""
+			switch rng.Intn(3) {
+			case 1:
+				end = root + "0"
+			case 2:
+				e := unders[rng.Intn(len(unders))]
+				if e > start {
+					end = e
+				}
+			}
+			for _, skip := range []bool{false, true} {
+				r, err := h.s.Range(start, end, RangeOptions{Limit: api.MaxRangeKeys, Root: root, SkipContainers: skip})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var want []string
+				for _, p := range paths {
+					in := p == start
+					if end != "" {
+						in = p >= start && p < end
+					}
+					if in && (p == root || strings.HasPrefix(p, root+"/")) && !(skip && h.s.nodes[p].container) {
+						want = append(want, p)
+					}
+				}
+				if got := rangePaths(r); got != strings.Join(want, " ") || r.Count != len(want) {
+					t.Fatalf("root %q [%q, %q) skip %v: got [%s] %d, want [%s]", root, start, end, skip, got, r.Count, strings.Join(want, " "))
+				}
+			}
+		}
+	}
+}
+
+// TestRangeKeepsStartsSiblings: a span starting at an existing node q
+// and ending at or before q+"0" holds q's siblings q-x, q.x in byte
+// order, which lie under the read's root unless q is the root: they are
+// answered (spanRoot scanned from q alone and left them out of Nodes and
+// Count).
+func TestRangeKeepsStartsSiblings(t *testing.T) {
+	h := newDemo(t)
+	for _, p := range []string{"/demo/a", "/demo/a-b", "/demo/a.c", "/demo/a/x"} {
+		h.ok(putCmd(p, "v", nil))
+	}
+	for _, root := range []string{"/demo", ""} {
+		for _, end := range []string{"/demo/a0", "/demo/a/"} {
+			r, err := h.s.Range("/demo/a", end, RangeOptions{Limit: 100, Root: root})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := "/demo/a /demo/a-b /demo/a.c /demo/a/x"
+			if end == "/demo/a/" {
+				want = "/demo/a /demo/a-b /demo/a.c"
+			}
+			if got := rangePaths(r); got != want {
+				t.Errorf("root %q [/demo/a, %s): [%s] count %d, want [%s]", root, end, got, r.Count, want)
+			}
+		}
 	}
 }

@@ -64,6 +64,34 @@ type executor struct {
 	takeovers []Sample
 	regains   []Sample // kill-three: majority back → first commit
 	steps     int
+	// faults are the steps' windows, from a step's start to faultSettle
+	// after the next check that every fault healed (ensureHealthy):
+	// the only time a cell may commit nothing (checker h3 excuses the
+	// moving prefix's outages within them only).
+	faults []check.Window
+}
+
+// faultSettle is how long after its heal a fault may still keep a cell
+// from committing: a fresh cell's election once its replicas are back,
+// and its new leader's first commit.
+const faultSettle = 5 * time.Second
+
+// faultWindows are the steps' windows so far (executor.faults).
+func (n *executor) faultWindows() []check.Window {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]check.Window(nil), n.faults...)
+}
+
+// faultEnded closes the window of the step begun at start (if any): it
+// healed by now.
+func (n *executor) faultEnded(start time.Duration, kind FaultKind) {
+	if start < 0 {
+		return
+	}
+	n.mu.Lock()
+	n.faults = append(n.faults, check.Window{Start: start, End: n.e.h.Now() + faultSettle, What: string(kind)})
+	n.mu.Unlock()
 }
 
 func (n *executor) count(label string) {
@@ -80,12 +108,17 @@ func (n *executor) violation(checker, format string, args ...any) {
 
 // run executes steps until the deadline or ctx ends.
 func (n *executor) run(ctx context.Context, steps []Step, deadline time.Time) {
+	last, lastKind := time.Duration(-1), FaultKind("")
+	defer func() { n.faultEnded(last, lastKind) }() // healed after the run (liveness phase)
 	for i, st := range steps {
 		if ctx.Err() != nil || time.Now().After(deadline) {
 			return
 		}
 		n.e.h.Checked("liveness")
-		if err := n.ensureHealthy(ctx); err != nil {
+		err := n.ensureHealthy(ctx)
+		n.faultEnded(last, lastKind)
+		last = -1
+		if err != nil {
 			n.violation("liveness", "before step %d: %v", i+1, err)
 			if ctx.Err() != nil {
 				return
@@ -96,6 +129,7 @@ func (n *executor) run(ctx context.Context, steps []Step, deadline time.Time) {
 			}
 		}
 		n.logf("chaos: step %d at %v: %s", i+1, n.e.h.Now().Round(time.Millisecond), st)
+		last, lastKind = n.e.h.Now(), st.Kind
 		if err := n.exec(ctx, st); err != nil {
 			n.logf("chaos: step %d (%s): %v", i+1, st.Kind, err)
 		}

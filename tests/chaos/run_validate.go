@@ -32,14 +32,21 @@ func (r *run) checkCell(rb readBack) {
 	rep.check("d. no session lost to a fail-over")(len(r.waiters)+cfg.ConfigClients+cfg.AckedWriters, sessionVs)
 	rep.SessionsLostToOutages = len(excused)
 	rep.SessionsLost = len(sessionVs)
-	for _, o := range outages {
-		rep.Outages = append(rep.Outages, fmt.Sprintf("%v–%v (%v)", o.Start.Round(time.Second), o.End.Round(time.Second), (o.End-o.Start).Round(time.Second)))
-	}
+	rep.Outages = describeOutages(outages)
 	// The windows are the demo cell's: the moving prefix's ops (side-*)
 	// may be served by a cell placed elsewhere (move-new-cell, restore-old),
 	// whose majority a kill of demo's need not take.
 	rep.check("no commit without a majority")(check.CheckNoQuorum(demoOps(snap.Ops), snap.NoQuorum))
 	rep.check("e. liveness after heal")(check.CheckLiveness(snap.WaiterGrant, r.waiters, r.healAt, cfg.LivenessBound))
+}
+
+// describeOutages is each outage as "start–end (length)".
+func describeOutages(outages []check.Window) []string {
+	out := make([]string, 0, len(outages))
+	for _, o := range outages {
+		out = append(out, fmt.Sprintf("%v–%v (%v)", o.Start.Round(time.Second), o.End.Round(time.Second), (o.End-o.Start).Round(time.Second)))
+	}
+	return out
 }
 
 // checkSide runs the side prefix's checkers on what it read back.
@@ -62,7 +69,12 @@ func (r *run) checkHostile(rb readBack) {
 	outages := r.pr.outages(stallOutageGap, r.h.Now())
 	sideOutages := outages
 	if r.prSide != nil {
-		sideOutages = r.prSide.outages(stallOutageGap, r.h.Now())
+		// Only within a fault: a stall of every writer of the moving
+		// prefix, its probes too, outside any fault is a stall, not an
+		// outage (a seal that never ends, an SDK lost after a move).
+		all := r.prSide.outages(stallOutageGap, r.h.Now())
+		sideOutages = check.Within(all, r.x.faultWindows())
+		r.rep.SideOutages = describeOutages(all)
 	}
 	r.rep.hostileFigures(r.e, r.hs, rb.snap.Ops, cellOutages{demo: outages, side: sideOutages}, r.x.fenceWindows(),
 		restoreWindows(r.e.h.MoveSnapshot().Restores, r.cfg.Lease))

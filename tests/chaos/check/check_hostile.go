@@ -144,6 +144,21 @@ func CheckWriteStalls(writes []Op, outages []Window, bound time.Duration) (int, 
 	return len(writes), vs
 }
 
+// Within is the parts of outages that lie within some window of ws (in
+// the order of outages, then of ws; they may overlap: overlap takes their
+// union).
+func Within(outages, ws []Window) []Window {
+	var out []Window
+	for _, o := range outages {
+		for _, w := range ws {
+			if lo, hi := max(o.Start, w.Start), min(o.End, w.End); hi > lo {
+				out = append(out, Window{Start: lo, End: hi, What: o.What + " in " + w.What})
+			}
+		}
+	}
+	return out
+}
+
 // detail is o's attempts, if it kept them, after a separator.
 func detail(o Op) string {
 	if o.Detail == "" {

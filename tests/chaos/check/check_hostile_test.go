@@ -143,3 +143,23 @@ func TestFencedWriteStallsDiskFault(t *testing.T) {
 		})
 	}
 }
+
+// TestWithin: the parts of outages inside some window; none outside
+// every window (the moving prefix's stall outside any fault stays a
+// stall for checker h3).
+func TestWithin(t *testing.T) {
+	s := time.Second
+	outages := []Window{{Start: 10 * s, End: 20 * s}, {Start: 40 * s, End: 45 * s}}
+	faults := []Window{{Start: 5 * s, End: 12 * s}, {Start: 15 * s, End: 30 * s}}
+	got := Within(outages, faults)
+	if len(got) != 2 || got[0].Start != 10*s || got[0].End != 12*s || got[1].Start != 15*s || got[1].End != 20*s {
+		t.Fatalf("Within: %+v", got)
+	}
+	stall := Op{Start: 40 * s, End: 50 * s, OK: true}
+	if _, vs := CheckWriteStalls([]Op{stall}, got, 5*s); len(vs) != 1 {
+		t.Fatalf("a stall outside every fault excused: %v", vs)
+	}
+	if _, vs := CheckWriteStalls([]Op{{Start: 9 * s, End: 18 * s, OK: true}}, got, 5*s); len(vs) != 0 {
+		t.Fatalf("a write slowed by outages within faults held a stall: %v", vs)
+	}
+}

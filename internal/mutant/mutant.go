@@ -429,11 +429,6 @@ const (
 	// other branch's answers. Caught by server/cell
 	// TestBranchRead.
 	TxnReadsBranch Mutant = "lockd_broken_txn_reads_branch"
-	// TxnReadsACL answers a transaction's branch reads without the
-	// caller's read role on them: a tenant allowed to write a path reads
-	// another's. Caught by server/httpapi
-	// TestTxnBranchReadsChecked.
-	TxnReadsACL Mutant = "lockd_broken_txn_reads_acl"
 	// WatchKey keys the proxy's watches by (path, kind, since): one entry
 	// per index. Caught by proxy TestWatchDedupe (also tests/integration
 	// TestHostileProxyWatchFlood).
@@ -519,9 +514,10 @@ const (
 
 	// --- etcd gateway: server reads (ranges, change ring) ---
 
-	// RangeACL lets RouteRange skip its read check on Root: a tenant
-	// reads another's subtree. Caught by server/httpapi
-	// TestRangeAuthorization.
+	// RangeACL lets RouteRange, RouteRanges and a transaction's branch
+	// reads skip their read check on Root: a tenant reads another's
+	// subtree. Caught by server/httpapi TestRangeAuthorization and
+	// TestTxnBranchReadsChecked.
 	RangeACL Mutant = "lockd_broken_range_acl"
 	// ChangesFloor lets the change ring drop changes without raising its
 	// Floor, and a state read from a snapshot keep Floor 1: a gap is
@@ -751,7 +747,6 @@ var all = []Mutant{
 	ProxyCloseUnbounded,
 	TxnReadsBranch,
 	RangeRoot,
-	TxnReadsACL,
 	EtcdTxnUnread,
 	WatchKey, ProxyEventCap,
 	GrantEarly, LendToken, MovedAway, NoCellRefresh, ForeignHint, PooledStale, KARetryLongTimeout, ProxyViewBehind,

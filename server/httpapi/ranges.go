@@ -75,6 +75,27 @@ func (s *Server) rangeRead(ctx *fasthttp.RequestCtx, p principal) (any, error) {
 	return s.untilServed(ctx, c, req.Root, func(cctx context.Context) (any, error) { return c.Range(cctx, req, limit) })
 }
 
+// readLimits checks reads as one read of the state (the ranges of a
+// ranges read, a transaction's branch reads): each as checkUnder, each
+// in prefix; and returns their limits, clamped. what names a read in a
+// refusal ("read", "then read"), of the request it is part of.
+func readLimits(p principal, what, of, prefix string, reads []api.RangeRequest) ([]int, error) {
+	limits := make([]int, len(reads))
+	for i, r := range reads {
+		if err := checkUnder(p, r.Root, r.Start, r.End); err != nil {
+			return nil, api.Errorf(api.CodeOf(err), "%s %d: %v", what, i, err)
+		}
+		if api.Prefix(r.Root) != prefix {
+			return nil, api.Errorf(api.CodeBadRequest, "%s %d's root %s is not in prefix %s: the reads of %s are of one prefix", what, i, r.Root, prefix, of)
+		}
+		var err error
+		if limits[i], err = clampLimit("limit", r.Limit, api.MaxRangeKeys); err != nil {
+			return nil, err
+		}
+	}
+	return limits, nil
+}
+
 // rangesRead reads several ranges of one prefix at one index (an etcd
 // transaction's compares and reads): each checked as rangeRead checks
 // one, all refused if one is.
@@ -89,19 +110,9 @@ func (s *Server) rangesRead(ctx *fasthttp.RequestCtx, p principal) (any, error) 
 	if len(req.Reads) == 0 || len(req.Reads) > api.MaxRangesPerRead {
 		return nil, api.Errorf(api.CodeBadRequest, "%d reads: a ranges read carries 1 to %d (MaxRangesPerRead)", len(req.Reads), api.MaxRangesPerRead)
 	}
-	prefix := api.Prefix(req.Root)
-	limits := make([]int, len(req.Reads))
-	for i, r := range req.Reads {
-		if err := checkUnder(p, r.Root, r.Start, r.End); err != nil {
-			return nil, err
-		}
-		if api.Prefix(r.Root) != prefix {
-			return nil, api.Errorf(api.CodeBadRequest, "read %d's root %s is not in prefix %s: the reads of one ranges read are of one prefix", i, r.Root, prefix)
-		}
-		var err error
-		if limits[i], err = clampLimit("limit", r.Limit, api.MaxRangeKeys); err != nil {
-			return nil, err
-		}
+	limits, err := readLimits(p, "read", "a ranges read", api.Prefix(req.Root), req.Reads)
+	if err != nil {
+		return nil, err
 	}
 	c, err := s.cellForPath(ctx, req.Root)
 	if err != nil {

@@ -7,7 +7,6 @@ package httpapi
 
 import (
 	"github.com/lockservice/lockd/api"
-	"github.com/lockservice/lockd/internal/mutant"
 	"github.com/lockservice/lockd/server/cell"
 )
 
@@ -28,33 +27,11 @@ func txnReads(p principal, req *api.TxnRequest) (*cell.TxnReads, error) {
 	return out, nil
 }
 
-// branchReadLimits checks one branch's reads and returns their clamped
-// limits.
+// branchReadLimits checks one branch's reads (readLimits) and returns
+// their clamped limits.
 func branchReadLimits(p principal, branch, prefix string, reads []api.RangeRequest) ([]int, error) {
 	if len(reads) > api.MaxRangesPerRead {
 		return nil, api.Errorf(api.CodeBadRequest, "%d %s reads: a transaction's branch carries at most %d (MaxRangesPerRead)", len(reads), branch, api.MaxRangesPerRead)
 	}
-	limits := make([]int, len(reads))
-	for i, r := range reads {
-		if err := checkTxnRead(p, r); err != nil {
-			return nil, api.Errorf(api.CodeOf(err), "%s read %d: %v", branch, i, err)
-		}
-		if api.Prefix(r.Root) != prefix {
-			return nil, api.Errorf(api.CodeBadRequest, "%s read %d's root %s is not in prefix %s: a transaction's reads are of its own prefix", branch, i, r.Root, prefix)
-		}
-		var err error
-		if limits[i], err = clampLimit("limit", r.Limit, api.MaxRangeKeys); err != nil {
-			return nil, err
-		}
-	}
-	return limits, nil
-}
-
-// checkTxnRead is checkUnder: the read role on the root, the span under
-// it.
-func checkTxnRead(p principal, r api.RangeRequest) error {
-	if mutant.On(mutant.TxnReadsACL) {
-		return api.ValidatePath(r.Root) // broken: no role checked
-	}
-	return checkUnder(p, r.Root, r.Start, r.End)
+	return readLimits(p, branch+" read", "a transaction", prefix, reads)
 }

@@ -10,7 +10,7 @@ import (
 // TestTxnBranchReadsChecked: a transaction's branch reads are checked as
 // a ranges read before anything is proposed: the read role on each root
 // (a tenant that may write a path reads no other's through its
-// transaction: mutant lockd_broken_txn_reads_acl), the span under its
+// transaction: mutant lockd_broken_range_acl), the span under its
 // root, the transaction's own prefix, MaxRangesPerRead a branch, and the
 // limits clamped.
 func TestTxnBranchReadsChecked(t *testing.T) {

@@ -245,6 +245,24 @@ const (
 	// RenewExpiring makes KeepAlive renew a lease whose expiry is in
 	// flight. Caught by server/session TestLeaseLifecycle.
 	RenewExpiring Mutant = "lockd_broken_renewexpiring"
+	// HandOverRenews lets the leader renew leases while a planned
+	// hand-over holds them: a lease renewed after its silence was
+	// measured is cut short by the next leader. Caught by server/session
+	// TestHandOverHoldsRenewals.
+	HandOverRenews Mutant = "lockd_broken_handover_renews"
+	// HandOverStaleCharge has leader_start charge the time since a
+	// hand_over other than the state's (an earlier one, measured longer).
+	// Caught by server/fsm TestHandOverCharge.
+	HandOverStaleCharge Mutant = "lockd_broken_handover_stale_charge"
+	// HandOverUncancelled thaws the leader after a hand-over that did not
+	// happen without committing its cancel: a later leader charges the
+	// silences of sessions renewed since. Caught by server/cell
+	// TestHandOverCancelsBeforeThaw.
+	HandOverUncancelled Mutant = "lockd_broken_handover_uncancelled"
+	// HandOverSkipped makes a planned hand-over a plain transfer: the next
+	// leader gives every session a full lease from its start. Caught by
+	// tests/integration TestHandOverPassesSilence.
+	HandOverSkipped Mutant = "lockd_broken_handover_skipped"
 	// LoseEvents makes the leader lose every eighth event it queues for a
 	// session (never sent, so never re-sent): a lock waiter then holds only
 	// when its silence re-list finds the lock, up to a lease after the
@@ -737,6 +755,7 @@ var all = []Mutant{
 	CachesParents, CacheSettle, CacheWindow, DeclaredWindow, FenceCachers,
 	LockDelayLostOnFailover, WatchQuota,
 	TenantMisses, EarlyExpiry, FairDeadline, RenewExpiring, RestoreNoHold, LoseEvents,
+	HandOverRenews, HandOverStaleCharge, HandOverUncancelled, HandOverSkipped,
 	StaleConn, RefusedRedial, ProposalOutlivesLeader,
 	ACL, BodyLimit, FreeGrants, NoHostHint, ViewBehind, MoveAgeSeen, TimeoutNotApplied, RefreshGap, RenewCheck,
 	RouteLabel, ClientCerts,

@@ -58,6 +58,10 @@ func (c *Cell) afterApply(s *fsm.State, a *fsm.Applied) {
 			c.watches.Reset()
 			c.changeWaiters.wakeAll()
 		}
+	case fsm.OpHandOver:
+		if res.Err == nil {
+			c.clock.HandedOver(s.Epoch(), res.Index) // what the next leader_start measures from
+		}
 	case fsm.OpOpenSession:
 		// A session's id is the index of the entry that opened it; a
 		// retried open answered with an older session keeps that lease.

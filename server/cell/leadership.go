@@ -9,9 +9,11 @@ import (
 	"github.com/lockservice/lockd/server/fsm"
 )
 
-// HandOff asks Raft to move leadership to another replica if this one leads,
-// and waits up to timeout for it to move: a clean stop then costs clients a
-// leader change of a few heartbeats, not an election timeout.
+// HandOff hands this cell's leadership, if held here, to another replica
+// (a planned hand-over: handover.go) and waits up to timeout for it to
+// move: a clean stop then costs clients a leader change of a few
+// heartbeats, not an election timeout, and a silent session no more than
+// what its lease has left.
 func (c *Cell) HandOff(timeout time.Duration) {
 	leader, _, valid, err := c.nh.GetLeaderID(c.cfg.Info.ShardID)
 	if err != nil || !valid || leader != c.cfg.ReplicaID {
@@ -21,16 +23,12 @@ func (c *Cell) HandOff(timeout time.Duration) {
 		if id == c.cfg.ReplicaID {
 			continue
 		}
-		if err := c.nh.RequestLeaderTransfer(c.cfg.Info.ShardID, id); err != nil {
-			continue
+		if err := c.handOverTo(id, timeout); err != nil {
+			c.log.Warn("leadership not handed off", "to", id, "err", err)
+			return
 		}
-		deadline := time.Now().Add(timeout)
-		for time.Now().Before(deadline) {
-			if l, _, ok, _ := c.nh.GetLeaderID(c.cfg.Info.ShardID); ok && l != c.cfg.ReplicaID {
-				c.log.Info("leadership handed off", "to", l)
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
+		if l, _, ok, _ := c.nh.GetLeaderID(c.cfg.Info.ShardID); ok && l != c.cfg.ReplicaID {
+			c.log.Info("leadership handed off", "to", l)
 		}
 		return
 	}
@@ -142,5 +140,9 @@ func (c *Cell) EpochFloors() map[string]uint64 { return c.cfg.EpochFloors }
 // the previous leadership lasted as this replica saw it (LeaderClock).
 func (c *Cell) leaderStartCmd(term uint64) fsm.Command {
 	epoch, prev := c.clock.Prev()
-	return fsm.Command{Op: fsm.OpLeaderStart, ReplicaID: c.cfg.ReplicaID, Term: term, Epoch: epoch, PrevLeadershipMS: prev, Restored: c.restoreStart()}
+	cmd := fsm.Command{Op: fsm.OpLeaderStart, ReplicaID: c.cfg.ReplicaID, Term: term, Epoch: epoch, PrevLeadershipMS: prev, Restored: c.restoreStart()}
+	if c.LogCodec() >= fsm.LogCodecV4 {
+		cmd.HandOverIndex, cmd.HandOverMS = c.clock.SinceHandOver(epoch) // handover.go
+	}
+	return cmd
 }

@@ -92,16 +92,14 @@ func membershipError(err error) error {
 	return raftError(err)
 }
 
-// TransferTo asks Raft to hand this cell's leadership (held here) to the
-// replica replicaID; best effort, as Raft's transfer is.
+// TransferTo hands this cell's leadership (held here) to the replica
+// replicaID, a planned hand-over (handover.go), and waits for it to move
+// (at most the longest election timeout): unavailable if it did not.
 func (c *Cell) TransferTo(replicaID uint64) error {
 	if err := c.Ready(); err != nil {
 		return err
 	}
-	if err := c.nh.RequestLeaderTransfer(c.cfg.Info.ShardID, replicaID); err != nil {
-		return raftError(err)
-	}
-	return nil
+	return c.handOverTo(replicaID, c.inflightGrace())
 }
 
 // Stop stops this replica for good (it was removed from the cell): the

@@ -52,6 +52,9 @@ const (
 	cmdPermits          byte = 40 // varint (semaphores, codec V2)
 	cmdContainer        byte = 55 // flag (container directories, codec V2; on a put V3)
 	cmdUncontain        byte = 56 // flag (a put making a container plain, codec V3)
+	cmdSilentMS         byte = 57 // list of varints (hand_over, codec V4)
+	cmdHandOverIndex    byte = 58 // uvarint (leader_start, codec V4)
+	cmdHandOverMS       byte = 59 // varint (leader_start, codec V4)
 )
 
 // Version-1 tags of an api.Quota message.
@@ -91,6 +94,7 @@ var codecOps = [...]Op{
 	16: OpEndLockDelay,
 	19: OpTxn,         // codec V2 (txn.go)
 	21: OpSetLockMode, // codec V2 (rwlock.go)
+	22: OpHandOver,    // codec V4 (handover.go)
 }
 
 // codecLocks are the lock modes' version-1 codes (the index); 0 is none.
@@ -155,7 +159,7 @@ func encodeCommand(c *Command) []byte {
 	e.varint(cmdAtMS, c.AtMS)
 	e.uvarint(cmdSince, c.Since)
 	encodeCommandRest(&e, c)
-	if e.over || len(c.Nodes) > maxCodecNodes || len(c.Sessions) > maxCodecSessions {
+	if e.over || len(c.Nodes) > maxCodecNodes || len(c.Sessions) > maxCodecSessions || len(c.SilentMS) > maxCodecSessions {
 		return mustJSON(c) // past a decoder bound: JSON, which every version reads
 	}
 	return append(e.b, codecEnd)
@@ -218,6 +222,14 @@ func encodeCommandRest(e *encoder, c *Command) {
 	encodeTxnCommand(e, c)          // tags 45-54 (codec_txn.go)
 	e.flag(cmdContainer, c.Container)
 	e.flag(cmdUncontain, c.Uncontain)
+	if len(c.SilentMS) != 0 {
+		e.b = binary.AppendUvarint(append(e.b, cmdSilentMS), uint64(len(c.SilentMS)))
+		for _, ms := range c.SilentMS {
+			e.b = binary.AppendVarint(e.b, ms)
+		}
+	}
+	e.uvarint(cmdHandOverIndex, c.HandOverIndex)
+	e.varint(cmdHandOverMS, c.HandOverMS)
 }
 
 // encodeExported writes one exported node as a length-prefixed message.
@@ -237,7 +249,7 @@ func encodeExported(e *encoder, n *api.ExportedNode) {
 // commandSizeHint is about c's encoded size, so that encoding allocates once.
 func commandSizeHint(c *Command) int {
 	n := 96 + len(c.Op) + len(c.Secret) + len(c.Path) + len(c.Value) + len(c.ParentsFrom) +
-		len(c.Tenant) + len(c.Nonce) + len(c.Cell) + 10*len(c.Sessions)
+		len(c.Tenant) + len(c.Nonce) + len(c.Cell) + 10*len(c.Sessions) + 10*len(c.SilentMS)
 	for i := range c.Nodes {
 		n += 40 + len(c.Nodes[i].Path) + len(c.Nodes[i].Value) + len(c.Nodes[i].Tenant)
 	}
@@ -342,6 +354,12 @@ func decodeCommandField(d *decoder, c *Command, t byte) {
 		decodeTxnCommandField(d, c, t)
 	case cmdContainer:
 		c.Container = true
+	case cmdSilentMS:
+		c.SilentMS = decodeSilences(d)
+	case cmdHandOverIndex:
+		c.HandOverIndex = d.uvarint()
+	case cmdHandOverMS:
+		c.HandOverMS = d.varint()
 	case cmdUncontain:
 		c.Uncontain = true
 	default:
@@ -372,16 +390,22 @@ func decodeQuota(d *decoder) *api.Quota {
 	return q
 }
 
-func decodeSessions(d *decoder) []uint64 {
-	n := d.count("sessions", maxCodecSessions)
+func decodeSessions(d *decoder) []uint64 { return decodeList(d, "sessions", d.uvarint) }
+
+func decodeSilences(d *decoder) []int64 { return decodeList(d, "silences", d.varint) }
+
+// decodeList reads a count, at most maxCodecSessions, then that many
+// values.
+func decodeList[T any](d *decoder, what string, read func() T) []T {
+	n := d.count(what, maxCodecSessions)
 	if n == 0 {
 		return nil
 	}
-	ids := make([]uint64, n)
-	for i := range ids {
-		ids[i] = d.uvarint()
+	out := make([]T, n)
+	for i := range out {
+		out[i] = read()
 	}
-	return ids
+	return out
 }
 
 func decodeExportedNodes(d *decoder) []api.ExportedNode {

@@ -31,7 +31,7 @@ func fullCommand(op Op) Command {
 			{Path: "/demo/a", Value: bytes.Repeat([]byte("x"), 300), Version: 3, NextSeq: 4, Tenant: "t", DelayMS: -1, Kept: true, Container: true},
 			{},
 		},
-		Page: 2, ReplicaID: 3, Term: 4, PrevLeadershipMS: 4000,
+		Page: 2, ReplicaID: 3, Term: 4, PrevLeadershipMS: 4000, SilentMS: []int64{0, -1, 1 << 40, 12000}, HandOverIndex: 77, HandOverMS: 1500,
 		Restored:  &RestoreStart{Floor: 1 << 20, Prefixes: []string{"/demo", "", "/moved"}},
 		If:        fullTxnConds(),
 		Then:      fullTxnOps(),

@@ -44,8 +44,14 @@ const (
 	// put without it: a cell proposes them only at V3 (TxnCodec,
 	// PutCodec).
 	LogCodecV3 LogCodec = 3
+	// LogCodecV4 is the binary codec (encoded as version 1) with a
+	// planned hand-over's vocabulary (handover.go): hand_over, and
+	// leader_start's HandOverIndex and HandOverMS. A replica of a V3
+	// build refuses them as undecodable: a cell's leader hands over with
+	// them only at V4 (and gives every session a full lease before).
+	LogCodecV4 LogCodec = 4
 	// LogCodecNewest is the highest codec this build encodes and decodes.
-	LogCodecNewest = LogCodecV3
+	LogCodecNewest = LogCodecV4
 )
 
 // NeedCodec refuses a request whose entry needs codec need on a cell

@@ -127,8 +127,10 @@ type Command struct {
 
 	// ElapsedMS: for leader_tick, how long the leader has led.
 	ElapsedMS int64 `json:"elapsed_ms,omitempty"`
-	// Sessions: for confirm, the sessions that renewed.
+	// Sessions: for confirm, the sessions that renewed; for hand_over,
+	// the sessions whose silence SilentMS gives (the same order).
 	Sessions []uint64 `json:"sessions,omitempty"`
+	SilentMS []int64  `json:"silent_ms,omitempty"`
 
 	// Cell: for seal_prefix, the cell the prefix moves to.
 	Cell string `json:"cell,omitempty"`
@@ -157,6 +159,11 @@ type Command struct {
 	// its monotonic clock from its own apply of that leadership's
 	// leader_start to the proposal (a lower bound; 0 if unknown).
 	PrevLeadershipMS int64 `json:"prev_leadership_ms,omitempty"`
+	// HandOverIndex and HandOverMS: for leader_start, the index of the
+	// hand_over entry the proposer applied last and how long ago, on its
+	// monotonic clock, less the drift margin (handover.go; 0: none known).
+	HandOverIndex uint64 `json:"hand_over_index,omitempty"`
+	HandOverMS    int64  `json:"hand_over_ms,omitempty"`
 	// Restored: for leader_start on a replica imported from a backup,
 	// the restore plan it was imported by; only the first leader_start
 	// after the restore applies it (restore.go).

@@ -187,9 +187,16 @@ func (g *generator) step() {
 		if g.rng.Intn(6) == 0 {
 			epoch += uint64(g.rng.Intn(3)) - 1
 		}
-		if g.rng.Intn(2) == 0 {
+		switch g.rng.Intn(3) {
+		case 0:
 			c = Command{Op: OpLeaderTick, Epoch: epoch, ElapsedMS: int64(g.rng.Intn(30_000))}
-		} else {
+		case 1: // a hand-over's record (none listed: its cancel)
+			c = Command{Op: OpHandOver, Epoch: epoch}
+			for range g.rng.Intn(4) {
+				c.Sessions = append(c.Sessions, g.anySession())
+				c.SilentMS = append(c.SilentMS, int64(g.rng.Intn(15_000)))
+			}
+		default:
 			c = Command{Op: OpConfirm, Epoch: epoch}
 			for range g.rng.Intn(4) {
 				c.Sessions = append(c.Sessions, g.anySession())

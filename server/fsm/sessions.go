@@ -219,6 +219,7 @@ func (s *State) leaderStart(index uint64, c *Command) (Result, []Change) {
 			sess.silentMS = min(sess.silentMS+min(charge, sess.leaseMS), sess.leaseMS)
 		}
 	}
+	s.chargeHandOver(c) // handover.go
 	var changes []Change
 	if r := c.Restored; r != nil && s.epoch < r.Floor {
 		changes = s.restoreStart(index, r)

@@ -43,6 +43,9 @@ type snapHeader struct {
 	// ContainerSeq is the state's containerSeq (container.go; absent in
 	// snapshots from before it: 0).
 	ContainerSeq uint64 `json:"container_seq,omitempty"`
+	// HandOver is the running leadership's last hand_over (handover.go;
+	// absent without one).
+	HandOver *snapHandOver `json:"hand_over,omitempty"`
 }
 
 type snapOpen struct {
@@ -143,7 +146,7 @@ func (s *State) Freeze() *Frozen {
 	f := &Frozen{header: snapHeader{
 		Format: snapshotFormat, Index: s.index, Epoch: s.epoch, LeaderID: s.leaderID, LeaderTerm: s.leaderTerm,
 		RootChild: s.root.childIndex, ElapsedMS: s.leaderElapsedMS, Sessions: len(s.sessions), Nodes: len(s.nodes),
-		Ended: slices.Clone(s.endedOrder), Codec: s.codec, ContainerSeq: s.containerSeq,
+		Ended: slices.Clone(s.endedOrder), Codec: s.codec, ContainerSeq: s.containerSeq, HandOver: s.handover.snap(),
 	}, pre: map[*node]snapNode{}}
 	for _, o := range s.openOrder {
 		f.header.Opens = append(f.header.Opens, snapOpen{Nonce: o.nonce, Session: o.session})
@@ -321,6 +324,10 @@ func (s *State) restoreHeader(h snapHeader) error {
 	}
 	s.codec = h.Codec
 	s.containerSeq = h.ContainerSeq
+	var ok bool
+	if s.handover, ok = restoreHandOver(h.HandOver); !ok {
+		return fmt.Errorf("snapshot's hand-over lists %d sessions and %d silences (at most %d)", len(h.HandOver.Sessions), len(h.HandOver.SilentMS), MaxHandOverSessions)
+	}
 	for _, id := range h.Ended {
 		s.ended[id] = struct{}{}
 	}

@@ -52,6 +52,10 @@ type State struct {
 	// deleted so far: a new container's counter starts there
 	// (container.go). It only rises.
 	containerSeq uint64
+	// handover is the silence of each session as the leader that handed
+	// its leadership over measured it (handover.go): the next
+	// leader_start charges it. Empty outside a hand-over.
+	handover handOver
 	// ring is the change ring (changes.go): soft, an output of apply
 	// only, never part of the state's content or its snapshot.
 	ring *changeRing
@@ -220,6 +224,8 @@ func (s *State) apply(index uint64, c *Command) (Result, []Change) {
 		res, changes = s.txn(index, c) // txn.go
 	case OpSetLockMode:
 		res, changes = s.setLockMode(index, c) // rwlock.go
+	case OpHandOver:
+		res = s.handOver(index, c) // handover.go
 	default:
 		res = Result{Err: api.Errorf(api.CodeBadRequest, "unknown op %q", c.Op)}
 	}

@@ -244,7 +244,7 @@ func TestTxnCodecGate(t *testing.T) {
 			t.Errorf("put %+v needs codec %d, want %d", tc.req, got, tc.want)
 		}
 	}
-	if LogCodecNewest != LogCodecV3 {
-		t.Fatalf("newest codec %d, want 3", LogCodecNewest)
+	if LogCodecNewest != LogCodecV4 {
+		t.Fatalf("newest codec %d, want 4", LogCodecNewest)
 	}
 }

@@ -101,6 +101,7 @@ type batchRun struct {
 func (m *Manager) RenewBatch(ctx context.Context, proxy string, epoch uint64, entries []BatchEntry, wait time.Duration) (BatchRenewal, error) {
 	m.batches.Add(1)
 	m.batchSessions.Add(uint64(len(entries)))
+	m.awaitThaw(ctx) // handover.go
 	now := m.cfg.Now()
 	b, err := m.renewEntries(proxy, epoch, entries, now)
 	if err != nil {
@@ -132,6 +133,9 @@ func (m *Manager) renewEntries(proxy string, epoch uint64, entries []BatchEntry,
 	defer m.mu.Unlock()
 	if !m.active {
 		return nil, api.Errorf(api.CodeNotLeader, "not the leader")
+	}
+	if err := m.frozenLocked(); err != nil {
+		return nil, err
 	}
 	cur := m.epoch
 	b := &batchRun{cur: cur, sub: m.subscriberLocked(proxy), out: BatchRenewal{Epoch: cur}, items: make([]batchItem, 0, len(entries))}

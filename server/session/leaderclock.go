@@ -28,6 +28,10 @@ type LeaderClock struct {
 	known bool
 	epoch uint64    // leader epoch begun by the last leader_start applied here
 	at    time.Time // when it applied
+	// The last hand_over applied here (server/fsm handover.go): its
+	// leader epoch, its index and when it applied (hoIndex 0: none).
+	hoEpoch, hoIndex uint64
+	hoAt             time.Time
 }
 
 // leaderClockDrift scales measurements down by 2 % so that a replica whose
@@ -71,4 +75,33 @@ func (c *LeaderClock) Prev() (epoch uint64, ms int64) {
 		return c.epoch, 0
 	}
 	return c.epoch, (d - d/leaderClockDrift).Milliseconds()
+}
+
+// HandedOver records that the hand_over at index, under leader epoch
+// epoch, has just applied on this replica.
+func (c *LeaderClock) HandedOver(epoch, index uint64) {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hoEpoch, c.hoIndex, c.hoAt = epoch, index, now
+}
+
+// SinceHandOver returns the index of the last hand_over this replica
+// applied under leader epoch epoch and how long ago, in milliseconds,
+// less the drift margin: a lower bound on the time since the leader that
+// committed it measured its silences. (0, 0) if it applied none under
+// epoch since it started: the next leader_start then charges the
+// silences alone.
+func (c *LeaderClock) SinceHandOver(epoch uint64) (index uint64, ms int64) {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hoIndex == 0 || c.hoEpoch != epoch {
+		return 0, 0
+	}
+	d := now.Sub(c.hoAt)
+	if d <= 0 {
+		return c.hoIndex, 0
+	}
+	return c.hoIndex, (d - d/leaderClockDrift).Milliseconds()
 }

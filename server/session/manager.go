@@ -114,6 +114,10 @@ type Manager struct {
 	fenced   bool
 	fenceBy  time.Time // the start plus the longest cache window of its sessions
 	fence    fence
+	// frozen: a planned hand-over holds every renewal (handover.go);
+	// thawed is closed when it ends.
+	frozen bool
+	thawed chan struct{}
 	// seq numbers events. It only grows for the manager's life, so seqs
 	// grow per session within a leadership (clients reset their ack when
 	// the epoch changes) and an ack never covers an event of a newer lease.
@@ -226,6 +230,7 @@ func (m *Manager) deactivateLocked() {
 		return
 	}
 	m.active, m.unfenced, m.fenced = false, 0, false
+	m.thawLocked()
 	close(m.stopped)
 	for _, l := range m.leases {
 		// A parked KeepAlive holds no goroutine to see stopped.
@@ -352,6 +357,7 @@ func (m *Manager) Renew(ctx context.Context, id uint64, wait time.Duration, ack 
 // parks on it and unlocks.
 func (m *Manager) renewStart(ctx context.Context, id uint64, wait time.Duration, ack Ack) (l *lease, epoch uint64, _ time.Duration, r Renewal, err error) {
 	m.keepAlives.Add(1)
+	m.awaitThaw(ctx) // handover.go
 	m.mu.Lock()
 	l, epoch, err = m.renewLeaseLocked(id, ack)
 	if err != nil {
@@ -397,6 +403,9 @@ func (m *Manager) renewStart(ctx context.Context, id uint64, wait time.Duration,
 func (m *Manager) renewLeaseLocked(id uint64, ack Ack) (*lease, uint64, error) {
 	if !m.active {
 		return nil, 0, api.Errorf(api.CodeNotLeader, "not the leader")
+	}
+	if err := m.frozenLocked(); err != nil {
+		return nil, 0, err
 	}
 	l, ok := m.leases[id]
 	if !ok {

@@ -16,8 +16,9 @@ import (
 const codecWaitPolls = 300
 
 // newestCodec is the newest log codec of this build (fsm.LogCodecNewest:
-// the binary codec with issue 26's vocabulary and issue 27's compares).
-const newestCodec = 3
+// the binary codec with issue 26's vocabulary, issue 27's compares and
+// the planned hand-over's entries).
+const newestCodec = 4
 
 // TestCodecUpgrade is a rolling upgrade of the log codec. Lockd 5 stands
 // for a build from before the binary codec (--log-codec-max 0): while it

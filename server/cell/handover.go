@@ -22,10 +22,14 @@ import (
 const (
 	// handOverCommitTimeout bounds one proposal of a hand-over's entries.
 	handOverCommitTimeout = 3 * time.Second
-	// handOverCancelAttempts bounds the cancel's proposals; past them
-	// the leader stays frozen (it renews nothing it could not pass on)
-	// and asks Raft to move the leadership once more.
-	handOverCancelAttempts = 10
+	// handOverCancelAttempts bounds the cancel's proposals in the call;
+	// past them the leader stays frozen (it renews nothing it could not
+	// pass on), asks Raft to move the leadership once more and goes on
+	// proposing the cancel in the background (keepCancelling).
+	handOverCancelAttempts = 3
+	// handOverCancelFor bounds keepCancelling: a cell that commits
+	// nothing for this long has no sessions left to keep.
+	handOverCancelFor = 10 * time.Minute
 	// handOverPoll is how often the hand-over looks whether the
 	// leadership moved.
 	handOverPoll = 20 * time.Millisecond
@@ -35,7 +39,8 @@ const (
 // tested on its own (TestHandOverCancelsBeforeThaw).
 type handOverSteps struct {
 	// record commits the silences (hand_over); cancel commits an empty
-	// one. Both under the leadership's epoch.
+	// one (nil: a stopping lockd cancels nothing, the next leader
+	// charges the record). Both under the leadership's epoch.
 	record func(ctx context.Context, epoch uint64, silences []session.Silence) error
 	cancel func(ctx context.Context, epoch uint64) error
 	// transfer asks Raft to move the leadership; moved reports whether
@@ -50,21 +55,22 @@ type handOverSteps struct {
 
 // runHandOver records the silences, asks Raft to move the leadership and
 // waits up to wait for it to move. If it does not (or a step fails), it
-// cancels the record and only then thaws the manager.
-func runHandOver(s handOverSteps, epoch uint64, silences []session.Silence, wait time.Duration) error {
+// cancels the record and only then thaws the manager. frozen: the
+// leadership did not move and the cancel did not commit (the manager
+// still holds renewals).
+func runHandOver(s handOverSteps, epoch uint64, silences []session.Silence, wait time.Duration) (frozen bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), handOverCommitTimeout)
-	err := s.record(ctx, epoch, silences)
+	err = s.record(ctx, epoch, silences)
 	cancel()
 	if err == nil {
 		err = s.transfer()
 	}
 	if err == nil {
 		if err = awaitMove(s, wait); err == nil {
-			return nil
+			return false, nil
 		}
 	}
-	cancelHandOver(s, epoch)
-	return err
+	return !cancelHandOver(s, epoch), err
 }
 
 // awaitMove waits up to wait for the leadership to leave this replica.
@@ -84,38 +90,63 @@ func awaitMove(s handOverSteps, wait time.Duration) error {
 // cancelHandOver commits an empty hand_over, then thaws the manager; if
 // the leadership moved or ended meanwhile, the manager stopped and
 // nothing is left to thaw. An outcome unknown is retried: the record, if
-// it committed, comes before the cancel in the log.
-func cancelHandOver(s handOverSteps, epoch uint64) {
+// it committed, comes before the cancel in the log. It reports whether
+// the hand-over is settled (thawed, or the leadership over).
+func cancelHandOver(s handOverSteps, epoch uint64) bool {
 	if mutant.On(mutant.HandOverUncancelled) {
 		s.thaw(epoch) // broken: the record stays for the next leader
-		return
+		return true
+	}
+	if s.cancel == nil {
+		return s.moved()
 	}
 	for attempt := 0; attempt < handOverCancelAttempts; attempt++ {
-		if s.moved() {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), handOverCommitTimeout)
-		err := s.cancel(ctx, epoch)
-		cancel()
-		if err == nil {
-			s.thaw(epoch)
-			return
-		}
-		if IsRefusal(err) {
-			return // a later leadership: this one's manager has stopped
+		settled, err := cancelOnce(s, epoch)
+		if settled {
+			return true
 		}
 		s.log.Warn("hand-over's cancel not committed", "epoch", epoch, "attempt", attempt, "err", err)
 		s.sleep(100 * time.Millisecond)
 	}
-	s.log.Error("hand-over's cancel never committed: renewals stay held; asking Raft to move the leadership again", "epoch", epoch)
+	s.log.Error("hand-over's cancel not committed: renewals stay held; asking Raft to move the leadership again", "epoch", epoch)
 	_ = s.transfer()
+	return false
+}
+
+// cancelOnce proposes the cancel once: settled if it committed (the
+// manager is thawed), was refused (a later leadership: this one's manager
+// stopped) or the leadership moved.
+func cancelOnce(s handOverSteps, epoch uint64) (settled bool, err error) {
+	if s.moved() {
+		return true, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), handOverCommitTimeout)
+	err = s.cancel(ctx, epoch)
+	cancel()
+	if err == nil {
+		s.thaw(epoch)
+		return true, nil
+	}
+	return IsRefusal(err), err
+}
+
+// handOverWait is how long a hand-over waits for the leadership to move:
+// Raft gives a transfer one election timeout (ElectionRTT ticks), and
+// the new leader's first message then reaches this replica.
+func (c *Cell) handOverWait() time.Duration {
+	if g := time.Duration(c.cfg.ElectionRTT) * c.rtt; g > 0 {
+		return g + g/4
+	}
+	return time.Second
 }
 
 // handOverTo moves this cell's leadership, held here, to replica to, and
 // waits up to wait for it to move. A replica that does not lead, or a
 // cell whose log codec is below V4 (a replica of an older build could not
-// apply hand_over), makes a plain transfer request.
-func (c *Cell) handOverTo(to uint64, wait time.Duration) error {
+// apply hand_over), makes a plain transfer request, as does one whose
+// last hand-over still holds renewals (its record, if committed, is still
+// true). stopping: the lockd is stopping and cancels nothing.
+func (c *Cell) handOverTo(to uint64, wait time.Duration, stopping bool) error {
 	if to == c.cfg.ReplicaID {
 		return nil
 	}
@@ -134,7 +165,10 @@ func (c *Cell) handOverTo(to uint64, wait time.Duration) error {
 		sleep: time.Sleep,
 		log:   c.log,
 	}
-	if active, _ := c.sessions.Active(); !active || c.LogCodec() < fsm.LogCodecV4 || mutant.On(mutant.HandOverSkipped) {
+	if stopping {
+		steps.cancel = nil
+	}
+	if active, _ := c.sessions.Active(); !active || c.LogCodec() < fsm.LogCodecV4 || c.sessions.HandingOver() || mutant.On(mutant.HandOverSkipped) {
 		if err := steps.transfer(); err != nil {
 			return err
 		}
@@ -144,11 +178,34 @@ func (c *Cell) handOverTo(to uint64, wait time.Duration) error {
 	if err != nil {
 		return err
 	}
-	err = runHandOver(steps, epoch, silences, wait)
+	frozen, err := runHandOver(steps, epoch, silences, wait)
 	if err == nil {
 		c.log.Info("leadership handed over", "to", to, "sessions", len(silences))
 	}
+	if frozen && !stopping {
+		c.wg.Add(1)
+		go c.keepCancelling(steps, epoch)
+	}
 	return err
+}
+
+// keepCancelling proposes a hand-over's cancel every second until it
+// commits (then thaws), the leadership ends, the cell closes or
+// handOverCancelFor passes.
+func (c *Cell) keepCancelling(s handOverSteps, epoch uint64) {
+	defer c.wg.Done()
+	for deadline := time.Now().Add(handOverCancelFor); time.Now().Before(deadline); {
+		select {
+		case <-c.stop:
+			return
+		case <-time.After(time.Second):
+		}
+		if settled, _ := cancelOnce(s, epoch); settled {
+			c.log.Info("hand-over cancelled late: renewals go on", "epoch", epoch)
+			return
+		}
+	}
+	c.log.Error("hand-over's cancel never committed: renewals stay held until the leadership moves", "epoch", epoch)
 }
 
 // proposeHandOver commits hand_over under epoch with the silences (none:

@@ -60,25 +60,33 @@ func TestHandOverCancelsBeforeThaw(t *testing.T) {
 	unavailable := api.Errorf(api.CodeUnavailable, "timeout")
 	refused := &Refusal{api.Errorf(api.CodeNotLeader, "hand_over from leader epoch 1, now 2")}
 	for _, tc := range []struct {
-		name   string
-		script handOverScript
-		ok     bool
-		want   string
+		name     string
+		script   handOverScript
+		stopping bool // a stopping lockd: no cancel
+		ok       bool
+		frozen   bool
+		want     string
 	}{
-		{"moves", handOverScript{movesAfter: 3}, true, "record transfer"},
-		{"never moves", handOverScript{}, false, "record transfer cancel thaw"},
-		{"record fails", handOverScript{recordErr: unavailable}, false, "record cancel thaw"},
-		{"transfer fails", handOverScript{transferErr: errors.New("busy")}, false, "record transfer cancel thaw"},
-		{"cancel retried", handOverScript{cancelErrs: []error{unavailable, unavailable}}, false, "record transfer cancel-failed cancel-failed cancel thaw"},
-		{"cancel refused", handOverScript{cancelErrs: []error{refused}}, false, "record transfer cancel-failed"},
-		{"cancel never commits", handOverScript{cancelErrs: repeatErr(unavailable, handOverCancelAttempts)}, false,
-			"record transfer" + strings.Repeat(" cancel-failed", handOverCancelAttempts) + " transfer"},
+		{name: "moves", script: handOverScript{movesAfter: 3}, ok: true, want: "record transfer"},
+		{name: "never moves", want: "record transfer cancel thaw"},
+		{name: "record fails", script: handOverScript{recordErr: unavailable}, want: "record cancel thaw"},
+		{name: "transfer fails", script: handOverScript{transferErr: errors.New("busy")}, want: "record transfer cancel thaw"},
+		{name: "cancel retried", script: handOverScript{cancelErrs: []error{unavailable, unavailable}}, want: "record transfer cancel-failed cancel-failed cancel thaw"},
+		{name: "cancel refused", script: handOverScript{cancelErrs: []error{refused}}, want: "record transfer cancel-failed"},
+		{name: "cancel never commits", script: handOverScript{cancelErrs: repeatErr(unavailable, handOverCancelAttempts)}, frozen: true,
+			want: "record transfer" + strings.Repeat(" cancel-failed", handOverCancelAttempts) + " transfer"},
+		{name: "stopping", stopping: true, frozen: true, want: "record transfer"},
+		{name: "stopping, moves", stopping: true, script: handOverScript{movesAfter: 5}, ok: true, want: "record transfer"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := tc.script
-			err := runHandOver(s.play(), 1, []session.Silence{{Session: 7, SilentMS: 9000}}, 10*handOverPoll)
-			if (err == nil) != tc.ok {
-				t.Fatalf("err %v, want ok=%v", err, tc.ok)
+			steps := s.play()
+			if tc.stopping {
+				steps.cancel = nil
+			}
+			frozen, err := runHandOver(steps, 1, []session.Silence{{Session: 7, SilentMS: 9000}}, 10*handOverPoll)
+			if (err == nil) != tc.ok || frozen != tc.frozen {
+				t.Fatalf("err %v, frozen %v; want ok=%v, frozen %v", err, frozen, tc.ok, tc.frozen)
 			}
 			if got := strings.Join(s.steps, " "); got != tc.want {
 				t.Fatalf("steps %q, want %q", got, tc.want)

@@ -2,6 +2,8 @@ package cell
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/lni/dragonboat/v4/raftio"
@@ -9,23 +11,31 @@ import (
 	"github.com/lockservice/lockd/server/fsm"
 )
 
-// HandOff hands this cell's leadership, if held here, to another replica
-// (a planned hand-over: handover.go) and waits up to timeout for it to
-// move: a clean stop then costs clients a leader change of a few
-// heartbeats, not an election timeout, and a silent session no more than
-// what its lease has left.
+// HandOff hands this cell's leadership, if held here, to another voting
+// replica (a planned hand-over: handover.go), trying each in turn, and
+// waits up to timeout for each: a clean stop then costs clients a leader
+// change of a few heartbeats, not an election timeout, and a silent
+// session no more than what its lease has left.
 func (c *Cell) HandOff(timeout time.Duration) {
 	leader, _, valid, err := c.nh.GetLeaderID(c.cfg.Info.ShardID)
 	if err != nil || !valid || leader != c.cfg.ReplicaID {
 		return
 	}
-	for id := range c.currentPlacement().APIAddrs {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	m, err := c.Membership(ctx)
+	cancel()
+	if err != nil {
+		c.log.Warn("leadership not handed off: membership unknown", "err", err)
+		return
+	}
+	ids := slices.Sorted(maps.Keys(m.Voters))
+	for _, id := range ids {
 		if id == c.cfg.ReplicaID {
 			continue
 		}
-		if err := c.handOverTo(id, timeout); err != nil {
+		if err := c.handOverTo(id, min(timeout, c.handOverWait()), true); err != nil {
 			c.log.Warn("leadership not handed off", "to", id, "err", err)
-			return
+			continue
 		}
 		if l, _, ok, _ := c.nh.GetLeaderID(c.cfg.Info.ShardID); ok && l != c.cfg.ReplicaID {
 			c.log.Info("leadership handed off", "to", l)

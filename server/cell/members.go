@@ -94,12 +94,12 @@ func membershipError(err error) error {
 
 // TransferTo hands this cell's leadership (held here) to the replica
 // replicaID, a planned hand-over (handover.go), and waits for it to move
-// (at most the longest election timeout): unavailable if it did not.
+// (at most an election timeout and a quarter): unavailable if it did not.
 func (c *Cell) TransferTo(replicaID uint64) error {
 	if err := c.Ready(); err != nil {
 		return err
 	}
-	return c.handOverTo(replicaID, c.inflightGrace())
+	return c.handOverTo(replicaID, c.handOverWait(), false)
 }
 
 // Stop stops this replica for good (it was removed from the cell): the

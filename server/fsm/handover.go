@@ -75,16 +75,18 @@ func (s *State) handOver(index uint64, c *Command) Result {
 // chargeHandOver is leaderStart's part for a hand-over of the ending
 // leadership: each listed session's silence is at least its recorded one
 // plus what the proposer measured since (only if it measured this
-// hand_over: c.HandOverIndex names it), at most its lease. It runs before
-// the epoch moves on and clears the record.
+// hand_over: c.Epoch and c.HandOverIndex name it), at most its lease. It
+// runs before the epoch moves on and clears the record. The first
+// leader_start after a restore charges nothing of it (a backup's record
+// says nothing of the time since: a full lease is the safe side).
 func (s *State) chargeHandOver(c *Command) {
 	h := s.handover
 	s.handover = handOver{}
-	if h.epoch != s.epoch || len(h.silent) == 0 {
+	if h.epoch != s.epoch || len(h.silent) == 0 || c.Restored != nil {
 		return
 	}
 	var since int64
-	if c.HandOverIndex == h.index || (mutant.On(mutant.HandOverStaleCharge) && c.HandOverIndex != 0) {
+	if (c.Epoch == h.epoch && c.HandOverIndex == h.index) || (mutant.On(mutant.HandOverStaleCharge) && c.HandOverIndex != 0) {
 		since = max(c.HandOverMS, 0)
 	}
 	for id, ms := range h.silent { // each session on its own: order does not matter

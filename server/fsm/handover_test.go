@@ -19,15 +19,20 @@ func TestHandOverCharge(t *testing.T) {
 		// cancel: an empty hand_over follows the record; again: a
 		// second record follows it (the first one's index is measured).
 		cancel, again bool
-		measured      func(h *harness, first uint64) uint64 // the leader_start's HandOverIndex
-		sinceMS       int64
-		quiet, frozen int64 // the sessions' silences after the leader_start
+		// otherEpoch: the measure names another leadership; restored:
+		// the leader_start is a restore's first.
+		otherEpoch, restored bool
+		measured             func(h *harness, first uint64) uint64 // the leader_start's HandOverIndex
+		sinceMS              int64
+		quiet, frozen        int64 // the sessions' silences after the leader_start
 	}{
 		{name: "measured", measured: func(h *harness, first uint64) uint64 { return first }, sinceMS: 300, quiet: 1300, frozen: 9300},
 		{name: "unmeasured", measured: func(*harness, uint64) uint64 { return 0 }, sinceMS: 300, quiet: 1000, frozen: 9000},
 		{name: "saturates at the lease", measured: func(h *harness, first uint64) uint64 { return first }, sinceMS: 5000, quiet: 6000, frozen: 12000},
 		{name: "cancelled", cancel: true, measured: func(h *harness, first uint64) uint64 { return first }, sinceMS: 300},
 		{name: "another hand_over's measure", again: true, measured: func(h *harness, first uint64) uint64 { return first }, sinceMS: 4000, quiet: 500, frozen: 500},
+		{name: "another epoch's measure", otherEpoch: true, measured: func(h *harness, first uint64) uint64 { return first }, sinceMS: 4000, quiet: 1000, frozen: 9000},
+		{name: "restored", restored: true, measured: func(h *harness, first uint64) uint64 { return first }, sinceMS: 300},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newDemo(t)
@@ -44,7 +49,14 @@ func TestHandOverCharge(t *testing.T) {
 			if tc.again {
 				h.ok(Command{Op: OpHandOver, Epoch: epoch, Sessions: []uint64{frozen, quiet}, SilentMS: []int64{500, 500}})
 			}
-			h.ok(Command{Op: OpLeaderStart, ReplicaID: 2, Term: h.idx + 1, Epoch: epoch, HandOverIndex: tc.measured(h, first), HandOverMS: tc.sinceMS})
+			start := Command{Op: OpLeaderStart, ReplicaID: 2, Term: h.idx + 1, Epoch: epoch, HandOverIndex: tc.measured(h, first), HandOverMS: tc.sinceMS}
+			if tc.otherEpoch {
+				start.Epoch = epoch - 1
+			}
+			if tc.restored {
+				start.Restored = &RestoreStart{Floor: epoch + 10, Prefixes: []string{"/demo"}}
+			}
+			h.ok(start)
 			for _, c := range []struct {
 				id   uint64
 				want int64

@@ -33,11 +33,14 @@ func (p *Process) balanceRound() {
 	if view.Index() == 0 {
 		return
 	}
-	leaders := p.cellLeaders(view)
+	leaders, answered := p.cellLeaders(view)
 	voters := map[string][]uint64{}
 	for _, c := range view.Cells() {
 		for _, r := range c.Replicas {
-			if !r.Learner && r.Pending == "" {
+			// A lockd that did not answer leads nothing as far as the
+			// balance can tell: a transfer to it would only hold the
+			// cell's renewals for nothing (handover.go).
+			if !r.Learner && r.Pending == "" && answered[r.Lockd] {
 				voters[c.Name] = append(voters[c.Name], r.Lockd)
 			}
 		}
@@ -75,12 +78,14 @@ func (p *Process) every(d time.Duration, f func()) {
 
 // cellLeaders asks every lockd of the view which cells it leads; a cell
 // two lockds claim (one deposed, not yet told) goes to the higher term.
-func (p *Process) cellLeaders(view *directory.Directory) map[string]uint64 {
+// answered are the lockds that answered.
+func (p *Process) cellLeaders(view *directory.Directory) (map[string]uint64, map[uint64]bool) {
 	type claim struct {
 		lockd, term uint64
 	}
 	var mu sync.Mutex
 	claims := map[string]claim{}
+	answered := map[uint64]bool{}
 	var wg sync.WaitGroup
 	for _, l := range view.Response().Lockds {
 		wg.Add(1)
@@ -94,6 +99,7 @@ func (p *Process) cellLeaders(view *directory.Directory) map[string]uint64 {
 			}
 			mu.Lock()
 			defer mu.Unlock()
+			answered[l.ID] = true
 			for _, rs := range st.Cells {
 				if rs.Role == "leader" && rs.Term >= claims[rs.Cell].term {
 					claims[rs.Cell] = claim{lockd: l.ID, term: rs.Term}
@@ -106,5 +112,5 @@ func (p *Process) cellLeaders(view *directory.Directory) map[string]uint64 {
 	for cell, c := range claims {
 		out[cell] = c.lockd
 	}
-	return out
+	return out, answered
 }

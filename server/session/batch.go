@@ -101,7 +101,7 @@ type batchRun struct {
 func (m *Manager) RenewBatch(ctx context.Context, proxy string, epoch uint64, entries []BatchEntry, wait time.Duration) (BatchRenewal, error) {
 	m.batches.Add(1)
 	m.batchSessions.Add(uint64(len(entries)))
-	m.awaitThaw(ctx) // handover.go
+	wait -= m.awaitThaw(ctx) // handover.go
 	now := m.cfg.Now()
 	b, err := m.renewEntries(proxy, epoch, entries, now)
 	if err != nil {

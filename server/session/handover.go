@@ -15,8 +15,10 @@ import (
 // leases, measures each session's silence, and commits it before Raft
 // moves the leadership, so that the next leader charges it instead of
 // granting a full lease. Renewals wait meanwhile (at most
-// MaxHandOverHold); a hand-over that did not happen is cancelled by a
-// committed empty hand_over, and only then is the manager thawed.
+// MaxHandOverHold, in the caller's goroutine, parked KeepAlives too) and
+// nothing is expired here (the record decides it); a hand-over that did
+// not happen is cancelled by a committed empty hand_over, and only then
+// is the manager thawed.
 
 // MaxHandOverHold bounds how long a renewal waits for a hand-over to end
 // before it is answered unavailable (its client retries; its lease, which
@@ -85,18 +87,30 @@ func (m *Manager) thawLocked() {
 	}
 }
 
+// HandingOver reports whether a hand-over holds renewals: its record, if
+// it committed, is still in force (no renewal since its silences were
+// measured), so another transfer needs no record of its own.
+func (m *Manager) HandingOver() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.active && m.frozen
+}
+
 // awaitThaw waits, at most MaxHandOverHold, while a hand-over holds
-// renewals (until it is thawed, the leadership ends or ctx does).
-func (m *Manager) awaitThaw(ctx context.Context) {
+// renewals (until it is thawed, the leadership ends or ctx does), and
+// returns how long it waited: the caller's long poll is shortened by it,
+// so that its client's attempt does not run out.
+func (m *Manager) awaitThaw(ctx context.Context) time.Duration {
 	if mutant.On(mutant.HandOverRenews) {
-		return // broken: renewals go on during a hand-over
+		return 0 // broken: renewals go on during a hand-over
 	}
 	m.mu.Lock()
 	frozen, thawed, stopped := m.frozen, m.thawed, m.stopped
 	m.mu.Unlock()
 	if !frozen {
-		return
+		return 0
 	}
+	start := time.Now()
 	t := time.NewTimer(MaxHandOverHold)
 	defer t.Stop()
 	select {
@@ -105,6 +119,7 @@ func (m *Manager) awaitThaw(ctx context.Context) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+	return time.Since(start)
 }
 
 // frozenLocked refuses a renewal while a hand-over holds them.

@@ -137,3 +137,22 @@ func batchInBackground(m *Manager, id uint64) chan error {
 	}()
 	return ch
 }
+
+// TestHandOverExpiresNothing: while a hand-over holds renewals nothing
+// is expired here (a renewal held may yet go on if it is cancelled; if
+// not, the record decides); thawed, a run-out lease expires.
+func TestHandOverExpiresNothing(t *testing.T) {
+	m, f := newTestManager(t)
+	m.Start(1, f.sessions(1))
+	if _, _, err := m.HandOver(); err != nil {
+		t.Fatal(err)
+	}
+	f.advance(13 * time.Second)
+	if got := expireDue(m); len(got) != 0 {
+		t.Fatalf("expired %v during a hand-over", got)
+	}
+	m.Thaw(1)
+	if got := expireDue(m); len(got) != 1 || got[0] != 1 {
+		t.Fatalf("expired %v after the thaw, want [1]", got)
+	}
+}

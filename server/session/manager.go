@@ -357,7 +357,7 @@ func (m *Manager) Renew(ctx context.Context, id uint64, wait time.Duration, ack 
 // parks on it and unlocks.
 func (m *Manager) renewStart(ctx context.Context, id uint64, wait time.Duration, ack Ack) (l *lease, epoch uint64, _ time.Duration, r Renewal, err error) {
 	m.keepAlives.Add(1)
-	m.awaitThaw(ctx) // handover.go
+	held := m.awaitThaw(ctx) // handover.go
 	m.mu.Lock()
 	l, epoch, err = m.renewLeaseLocked(id, ack)
 	if err != nil {
@@ -381,7 +381,7 @@ func (m *Manager) renewStart(ctx context.Context, id uint64, wait time.Duration,
 	}
 	// Half a lease at most: the client's attempt timeout is built on its
 	// own wait, and a reply held longer would arrive after it gave up.
-	wait = min(wait, l.dur/2)
+	wait = min(wait, l.dur/2) - held
 	if len(l.events) > 0 || wait <= 0 {
 		r := Renewal{Events: slices.Clone(l.events), Lease: l.dur, Epoch: epoch}
 		m.mu.Unlock()
@@ -612,7 +612,9 @@ func (m *Manager) dueForExpiry(limit int) []due {
 	now := m.cfg.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.active {
+	if !m.active || m.frozen {
+		// A hand-over holds renewals: its record decides who expires
+		// (a renewal held now may yet go on if it is cancelled).
 		return nil
 	}
 	var out []due

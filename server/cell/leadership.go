@@ -12,28 +12,22 @@ import (
 )
 
 // HandOff hands this cell's leadership, if held here, to another voting
-// replica (a planned hand-over: handover.go), trying each in turn, and
-// waits up to timeout for each: a clean stop then costs clients a leader
-// change of a few heartbeats, not an election timeout, and a silent
-// session no more than what its lease has left.
+// replica (a planned hand-over: handover.go), trying each in turn within
+// timeout: a clean stop then costs clients a leader change of a few
+// heartbeats, not an election timeout, and a silent session no more than
+// what its lease has left.
 func (c *Cell) HandOff(timeout time.Duration) {
 	leader, _, valid, err := c.nh.GetLeaderID(c.cfg.Info.ShardID)
 	if err != nil || !valid || leader != c.cfg.ReplicaID {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	m, err := c.Membership(ctx)
-	cancel()
-	if err != nil {
-		c.log.Warn("leadership not handed off: membership unknown", "err", err)
-		return
-	}
-	ids := slices.Sorted(maps.Keys(m.Voters))
-	for _, id := range ids {
-		if id == c.cfg.ReplicaID {
-			continue
+	deadline := time.Now().Add(timeout)
+	for _, id := range c.handOffTargets(timeout / 4) {
+		wait := min(time.Until(deadline), c.handOverWait())
+		if wait <= 0 {
+			break
 		}
-		if err := c.handOverTo(id, min(timeout, c.handOverWait()), true); err != nil {
+		if err := c.handOverTo(id, wait, true); err != nil {
 			c.log.Warn("leadership not handed off", "to", id, "err", err)
 			continue
 		}
@@ -42,6 +36,19 @@ func (c *Cell) HandOff(timeout time.Duration) {
 		}
 		return
 	}
+}
+
+// handOffTargets are the cell's other voters in id order (from the
+// directory's placement if the membership cannot be read in timeout).
+func (c *Cell) handOffTargets(timeout time.Duration) []uint64 {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	m, err := c.Membership(ctx)
+	cancel()
+	ids := slices.Sorted(maps.Keys(m.Voters))
+	if err != nil {
+		ids = slices.Sorted(maps.Keys(c.currentPlacement().APIAddrs))
+	}
+	return slices.DeleteFunc(ids, func(id uint64) bool { return id == c.cfg.ReplicaID })
 }
 
 // LeaderUpdated is called by the NodeHost's event listener (one goroutine

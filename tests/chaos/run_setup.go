@@ -97,11 +97,14 @@ func (r *run) startCluster() error {
 		Lease:          cfg.Lease,
 		Cells: []cluster.CellSpec{{Name: cellName, ShardID: 1, Prefixes: []string{"/demo"}, Timing: cfg.CellTiming},
 			{Name: sideCell, ShardID: 2, Prefixes: []string{sidePrefix}, Timing: cfg.CellTiming}},
-		RaftDelay:     cfg.RaftDelay,
-		Dir:           filepath.Join(r.dir, "cluster"),
-		StartTimeout:  2 * time.Minute,
-		LeaderTimeout: 30 * time.Second,
-		Logf:          r.logf,
+		RaftDelay: cfg.RaftDelay,
+		// As lockd ships (--balance-leaders): its planned hand-overs
+		// (server/cell/handover.go) run under the faults.
+		BalanceLeaders: true,
+		Dir:            filepath.Join(r.dir, "cluster"),
+		StartTimeout:   2 * time.Minute,
+		LeaderTimeout:  30 * time.Second,
+		Logf:           r.logf,
 	}
 	if r.nn != nil {
 		opts.Network = r.nn

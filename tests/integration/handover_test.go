@@ -13,18 +13,27 @@ import (
 const handOverPolls = 400
 
 // TestHandOverPassesSilence: a planned hand-over of a cell's leadership
-// (the admin transfer, as leader balancing and a clean stop make it)
-// passes each session's silence to the next leader, which does not give
-// a silent session a fresh lease. Session frozen goes silent at its open,
-// session fresh 5 s later, then the leadership moves: frozen's node goes
-// about a lease after its open, fresh's about 5 s after that, and a
-// session renewing all along keeps its node. Before the hand-over's
+// (the admin transfer, as leader balancing makes it, and a clean stop's
+// hand-off) passes each session's silence to the next leader, which does
+// not give a silent session a fresh lease. Session frozen goes silent at
+// its open, session fresh 5 s later, then the leadership moves: frozen's
+// node goes about a lease after its open, fresh's about 5 s after that,
+// and a session renewing all along keeps its node. Before the hand-over's
 // record (or with it skipped: mutant lockd_broken_handover_skipped) the
 // new leader gave both a full lease from its start and both went within
 // milliseconds of each other, a hand-over plus a lease after frozen fell
 // silent.
 func TestHandOverPassesSilence(t *testing.T) {
 	t.Parallel()
+	for _, how := range []string{"transfer", "stop"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			handOverPassesSilence(t, how)
+		})
+	}
+}
+
+func handOverPassesSilence(t *testing.T, how string) {
 	const lease = 8 * time.Second
 	c := cluster.Start(t, cluster.Options{Lease: lease})
 	cl := c.NewClient()
@@ -43,15 +52,20 @@ func TestHandOverPassesSilence(t *testing.T) {
 	livePath := mine(live, "live-eph")
 
 	from := leaderByStatus(t, c, "demo")
-	to := from%5 + 1
-	ctx, cancel := ctxFor(callTimeout)
-	code, out, err := cl.Once(ctx, c.Endpoints()[from-1], "POST", api.RouteAdminTransfer, []byte(fmt.Sprintf(`{"cell":"demo","to":%d}`, to)), callTimeout)
-	cancel()
-	if err != nil || code != 200 {
-		t.Fatalf("hand demo's leadership from lockd %d to %d: %d %s %v", from, to, code, out, err)
+	switch how {
+	case "transfer":
+		to := from%5 + 1
+		ctx, cancel := ctxFor(callTimeout)
+		code, out, err := cl.Once(ctx, c.Endpoints()[from-1], "POST", api.RouteAdminTransfer, []byte(fmt.Sprintf(`{"cell":"demo","to":%d}`, to)), callTimeout)
+		cancel()
+		if err != nil || code != 200 {
+			t.Fatalf("hand demo's leadership from lockd %d to %d: %d %s %v", from, to, code, out, err)
+		}
+	case "stop":
+		must(t, c.Stop(from)) // SIGTERM: the lockd hands its leaderships off
 	}
 	if now := leaderByStatus(t, c, "demo"); now == from {
-		t.Fatalf("lockd %d still leads demo after a transfer answered 200", from)
+		t.Fatalf("lockd %d still leads demo after the hand-over (%s)", from, how)
 	}
 	exists := func(p string) bool {
 		err := do(cl, api.RouteGet, api.ReadRequest{Path: p}, nil)

@@ -96,6 +96,11 @@ type Error struct {
 	Message string `json:"message,omitempty"`
 	// Leader is the API address of the cell's leader, set with not_leader when known.
 	Leader string `json:"leader,omitempty"`
+	// Elected is set with not_leader when Leader was elected while the
+	// request waited for a usable leader (a newer Raft term): a client
+	// that could not reach that address before (Lockd-Unreachable) should
+	// try it again, a process restarted there.
+	Elected bool `json:"leader_elected,omitempty"`
 	// Cell names the cell a prefix moved to, set with moved.
 	Cell string `json:"cell,omitempty"`
 	// NotApplied is set with unavailable when the service knows the

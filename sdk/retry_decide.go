@@ -27,6 +27,7 @@ type outcome struct {
 	staleResends int      // resends at once after stale connections so far, not counting this one
 	unavailable  int      // consecutive unavailable replies from addr, this one included
 	notApplied   bool     // the unavailable reply says the request had no effect (api.Error.NotApplied)
+	elected      bool     // the not_leader reply's leader was elected while it waited (api.Error.Elected)
 	// notAppliedRun: consecutive not_applied replies from addr, this one included.
 	notAppliedRun int
 }
@@ -90,8 +91,9 @@ func decide(o outcome) decision {
 		return decision{act: actFail}
 	case o.code == api.CodeNotLeader: // never applied: always safe to resend
 		// A hint naming the replica this call just failed to reach is a
-		// dead leader others have not yet replaced: back off instead.
-		fresh := o.hint != "" && o.hint != o.addr && !slices.Contains(o.unreachable, o.hint)
+		// dead leader others have not yet replaced: back off instead;
+		// unless it was elected since (a process restarted there).
+		fresh := o.hint != "" && o.hint != o.addr && (o.elected || !slices.Contains(o.unreachable, o.hint))
 		switch {
 		case !fresh:
 			return decision{act: actBackoff, forget: true}

@@ -105,6 +105,12 @@ func (st *retryState) observeReply(cl *call, r attemptResult, o *outcome) {
 	aerr := decodeError(r.status, r.body, r.addr)
 	st.last = aerr
 	o.code, o.hint = aerr.Code, aerr.Leader
+	if aerr.Code == api.CodeNotLeader && aerr.Elected {
+		o.elected = true
+		if i := slices.Index(cl.unreachable, aerr.Leader); i >= 0 {
+			cl.unreachable = slices.Delete(cl.unreachable, i, i+1) // a new process may answer there
+		}
+	}
 	if aerr.Code != api.CodeUnavailable {
 		return
 	}

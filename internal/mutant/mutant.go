@@ -263,6 +263,13 @@ const (
 	// leader gives every session a full lease from its start. Caught by
 	// tests/integration TestHandOverPassesSilence.
 	HandOverSkipped Mutant = "lockd_broken_handover_skipped"
+	// ReelectedUnsaid has a replica holding a request for a usable leader
+	// keep it while the leader the client could not reach is re-elected
+	// at a newer term (a process restarted at its address), and name it
+	// without Elected: the client goes round the other replicas, each
+	// holding it half its attempt. Caught by server/cell
+	// TestWaitUsableNamesAReelectedLeader.
+	ReelectedUnsaid Mutant = "lockd_broken_reelected_unsaid"
 	// LoseEvents makes the leader lose every eighth event it queues for a
 	// session (never sent, so never re-sent): a lock waiter then holds only
 	// when its silence re-list finds the lock, up to a lease after the
@@ -755,7 +762,7 @@ var all = []Mutant{
 	CachesParents, CacheSettle, CacheWindow, DeclaredWindow, FenceCachers,
 	LockDelayLostOnFailover, WatchQuota,
 	TenantMisses, EarlyExpiry, FairDeadline, RenewExpiring, RestoreNoHold, LoseEvents,
-	HandOverRenews, HandOverStaleCharge, HandOverUncancelled, HandOverSkipped,
+	HandOverRenews, HandOverStaleCharge, HandOverUncancelled, HandOverSkipped, ReelectedUnsaid,
 	StaleConn, RefusedRedial, ProposalOutlivesLeader,
 	ACL, BodyLimit, FreeGrants, NoHostHint, ViewBehind, MoveAgeSeen, TimeoutNotApplied, RefreshGap, RenewCheck,
 	RouteLabel, ClientCerts,

@@ -207,13 +207,20 @@ func (c *Cell) changes() <-chan struct{} {
 // that changes or ctx ends — and answers as Ready does then. The client is
 // told of the new leader the moment this replica learns of it, instead of
 // polling with backoff through the election (1 to 2 s), and a cell of
-// parked requests costs nothing while it elects.
+// parked requests costs nothing while it elects. A leader elected while
+// it waited at an address the client could not reach (a process restarted
+// there and won) is named with Elected set.
 func (c *Cell) WaitUsable(ctx context.Context, unreachable string) error {
+	term := c.term.Load()
 	for {
 		ch := c.changes() // before the check, so a change between them is not missed
 		err := c.Ready()
 		if err == nil || !c.worthWaiting(err, unreachable) {
 			return err
+		}
+		if ae := (*api.Error)(nil); errors.As(err, &ae) && ae.Leader != "" && c.term.Load() > term && !mutant.On(mutant.ReelectedUnsaid) {
+			ae.Elected = true // Ready's error is this call's own
+			return ae
 		}
 		select {
 		case <-ch:

@@ -81,3 +81,42 @@ func TestWaitUsableEndsWithItsContext(t *testing.T) {
 		}
 	})
 }
+
+// A leader the client could not reach that wins a newer term while the
+// request is held (its process restarted at the same address) is named at
+// once, with Elected set, so that the client tries it again; the same
+// leader and term reported again (a follower's flicker) keeps the hold.
+func TestWaitUsableNamesAReelectedLeader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newTestReplica(t, 1, nil)
+		r.c.SetPlacement(Placement{APIAddrs: map[uint64]string{1: "a:1", 2: "b:1", 3: "c:1"}})
+		r.c.LeaderUpdated(raftio.LeaderInfo{ShardID: 1, ReplicaID: 1, LeaderID: 2, Term: 4})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- r.c.WaitUsable(ctx, "b:1") }()
+		synctest.Wait()
+		for _, info := range []raftio.LeaderInfo{{LeaderID: 0, Term: 4}, {LeaderID: 2, Term: 4}} {
+			info.ShardID, info.ReplicaID = 1, 1
+			r.c.LeaderUpdated(info)
+			synctest.Wait()
+			select {
+			case err := <-done:
+				t.Fatalf("answered %v after %+v, want it held", err, info)
+			default:
+			}
+		}
+		r.c.LeaderUpdated(raftio.LeaderInfo{ShardID: 1, ReplicaID: 1, LeaderID: 0, Term: 5})
+		r.c.LeaderUpdated(raftio.LeaderInfo{ShardID: 1, ReplicaID: 1, LeaderID: 2, Term: 5})
+		synctest.Wait()
+		select {
+		case err := <-done:
+			var ae *api.Error
+			if !errors.As(err, &ae) || ae.Code != api.CodeNotLeader || ae.Leader != "b:1" || !ae.Elected {
+				t.Fatalf("answered %v, want not_leader naming b:1 as elected", err)
+			}
+		default:
+			t.Fatal("still held after the unreachable leader was re-elected at a newer term")
+		}
+	})
+}

@@ -84,6 +84,8 @@ type StatusResponse struct {
 	Zone      string `json:"zone,omitempty"`
 	// DirectoryReplica: this lockd hosts a replica of the directory group.
 	DirectoryReplica bool `json:"directory_replica,omitempty"`
+	// Stopping: this lockd is stopping (handing its leaderships off).
+	Stopping bool `json:"stopping,omitempty"`
 	// DirectoryLeader is the lockd leading the directory group, as this
 	// directory replica knows it (0: unknown, or not a directory replica).
 	DirectoryLeader uint64 `json:"directory_leader,omitempty"`

@@ -25,11 +25,14 @@ const (
 	// handOverCancelAttempts bounds the cancel's proposals in the call;
 	// past them the leader stays frozen (it renews nothing it could not
 	// pass on), asks Raft to move the leadership once more and goes on
-	// proposing the cancel in the background (keepCancelling).
+	// proposing the cancel in the background (keepCancelling) for as long
+	// as it leads.
 	handOverCancelAttempts = 3
-	// handOverCancelFor bounds keepCancelling: a cell that commits
-	// nothing for this long has no sessions left to keep.
-	handOverCancelFor = 10 * time.Minute
+	// handOverRetryEvery is how often keepCancelling proposes the cancel
+	// (and, every handOverRetransfer of them, asks Raft to move the
+	// leadership again).
+	handOverRetryEvery = time.Second
+	handOverRetransfer = 10
 	// handOverPoll is how often the hand-over looks whether the
 	// leadership moved.
 	handOverPoll = 20 * time.Millisecond
@@ -73,11 +76,18 @@ func runHandOver(s handOverSteps, epoch uint64, silences []session.Silence, wait
 	return !cancelHandOver(s, epoch), err
 }
 
-// awaitMove waits up to wait for the leadership to leave this replica.
+// awaitMove waits up to wait for the leadership to leave this replica,
+// asking Raft again at half time (a transfer Raft gave up after its
+// election timeout, a target slow to catch up under load).
 func awaitMove(s handOverSteps, wait time.Duration) error {
+	again := true
 	for waited := time.Duration(0); waited < wait; waited += handOverPoll {
 		if s.moved() {
 			return nil
+		}
+		if again && waited >= wait/2 {
+			again = false
+			_ = s.transfer()
 		}
 		s.sleep(handOverPoll)
 	}
@@ -131,11 +141,13 @@ func cancelOnce(s handOverSteps, epoch uint64) (settled bool, err error) {
 }
 
 // handOverWait is how long a hand-over waits for the leadership to move:
-// Raft gives a transfer one election timeout (ElectionRTT ticks), and
-// the new leader's first message then reaches this replica.
+// Raft gives a transfer one election timeout (ElectionRTT ticks), asked
+// twice (awaitMove), and the new leader's first message then reaches
+// this replica. Renewals are held meanwhile: at most 2 s in production
+// timing, a sixth of the lease.
 func (c *Cell) handOverWait() time.Duration {
 	if g := time.Duration(c.cfg.ElectionRTT) * c.rtt; g > 0 {
-		return g + g/4
+		return 2 * g
 	}
 	return time.Second
 }
@@ -151,61 +163,87 @@ func (c *Cell) handOverTo(to uint64, wait time.Duration, stopping bool) error {
 		return nil
 	}
 	term := c.term.Load()
-	steps := handOverSteps{
-		record: c.proposeHandOver,
-		cancel: func(ctx context.Context, epoch uint64) error { return c.proposeHandOver(ctx, epoch, nil) },
-		transfer: func() error {
-			if err := c.nh.RequestLeaderTransfer(c.cfg.Info.ShardID, to); err != nil {
-				return raftError(err)
-			}
-			return nil
-		},
-		moved: func() bool { return !c.leading(term) },
-		thaw:  c.sessions.Thaw,
-		sleep: time.Sleep,
-		log:   c.log,
-	}
-	if stopping {
-		steps.cancel = nil
+	transfer := func() error {
+		if err := c.nh.RequestLeaderTransfer(c.cfg.Info.ShardID, to); err != nil {
+			return raftError(err)
+		}
+		return nil
 	}
 	if active, _ := c.sessions.Active(); !active || c.LogCodec() < fsm.LogCodecV4 || c.sessions.HandingOver() || mutant.On(mutant.HandOverSkipped) {
-		if err := steps.transfer(); err != nil {
+		if err := transfer(); err != nil {
 			return err
 		}
-		return awaitMove(steps, wait)
+		return awaitMove(handOverSteps{transfer: transfer, moved: func() bool { return !c.leading(term) }, sleep: time.Sleep}, wait)
 	}
 	epoch, silences, err := c.sessions.HandOver()
 	if err != nil {
 		return err
+	}
+	steps := c.handOverSteps(term, epoch, transfer)
+	if stopping {
+		// A stopping lockd cancels nothing (the next leader charges the
+		// record) and spends no more than its budget on the record.
+		steps.cancel = nil
+		steps.record = func(ctx context.Context, epoch uint64, silences []session.Silence) error {
+			ctx, cancel := context.WithTimeout(ctx, wait)
+			defer cancel()
+			return c.proposeHandOver(ctx, epoch, silences)
+		}
 	}
 	frozen, err := runHandOver(steps, epoch, silences, wait)
 	if err == nil {
 		c.log.Info("leadership handed over", "to", to, "sessions", len(silences))
 	}
 	if frozen && !stopping {
-		c.wg.Add(1)
-		go c.keepCancelling(steps, epoch)
+		select {
+		case <-c.stop:
+		default:
+			c.wg.Add(1)
+			go c.keepCancelling(steps, epoch)
+		}
 	}
 	return err
 }
 
-// keepCancelling proposes a hand-over's cancel every second until it
-// commits (then thaws), the leadership ends, the cell closes or
-// handOverCancelFor passes.
+// handOverSteps are the cell's effects of a hand-over of the leadership
+// of term, whose session manager runs under epoch: it has moved once
+// either no longer holds.
+func (c *Cell) handOverSteps(term, epoch uint64, transfer func() error) handOverSteps {
+	return handOverSteps{
+		record:   c.proposeHandOver,
+		cancel:   func(ctx context.Context, epoch uint64) error { return c.proposeHandOver(ctx, epoch, nil) },
+		transfer: transfer,
+		moved: func() bool {
+			active, e := c.sessions.Active()
+			return !c.leading(term) || !active || e != epoch
+		},
+		thaw:  c.sessions.Thaw,
+		sleep: time.Sleep,
+		log:   c.log,
+	}
+}
+
+// keepCancelling proposes a hand-over's cancel every handOverRetryEvery
+// until it commits (then thaws), the leadership ends or the cell closes;
+// every handOverRetransfer tries it asks Raft to move the leadership
+// again (either ends the freeze).
 func (c *Cell) keepCancelling(s handOverSteps, epoch uint64) {
 	defer c.wg.Done()
-	for deadline := time.Now().Add(handOverCancelFor); time.Now().Before(deadline); {
+	for try := 1; ; try++ {
 		select {
 		case <-c.stop:
 			return
-		case <-time.After(time.Second):
+		case <-time.After(handOverRetryEvery):
 		}
 		if settled, _ := cancelOnce(s, epoch); settled {
-			c.log.Info("hand-over cancelled late: renewals go on", "epoch", epoch)
+			c.log.Info("hand-over settled late", "epoch", epoch, "tries", try)
 			return
 		}
+		if try%handOverRetransfer == 0 {
+			c.log.Error("hand-over's cancel still not committed: renewals stay held; asking Raft to move the leadership again", "epoch", epoch, "tries", try)
+			_ = s.transfer()
+		}
 	}
-	c.log.Error("hand-over's cancel never committed: renewals stay held until the leadership moves", "epoch", epoch)
 }
 
 // proposeHandOver commits hand_over under epoch with the silences (none:

@@ -52,7 +52,8 @@ func (h *handOverScript) play() handOverSteps {
 }
 
 // TestHandOverCancelsBeforeThaw: a hand-over records before it asks for
-// the transfer; if the leadership moves, nothing is cancelled or thawed
+// the transfer (and asks again at half its wait); if the leadership
+// moves, nothing is cancelled or thawed
 // (the manager stopped); if anything failed or it did not move, the
 // manager is thawed only right after a cancel committed, never after a
 // refused one (a later leadership: this one's manager stopped).
@@ -68,14 +69,14 @@ func TestHandOverCancelsBeforeThaw(t *testing.T) {
 		want     string
 	}{
 		{name: "moves", script: handOverScript{movesAfter: 3}, ok: true, want: "record transfer"},
-		{name: "never moves", want: "record transfer cancel thaw"},
+		{name: "never moves", want: "record transfer transfer cancel thaw"},
 		{name: "record fails", script: handOverScript{recordErr: unavailable}, want: "record cancel thaw"},
 		{name: "transfer fails", script: handOverScript{transferErr: errors.New("busy")}, want: "record transfer cancel thaw"},
-		{name: "cancel retried", script: handOverScript{cancelErrs: []error{unavailable, unavailable}}, want: "record transfer cancel-failed cancel-failed cancel thaw"},
-		{name: "cancel refused", script: handOverScript{cancelErrs: []error{refused}}, want: "record transfer cancel-failed"},
+		{name: "cancel retried", script: handOverScript{cancelErrs: []error{unavailable, unavailable}}, want: "record transfer transfer cancel-failed cancel-failed cancel thaw"},
+		{name: "cancel refused", script: handOverScript{cancelErrs: []error{refused}}, want: "record transfer transfer cancel-failed"},
 		{name: "cancel never commits", script: handOverScript{cancelErrs: repeatErr(unavailable, handOverCancelAttempts)}, frozen: true,
-			want: "record transfer" + strings.Repeat(" cancel-failed", handOverCancelAttempts) + " transfer"},
-		{name: "stopping", stopping: true, frozen: true, want: "record transfer"},
+			want: "record transfer transfer" + strings.Repeat(" cancel-failed", handOverCancelAttempts) + " transfer"},
+		{name: "stopping", stopping: true, frozen: true, want: "record transfer transfer"},
 		{name: "stopping, moves", stopping: true, script: handOverScript{movesAfter: 5}, ok: true, want: "record transfer"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

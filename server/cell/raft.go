@@ -214,11 +214,15 @@ func (c *Cell) WaitUsable(ctx context.Context, unreachable string) error {
 	term := c.term.Load()
 	for {
 		ch := c.changes() // before the check, so a change between them is not missed
+		// The term before the leader Ready names: LeaderUpdated stores the
+		// leader, then the term, so a term read here that is newer is
+		// that leader's own (or a later one's), never a deposed one's.
+		now := c.term.Load()
 		err := c.Ready()
 		if err == nil || !c.worthWaiting(err, unreachable) {
 			return err
 		}
-		if ae := (*api.Error)(nil); errors.As(err, &ae) && ae.Leader != "" && c.term.Load() > term && !mutant.On(mutant.ReelectedUnsaid) {
+		if ae := (*api.Error)(nil); errors.As(err, &ae) && ae.Leader != "" && now > term && !mutant.On(mutant.ReelectedUnsaid) {
 			ae.Elected = true // Ready's error is this call's own
 			return ae
 		}

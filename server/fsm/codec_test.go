@@ -59,6 +59,7 @@ func fullResult() Result {
 // does not carry, and why.
 var notInCodec = map[string]string{
 	"api.Error.NotApplied": "set by the HTTP API on an answer on its way out (httpapi markNotApplied), never by apply: no result holds it",
+	"api.Error.Elected":    "set by cell.WaitUsable on an answer on its way out, never by apply: no result holds it",
 }
 
 // TestFullValuesSetEveryField guards the round-trip table: a field added

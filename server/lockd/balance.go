@@ -78,7 +78,7 @@ func (p *Process) every(d time.Duration, f func()) {
 
 // cellLeaders asks every lockd of the view which cells it leads; a cell
 // two lockds claim (one deposed, not yet told) goes to the higher term.
-// answered are the lockds that answered.
+// answered are the lockds that answered and are not stopping.
 func (p *Process) cellLeaders(view *directory.Directory) (map[string]uint64, map[uint64]bool) {
 	type claim struct {
 		lockd, term uint64
@@ -99,7 +99,7 @@ func (p *Process) cellLeaders(view *directory.Directory) (map[string]uint64, map
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			answered[l.ID] = true
+			answered[l.ID] = !st.Stopping // a stopping lockd takes no leadership
 			for _, rs := range st.Cells {
 				if rs.Role == "leader" && rs.Term >= claims[rs.Cell].term {
 					claims[rs.Cell] = claim{lockd: l.ID, term: rs.Term}

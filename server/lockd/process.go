@@ -61,6 +61,9 @@ type Process struct {
 	store    backup.Store // nil without --backup-dir
 	backupMu sync.Mutex
 	audit    *audit.Log // the audit log (audit.go)
+	// stopping is set when Close begins (its status says so: leader
+	// balancing hands it nothing while it hands its leaderships off).
+	stopping atomic.Bool
 	stop     chan struct{}
 	wg       sync.WaitGroup
 }
@@ -75,6 +78,7 @@ const httpShutdownTimeout = 3 * time.Second
 // Close hands off leadership of the cells this lockd leads, then stops the
 // API, the cells and the NodeHost.
 func (p *Process) Close() {
+	p.stopping.Store(true)
 	var wg sync.WaitGroup
 	for _, c := range p.allCells() {
 		wg.Add(1)

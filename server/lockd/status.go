@@ -14,6 +14,7 @@ func (p *Process) Status() api.StatusResponse {
 	self := p.cfg.Self()
 	st := api.StatusResponse{ReplicaID: self.ID, APIAddr: self.APIAddr, RaftAddr: self.RaftAddr, Version: Version}
 	st.Zone = p.cfg.Zone
+	st.Stopping = p.stopping.Load()
 	st.DirectoryReplica = p.dir != nil
 	if p.dir != nil {
 		st.DirectoryLeader, _ = p.dir.Leader()

@@ -99,6 +99,9 @@ type Cell struct {
 	// encoded in; ungated counts entries applied above it (codec.go).
 	logCodec atomic.Uint32
 	ungated  atomic.Uint64
+	// handOvers counts this replica's planned hand-overs whose
+	// leadership moved; handOversFailed those that did not (handover.go).
+	handOvers, handOversFailed atomic.Uint64
 
 	leaderID atomic.Uint64 // as last reported by the Raft event listener
 	term     atomic.Uint64
@@ -249,6 +252,9 @@ type Counters struct {
 	// KeepAliveBatches counts proxies' batches, BatchedSessions the
 	// sessions they renewed.
 	KeepAliveBatches, BatchedSessions uint64
+	// HandOvers counts the planned hand-overs (handover.go) whose
+	// leadership moved, HandOversFailed those whose did not.
+	HandOvers, HandOversFailed uint64
 }
 
 // Counters reads the cell's counters.
@@ -258,5 +264,6 @@ func (c *Cell) Counters() Counters {
 	k.ArmedWatches, k.WatchEvents = c.watches.Stats()
 	k.KeepAliveRounds = c.confirms.Rounds()
 	k.KeepAliveBatches, k.BatchedSessions = c.sessions.BatchStats()
+	k.HandOvers, k.HandOversFailed = c.handOvers.Load(), c.handOversFailed.Load()
 	return k
 }

@@ -192,7 +192,11 @@ func (c *Cell) handOverTo(to uint64, wait time.Duration, stopping bool) error {
 	}
 	frozen, err := runHandOver(steps, epoch, silences, wait)
 	if err == nil {
+		c.handOvers.Add(1)
 		c.log.Info("leadership handed over", "to", to, "sessions", len(silences))
+	} else {
+		c.handOversFailed.Add(1)
+		c.log.Warn("leadership not handed over", "to", to, "err", err, "renewals_held", frozen)
 	}
 	if frozen && !stopping {
 		select {

@@ -81,6 +81,8 @@ func (m *cellCollectors) sessionsAndWatches() {
 	m.counter("lockd_keepalive_batches_total", "KeepAlive batches received from lockproxies (one RPC renewing many sessions).", func(k cell.Counters) float64 { return float64(k.KeepAliveBatches) })
 	m.counter("lockd_keepalive_batched_sessions_total", "Session renewals carried by KeepAlive batches.", func(k cell.Counters) float64 { return float64(k.BatchedSessions) })
 	m.counter("lockd_keepalive_rounds_total", "ReadIndex rounds that confirmed KeepAlives (one round confirms every KeepAlive that joined before it).", func(k cell.Counters) float64 { return float64(k.KeepAliveRounds) })
+	m.counter("lockd_handovers_total", "Planned leadership hand-overs from this replica whose leadership moved (each session's silence passed on).", func(k cell.Counters) float64 { return float64(k.HandOvers) })
+	m.counter("lockd_handovers_failed_total", "Planned leadership hand-overs from this replica whose leadership did not move (cancelled, or renewals held until the cancel commits).", func(k cell.Counters) float64 { return float64(k.HandOversFailed) })
 	m.counter("lockd_session_expiries_total", "Sessions expired by this replica's session manager.", func(k cell.Counters) float64 { return float64(k.Expiries) })
 	m.counter("lockd_watch_events_total", "Watch events delivered to sessions.", func(k cell.Counters) float64 { return float64(k.WatchEvents) })
 	m.counter("lockd_dropped_events_total", "Events dropped by full session queues (replaced by a resync).", func(k cell.Counters) float64 { return float64(k.DroppedEvents) })

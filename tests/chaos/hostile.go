@@ -77,6 +77,9 @@ type hostile struct {
 	// unacknowledged.
 	cacheable, invalidations int
 	figures                  hostileFigures
+	// handOvers and handOversFailed sum the lockds' planned hand-overs
+	// across their restarts (handovers.go).
+	handOvers, handOversFailed counterSum
 }
 
 // sessionRef is a session mallory (or the revoked tenant) opened.

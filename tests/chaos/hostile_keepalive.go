@@ -58,12 +58,17 @@ type hostileFigures struct {
 	LockdMetricsKBMax    float64 `json:"lockd_metrics_kb_max"`
 	ProxyMetricsKBStart  float64 `json:"proxy_metrics_kb_start"`
 	ProxyMetricsKBMax    float64 `json:"proxy_metrics_kb_max"`
+	// HandOvers and HandOversFailed are the lockds' planned leadership
+	// hand-overs that moved and that did not, as sampled (handovers.go).
+	HandOvers       float64 `json:"handovers"`
+	HandOversFailed float64 `json:"handovers_failed"`
 }
 
 // figuresLoop samples the figures every few seconds.
 func (x *hostile) figuresLoop(ctx context.Context) {
 	for i := 0; i < hostileMaxRequests && ctx.Err() == nil; i++ {
 		x.sampleFigures(ctx, i == 0)
+		x.sampleHandOvers(ctx)
 		sleepCtx(ctx, 5*time.Second)
 	}
 }

@@ -135,6 +135,7 @@ func (r *Report) hostileSummary(b *strings.Builder) {
 	f := r.HostileFigures
 	fmt.Fprintf(b, "  proxies: goroutines %.0f at the start, %.0f at most; RSS %.1f MB, %.1f MB at most\n", f.ProxyGoroutinesStart, f.ProxyGoroutinesMax, f.ProxyRSSMBStart, f.ProxyRSSMBMax)
 	fmt.Fprintf(b, "  /metrics: a lockd's %.0f KB, %.0f KB at most; a proxy's %.0f KB, %.0f KB at most\n", f.LockdMetricsKBStart, f.LockdMetricsKBMax, f.ProxyMetricsKBStart, f.ProxyMetricsKBMax)
+	fmt.Fprintf(b, "  planned leadership hand-overs (leader balancing, clean stops), sampled every 5 s: %.0f moved, %.0f did not\n", f.HandOvers, f.HandOversFailed)
 	fmt.Fprintf(b, "  workload write latency (bound for a direct write outside outages: %d ms):\n", r.StallBoundMS)
 	for _, k := range slices.Sorted(maps.Keys(r.WriteLatency)) {
 		fmt.Fprintf(b, "    %-20s %s\n", k, r.WriteLatency[k])

@@ -93,6 +93,15 @@ const (
 	// as claimed, never as checked. At most api.MaxClientAddrHeader bytes
 	// are kept.
 	HeaderClientAddr = "Lockd-Client-Addr"
+	// HeaderResendable ("1") says the client would resend this request
+	// itself after a lost reply: a read, or a write under a session's
+	// request id (the cell applies it once, however often it arrives). A
+	// lockproxy forwarding it then resends it to another replica when
+	// the one it tried hung or failed (and watches its attempt for a
+	// hung leader, sdk.Config.HungAfter), within the client's budget,
+	// instead of answering unavailable. A client that sets it on a write
+	// without a request id may have that write applied twice: its own.
+	HeaderResendable = "Lockd-Resendable"
 )
 
 // MaxClientAddrHeader bounds the HeaderClientAddr value a lockd keeps.

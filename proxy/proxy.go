@@ -546,7 +546,13 @@ func (p *Proxy) forwardToCell(ctx *fasthttp.RequestCtx, route string, arrived ti
 	}
 	cctx, cancel := p.requestContext(ctx)
 	defer cancel()
-	o := sdk.ForwardOptions{Authorization: string(ctx.Request.Header.Peek(api.HeaderAuth)), ClientAddr: ctx.RemoteAddr().String(), DirectoryIndex: idx}
+	o := sdk.ForwardOptions{Authorization: string(ctx.Request.Header.Peek(api.HeaderAuth)), ClientAddr: ctx.RemoteAddr().String(), DirectoryIndex: idx,
+		// A request its client would resend itself (a read, a write under
+		// a session's request id) is resent here to another replica when
+		// the leader hangs or fails, within the client's budget: the
+		// client, holding its attempt on this live proxy, would otherwise
+		// wait it out.
+		RetryUnsure: string(ctx.Request.Header.Peek(api.HeaderResendable)) == "1" && !mutant.On(mutant.ProxyNoResend)}
 	if route == api.RouteChanges { // a long poll: the lockd holds it up to MaxChangesWaitMS
 		o.Timeout = sdk.DefaultRequestTimeout + api.MaxChangesWaitMS*time.Millisecond
 		cctx, cancel = context.WithTimeout(p.ctx, o.Timeout)

@@ -26,6 +26,8 @@ type Client struct {
 
 	bulk *transport // every call but KeepAlive
 	ka   *transport // KeepAlives only
+	// life watches attempts for a hung endpoint (liveness.go).
+	life *liveness
 
 	seeds *cellState // Config.Endpoints, for directory loads
 	dir   atomic.Pointer[routes]
@@ -158,6 +160,13 @@ func (cs *cellState) setProxied(proxied bool) {
 	cs.mu.Unlock()
 }
 
+// isProxied reports whether the cell is reached through lockproxies.
+func (cs *cellState) isProxied() bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.proxied
+}
+
 // answered records that addr served a leader-only route.
 func (cs *cellState) answered(addr string) {
 	cs.mu.Lock()
@@ -203,6 +212,8 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		slots:      make(map[string]*sessionSlot),
 		proxyStart: rand.IntN(1 << 16),
 	}
+	c.life = newLiveness(cfg.hungAfter(), c.probeHealth)
+	c.bulk.life, c.ka.life = c.life, c.life
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if err := c.refreshDirectory(ctx, cfg.NoClusterAfter); err != nil {
 		c.cancel()

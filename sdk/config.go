@@ -40,6 +40,16 @@ type Config struct {
 	// one replica); the call as a whole is bounded by its context. 0 means
 	// DefaultRequestTimeout.
 	RequestTimeout time.Duration
+	// HungAfter is how long an attempt may wait with nothing read from its
+	// endpoint before the client probes the endpoint (GET /healthz), and
+	// how long the probe has to answer: a request sent to a process that
+	// stopped without closing its connections (its machine gone, the
+	// process paused) is then abandoned after twice this, not after
+	// RequestTimeout, and tried on another replica. Only calls that may be
+	// resent (reads, writes under a session's request id) are watched,
+	// never a KeepAlive's long poll. 0 means DefaultHungAfter (750 ms); a
+	// negative value turns the watch off.
+	HungAfter time.Duration
 	// NoClusterAfter, if set, makes New give up when every endpoint has
 	// refused its connections for this long (nothing listens there: no
 	// cluster running, or wrong addresses) with ErrNoCluster, instead of
@@ -135,6 +145,16 @@ const (
 	// several cells), plus slack for abandoned ones finishing.
 	keepAliveMaxConns = 64
 )
+
+func (cfg Config) hungAfter() time.Duration {
+	switch {
+	case cfg.HungAfter < 0:
+		return 0
+	case cfg.HungAfter == 0:
+		return DefaultHungAfter
+	}
+	return cfg.HungAfter
+}
 
 func (cfg Config) requestTimeout() time.Duration {
 	if cfg.RequestTimeout > 0 {

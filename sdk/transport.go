@@ -37,6 +37,10 @@ type transport struct {
 	// netDial, when set, opens connections in place of a TCP dial
 	// (Config.Dial).
 	netDial DialFunc
+	// life, when set, is told of every read from an endpoint and watches
+	// attempts for a hung endpoint (liveness.go); shared by the client's
+	// transports.
+	life *liveness
 
 	mu     sync.Mutex
 	hosts  map[string]*fasthttp.HostClient
@@ -97,11 +101,16 @@ type trackedConn struct {
 	// answered: a reply was read since the last request was written, so
 	// the next write begins a request on a connection from the pool.
 	answered atomic.Bool
+	// life is the endpoint's liveness entry (nil: not tracked).
+	life *endpointLife
 }
 
 func (c *trackedConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	c.answered.Store(true)
+	if n > 0 {
+		c.life.heardNow()
+	}
 	return n, err
 }
 
@@ -165,7 +174,7 @@ func (t *transport) dial(addr string, timeout time.Duration) (net.Conn, error) {
 		_ = tc.SetDeadline(time.Time{})
 		nc = tc
 	}
-	c := &trackedConn{Conn: nc, t: t, raw: raw}
+	c := &trackedConn{Conn: nc, t: t, raw: raw, life: t.life.endpoint(addr)}
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -252,6 +261,11 @@ type exchange struct {
 	dirIndex    uint64   // api.HeaderDirectoryIndex, sent with cell
 	auth        authHeader
 	trace       *Trace // asks for and records the server's stage timings; nil: none
+	// watchHung abandons the exchange with errEndpointHung when its
+	// endpoint is found hung while it waits (liveness.go).
+	watchHung bool
+	// resendable sends api.HeaderResendable: a lockproxy may resend it.
+	resendable bool
 }
 
 // authHeader is an exchange's own Authorization header. A forwarded one
@@ -290,11 +304,16 @@ func (t *transport) roundTrip(ctx context.Context, x exchange) (status int, body
 	resp := fasthttp.AcquireResponse()
 	t.prepare(req, x, deadline)
 
+	var hung *hungWatch
+	if x.watchHung && !mutant.On(mutant.SDKHungUnwatched) {
+		hung = t.life.watch(x.addr, time.Until(deadline))
+	}
 	sent = time.Now()
-	if ctx.Done() == nil {
+	if ctx.Done() == nil && hung == nil {
 		err = hc.DoDeadline(req, resp, deadline)
 	} else {
 		if err := ctx.Err(); err != nil {
+			hung.stop()
 			fasthttp.ReleaseRequest(req)
 			fasthttp.ReleaseResponse(resp)
 			return 0, nil, sent, err
@@ -305,12 +324,17 @@ func (t *transport) roundTrip(ctx context.Context, x exchange) (status int, body
 			defer t.wg.Done()
 			done <- hc.DoDeadline(req, resp, deadline)
 		}()
+		// The goroutine owns req and resp until it ends: abandoned, they
+		// are left to the garbage collector rather than returned to the
+		// pool.
 		select {
 		case err = <-done:
+			hung.stop()
 		case <-ctx.Done():
-			// The goroutine still owns req and resp; they are left to the
-			// garbage collector rather than returned to the pool.
+			hung.stop()
 			return 0, nil, sent, ctx.Err()
+		case <-hung.C():
+			return 0, nil, sent, errEndpointHung
 		}
 	}
 	if err == nil {
@@ -353,6 +377,9 @@ func (t *transport) prepare(req *fasthttp.Request, x exchange, deadline time.Tim
 	}
 	if x.trace != nil {
 		req.Header.Set(api.HeaderTrace, "1")
+	}
+	if x.resendable {
+		req.Header.Set(api.HeaderResendable, "1")
 	}
 	if x.waitLeader {
 		if hold := min(time.Until(deadline)/2, api.MaxLeaderWait); hold >= time.Millisecond {

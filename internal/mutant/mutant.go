@@ -492,6 +492,18 @@ const (
 	// hung replicas in a row take the session's whole lease. Caught by
 	// sdk TestKeepAliveSurvivesTwoHungReplicas.
 	KARetryLongTimeout Mutant = "sdk_broken_ka_retry_timeout"
+	// SDKHungUnwatched makes the SDK wait out the attempt timeout of a
+	// request sent to a hung endpoint (no liveness watch): a paused
+	// leader costs a Lock 5 s. Caught by sdk TestHungLeaderIsLeftEarly.
+	SDKHungUnwatched Mutant = "sdk_broken_hung_unwatched"
+	// SDKHungProbeBlind makes every health probe fail: a slow replica's
+	// attempt is abandoned as hung though the replica answers. Caught by
+	// sdk TestSlowReplicaIsNotHung.
+	SDKHungProbeBlind Mutant = "sdk_broken_hung_probe_blind"
+	// ProxyNoResend makes a lockproxy ignore api.HeaderResendable: a
+	// client's Lock through it waits out the proxy's attempt on a hung
+	// leader (5 s). Caught by proxy TestHungLeaderThroughProxy.
+	ProxyNoResend Mutant = "lockproxy_broken_no_resend"
 	// ProxyViewBehind makes a lockproxy refuse a cell its view lacks
 	// wrong_cell (final) though its client routed by a later directory.
 	// Caught by sdk TestCellCallsSayTheirDirectoryIndex (also proxy
@@ -776,6 +788,7 @@ var all = []Mutant{
 	EtcdTxnUnread,
 	WatchKey, ProxyEventCap,
 	GrantEarly, LendToken, MovedAway, NoCellRefresh, ForeignHint, PooledStale, KARetryLongTimeout, ProxyViewBehind,
+	SDKHungUnwatched, SDKHungProbeBlind, ProxyNoResend,
 	WireCount, BatchReplyEvents,
 	AuditToken,
 	AuditReadsStream, StageContainerUngated, PprofAnyAddr, TimerSlackOneThread,

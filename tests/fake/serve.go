@@ -119,6 +119,8 @@ func (c *Cell) handle(rep int, route string, body []byte) (int, any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch route {
+	case api.RouteHealth:
+		return 200, "ok"
 	case api.RouteDirectory:
 		return 200, c.directoryLocked()
 	case api.RouteStatus:

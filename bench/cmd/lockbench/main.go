@@ -39,23 +39,25 @@ type options struct {
 	parkKeepAlives bool
 	diskDir        string
 	trials         int
-	state          stateSize
-	lease          time.Duration
-	duration       time.Duration
-	concurrency    []int
-	writers        int
-	prefixes       []string
-	contenders     int
-	handoffs       int
-	sessions       int
-	cachers        int
-	cells          int
-	migrateN       int
-	migrateVal     int
-	output         string
-	jsonFile       string
-	htmlFile       string
-	profileDir     string
+	// failoverFault: how failover takes the leader away (kill or pause).
+	failoverFault string
+	state         stateSize
+	lease         time.Duration
+	duration      time.Duration
+	concurrency   []int
+	writers       int
+	prefixes      []string
+	contenders    int
+	handoffs      int
+	sessions      int
+	cachers       int
+	cells         int
+	migrateN      int
+	migrateVal    int
+	output        string
+	jsonFile      string
+	htmlFile      string
+	profileDir    string
 	// stagesN: the stages scenario's Lock+Unlock per route; dataDir: the
 	// parent folder of --start's cluster data ("": $TMPDIR).
 	stagesN int
@@ -112,6 +114,12 @@ func runCommand() *cobra.Command {
 			if o.output != "table" && o.output != "json" {
 				return fmt.Errorf("-o must be table or json")
 			}
+			if o.failoverFault != "kill" && o.failoverFault != "pause" {
+				return fmt.Errorf("--failover-fault must be kill or pause")
+			}
+			if o.trials < 1 || o.trials > maxTrials {
+				return fmt.Errorf("--trials must be 1 to %d", maxTrials)
+			}
 			if err := checkTarget(o.target, args, changedFlags(cmd)); err != nil {
 				return err
 			}
@@ -131,7 +139,8 @@ func runCommand() *cobra.Command {
 	f.IntVar(&o.timerSlack, "timer-slack-us", 0, "with --start: the replicas' and proxies' --timer-slack-us (0: their default, 1 ms; -1: the OS's own timer slack)")
 	f.StringVar(&o.diskDir, "disk-dir", os.TempDir(), "disk: where to measure append+fdatasync (put it where the replicas keep their data)")
 	f.StringVar(&o.lockctl, "lockctl", "", "lockctl binary, takeover's holder process (default: lockctl beside lockbench)")
-	f.IntVar(&o.trials, "trials", 2, "failover, takeover: trials (failover kills at most two leaders of five)")
+	f.IntVar(&o.trials, "trials", 2, "failover, takeover: trials (failover kills at most two leaders of five; a pause resumes each, so any number up to 200)")
+	f.StringVar(&o.failoverFault, "failover-fault", "kill", "failover: kill (kill -9 of the leader) or pause (SIGSTOP of the leader, SIGCONT after the next grant)")
 	f.IntVar(&o.state.locks, "state-locks", 20_000, "state: locks held")
 	f.IntVar(&o.state.members, "state-members", 50_000, "state: ephemeral members")
 	f.IntVar(&o.state.values, "state-values", 30_000, "state: config values")
@@ -230,6 +239,9 @@ func runScenario(ctx context.Context, e *env, o options, sc string, procs []int)
 	case "cache":
 		return cacheScenario(ctx, e, o.cachers)
 	case "failover":
+		if o.failoverFault == "pause" {
+			return failoverPause(ctx, e, procs, o.trials)
+		}
 		return failover(ctx, e, procs, o.trials)
 	case "takeover":
 		return takeover(ctx, e, o.lockctl, o.trials)

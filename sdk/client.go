@@ -26,8 +26,10 @@ type Client struct {
 
 	bulk *transport // every call but KeepAlive
 	ka   *transport // KeepAlives only
-	// life watches attempts for a hung endpoint (liveness.go).
-	life *liveness
+	// life watches attempts for a hung endpoint (liveness.go); probe is
+	// the transport of its health probes.
+	life  *liveness
+	probe *transport
 
 	seeds *cellState // Config.Endpoints, for directory loads
 	dir   atomic.Pointer[routes]
@@ -213,12 +215,15 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		proxyStart: rand.IntN(1 << 16),
 	}
 	c.life = newLiveness(cfg.hungAfter(), c.probeHealth)
-	c.bulk.life, c.ka.life = c.life, c.life
+	c.probe = newTransport("probe", "", maxProbeConns, cfg.TLS, cfg.Dial)
+	c.probe.probes = true
+	c.bulk.life, c.ka.life, c.probe.life = c.life, c.life, c.life
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if err := c.refreshDirectory(ctx, cfg.NoClusterAfter); err != nil {
 		c.cancel()
 		c.bulk.close()
 		c.ka.close()
+		c.probe.close()
 		return nil, err
 	}
 	return c, nil
@@ -503,6 +508,7 @@ func (c *Client) Close() error {
 
 		c.ka.close()
 		c.bulk.close()
+		c.probe.close()
 		c.bg.Wait()
 		c.closeErr = errors.Join(errs...)
 	})

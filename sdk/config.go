@@ -144,6 +144,10 @@ const (
 	// long-poll per session (one session per cell, and a process may host
 	// several cells), plus slack for abandoned ones finishing.
 	keepAliveMaxConns = 64
+	// maxProbeConns bounds the health probes' connections per endpoint
+	// (liveness.go: one probe at a time per endpoint; one more for a
+	// connection the endpoint has not closed yet).
+	maxProbeConns = 2
 )
 
 func (cfg Config) hungAfter() time.Duration {

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"github.com/lockservice/lockd/api"
 	"github.com/lockservice/lockd/internal/mutant"
 )
@@ -38,8 +40,14 @@ import (
 // takes.
 const DefaultHungAfter = 750 * time.Millisecond
 
+// maxWatchedAttempt: an attempt allowed longer than this (an
+// administrative call: a backup, a prefix operation) is not watched: it
+// is not waited on by a service, and an abandoned one would hold its
+// connection for its whole timeout.
+const maxWatchedAttempt = 15 * time.Second
+
 // maxLivenessEndpoints bounds the endpoints the client tracks; past it a
-// new endpoint's attempts are not watched (they time out as before).
+// new endpoint takes the place of one with no probe in flight.
 const maxLivenessEndpoints = 4096
 
 // errEndpointHung abandons an attempt whose endpoint answered nothing,
@@ -52,9 +60,10 @@ var errEndpointHung = errors.New("the endpoint answered nothing, not even a heal
 type liveness struct {
 	after time.Duration // HungAfter; 0: watch nothing
 	base  time.Time     // the monotonic origin of heard
-	// probe sends one health probe to addr, bounded by after, and reports
-	// whether any reply came.
-	probe func(addr string) bool
+	// probe sends one health probe to addr, bounded by budget, and
+	// reports whether the endpoint may live (a reply came, or the probe
+	// could not be sent for reasons of its own).
+	probe func(addr string, budget time.Duration) bool
 
 	mu  sync.Mutex
 	eps map[string]*endpointLife
@@ -65,13 +74,18 @@ type endpointLife struct {
 	lv    *liveness
 	addr  string
 	heard atomic.Int64 // nanoseconds since lv.base of the last read from it
+	// dialing counts the attempts' connections to it being opened (the
+	// probes' aside); dialNS is how long its last connection took to open
+	// (TLS handshake included): a probe is given that on top.
+	dialing atomic.Int32
+	dialNS  atomic.Int64
 
 	mu      sync.Mutex
 	probing chan struct{} // closed when the probe in flight ends; nil: none
 	alive   bool          // the last probe's answer
 }
 
-func newLiveness(after time.Duration, probe func(addr string) bool) *liveness {
+func newLiveness(after time.Duration, probe func(addr string, budget time.Duration) bool) *liveness {
 	return &liveness{after: after, base: time.Now(), probe: probe, eps: map[string]*endpointLife{}}
 }
 
@@ -86,11 +100,31 @@ func (lv *liveness) endpoint(addr string) *endpointLife {
 	lv.mu.Lock()
 	defer lv.mu.Unlock()
 	ep := lv.eps[addr]
-	if ep == nil && len(lv.eps) < maxLivenessEndpoints {
+	if ep == nil {
+		if len(lv.eps) >= maxLivenessEndpoints && !lv.evictLocked() {
+			return nil
+		}
 		ep = &endpointLife{lv: lv, addr: addr}
 		lv.eps[addr] = ep
 	}
 	return ep
+}
+
+// evictLocked drops one entry with no probe in flight (the map's order:
+// any), to make room for a new endpoint (a proxy whose lockds moved to
+// new addresses over its life). Connections still holding the dropped
+// entry go on updating it; the endpoint's next one gets a fresh entry.
+func (lv *liveness) evictLocked() bool {
+	for addr, ep := range lv.eps {
+		ep.mu.Lock()
+		idle := ep.probing == nil
+		ep.mu.Unlock()
+		if idle {
+			delete(lv.eps, addr)
+			return true
+		}
+	}
+	return false
 }
 
 // heardNow records that something was read from the endpoint.
@@ -100,11 +134,41 @@ func (ep *endpointLife) heardNow() {
 	}
 }
 
+// dialStart notes an attempt's connection being opened; the returned
+// func notes its end (ok: opened, after d).
+func (ep *endpointLife) dialStart() func(ok bool, d time.Duration) {
+	if ep == nil {
+		return func(bool, time.Duration) {}
+	}
+	ep.dialing.Add(1)
+	return func(ok bool, d time.Duration) {
+		ep.dialing.Add(-1)
+		if ok {
+			ep.dialNS.Store(int64(d))
+		}
+	}
+}
+
+// probeBudget is how long a probe of the endpoint may take: HungAfter,
+// plus what its last connection took to open (a TLS handshake over a
+// long round trip), as the probe may need a new one.
+func (ep *endpointLife) probeBudget() time.Duration {
+	if mutant.On(mutant.SDKProbeIgnoresDial) {
+		return ep.lv.after
+	}
+	return ep.lv.after + time.Duration(ep.dialNS.Load())
+}
+
 // checkAlive reports whether the endpoint lives: something was read from
-// it within HungAfter, or it answers a probe (one at a time per endpoint:
-// a caller arriving while one is in flight shares its answer).
+// it within HungAfter, a connection to it is still being opened (that
+// has its own timeout, and says nothing yet), or it answers a probe (one
+// at a time per endpoint: a caller arriving while one is in flight
+// shares its answer).
 func (ep *endpointLife) checkAlive() bool {
 	if ep.lv.now()-ep.heard.Load() < int64(ep.lv.after) {
+		return true
+	}
+	if ep.dialing.Load() > 0 && !mutant.On(mutant.SDKProbeIgnoresDial) {
 		return true
 	}
 	ep.mu.Lock()
@@ -118,7 +182,7 @@ func (ep *endpointLife) checkAlive() bool {
 	done := make(chan struct{})
 	ep.probing = done
 	ep.mu.Unlock()
-	alive := ep.lv.probe(ep.addr)
+	alive := ep.lv.probe(ep.addr, ep.probeBudget())
 	if alive {
 		ep.heardNow()
 	}
@@ -143,7 +207,7 @@ type hungWatch struct {
 // it is not watched (a timeout too short for a probe to end it sooner,
 // no entry for addr).
 func (lv *liveness) watch(addr string, timeout time.Duration) *hungWatch {
-	if lv == nil || lv.after <= 0 || timeout <= 2*lv.after {
+	if lv == nil || lv.after <= 0 || timeout <= 2*lv.after || timeout > maxWatchedAttempt {
 		return nil
 	}
 	ep := lv.endpoint(addr)
@@ -193,13 +257,24 @@ func (w *hungWatch) stop() {
 	w.mu.Unlock()
 }
 
-// probeHealth is liveness's probe: one GET /healthz to addr on the bulk
-// transport (a connection of its own: the attempt it is for holds one),
-// bounded by HungAfter. Any reply says the process runs.
-func (c *Client) probeHealth(addr string) bool {
+// probeHealth is liveness's probe: one GET /healthz to addr on the
+// client's probe transport (connections of its own that never queue: a
+// full pool of attempts on a busy replica must not starve its probe),
+// bounded by budget. Any reply says the process runs; so does a probe
+// that could not be sent for the client's own reasons (no free probe
+// connection, the client closing): only silence condemns.
+func (c *Client) probeHealth(addr string, budget time.Duration) bool {
 	if mutant.On(mutant.SDKHungProbeBlind) {
 		return false
 	}
-	_, _, _, err := c.bulk.roundTrip(context.Background(), exchange{method: http.MethodGet, addr: addr, path: api.RouteHealth, timeout: c.life.after})
-	return err == nil
+	t := c.probe
+	if mutant.On(mutant.SDKProbeSharedPool) {
+		t = c.bulk
+	}
+	ctx := c.ctx
+	if mutant.On(mutant.SDKProbeOutlivesClose) {
+		ctx = context.Background()
+	}
+	_, _, _, err := t.roundTrip(ctx, exchange{method: http.MethodGet, addr: addr, path: api.RouteHealth, timeout: budget})
+	return err == nil || errors.Is(err, fasthttp.ErrNoFreeConns) || c.ctx.Err() != nil
 }

@@ -95,7 +95,7 @@ func TestSlowReplicaIsNotHung(t *testing.T) {
 // attempt sooner is not watched, nor is any attempt with the watch off
 // or the table full.
 func TestHungWatchBounds(t *testing.T) {
-	never := func(string) bool { return false }
+	never := func(string, time.Duration) bool { return false }
 	lv := newLiveness(time.Second, never)
 	if w := lv.watch("a:1", 2*time.Second); w != nil {
 		t.Fatal("an attempt of 2 × HungAfter is watched: it would end no sooner")
@@ -105,13 +105,19 @@ func TestHungWatchBounds(t *testing.T) {
 		t.Fatal("an attempt of 3 × HungAfter is not watched")
 	}
 	w.stop()
-	if w := newLiveness(0, never).watch("a:1", time.Minute); w != nil {
+	if w := newLiveness(0, never).watch("a:1", 10*time.Second); w != nil {
 		t.Fatal("HungAfter 0 (off) watches")
+	}
+	if w := lv.watch("a:1", maxWatchedAttempt+time.Second); w != nil {
+		t.Fatal("an administrative attempt (past maxWatchedAttempt) is watched")
 	}
 	for i := range maxLivenessEndpoints + 10 {
 		lv.endpoint(fmt.Sprintf("10.0.0.1:%d", i))
 	}
 	if n := len(lv.eps); n > maxLivenessEndpoints {
 		t.Fatalf("%d endpoints tracked, bound %d", n, maxLivenessEndpoints)
+	}
+	if lv.endpoint("10.0.0.2:1") == nil {
+		t.Fatal("a new endpoint past the bound is not tracked: no entry was evicted for it")
 	}
 }

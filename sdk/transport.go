@@ -41,6 +41,9 @@ type transport struct {
 	// attempts for a hung endpoint (liveness.go); shared by the client's
 	// transports.
 	life *liveness
+	// probes: the transport of liveness's probes: a request never waits
+	// for a free connection, and its dials are not an attempt's.
+	probes bool
 
 	mu     sync.Mutex
 	hosts  map[string]*fasthttp.HostClient
@@ -145,36 +148,18 @@ func (t *transport) dial(addr string, timeout time.Duration) (net.Conn, error) {
 	if timeout <= 0 {
 		timeout = 3 * time.Second
 	}
+	life := t.life.endpoint(addr)
+	dialed := func(bool, time.Duration) {}
+	if !t.probes {
+		dialed = life.dialStart() // liveness waits for an attempt's dial
+	}
 	start := time.Now()
-	nc, err := t.connect(addr, timeout)
+	nc, raw, err := t.open(addr, start, timeout)
+	dialed(err == nil, time.Since(start))
 	if err != nil {
-		return nil, &dialError{err}
+		return nil, err
 	}
-	if tc, ok := nc.(*net.TCPConn); ok {
-		_ = tc.SetNoDelay(true)
-	}
-	var raw syscall.RawConn // peerGone peeks at sockets only
-	switch sc := nc.(type) {
-	case *net.TCPConn:
-		raw, _ = sc.SyscallConn()
-	case *net.UnixConn:
-		raw, _ = sc.SyscallConn()
-	}
-	if t.tls != nil {
-		cfg := t.tls.Clone()
-		if cfg.ServerName == "" {
-			cfg.ServerName, _, _ = net.SplitHostPort(addr)
-		}
-		tc := tls.Client(nc, cfg)
-		_ = tc.SetDeadline(start.Add(timeout))
-		if err := tc.Handshake(); err != nil {
-			_ = nc.Close()
-			return nil, &dialError{fmt.Errorf("TLS handshake with %s: %w", addr, err)}
-		}
-		_ = tc.SetDeadline(time.Time{})
-		nc = tc
-	}
-	c := &trackedConn{Conn: nc, t: t, raw: raw, life: t.life.endpoint(addr)}
+	c := &trackedConn{Conn: nc, t: t, raw: raw, life: life}
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -187,6 +172,41 @@ func (t *transport) dial(addr string, timeout time.Duration) (net.Conn, error) {
 		return handshaken{c}, nil
 	}
 	return c, nil
+}
+
+// open connects to addr and, with TLS, completes the handshake, by
+// start+timeout. raw is the TCP or unix socket under it, for peerGone (nil
+// for any other kind of connection).
+func (t *transport) open(addr string, start time.Time, timeout time.Duration) (net.Conn, syscall.RawConn, error) {
+	nc, err := t.connect(addr, timeout)
+	if err != nil {
+		return nil, nil, &dialError{err}
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	var raw syscall.RawConn // peerGone peeks at sockets only
+	switch sc := nc.(type) {
+	case *net.TCPConn:
+		raw, _ = sc.SyscallConn()
+	case *net.UnixConn:
+		raw, _ = sc.SyscallConn()
+	}
+	if t.tls == nil {
+		return nc, raw, nil
+	}
+	cfg := t.tls.Clone()
+	if cfg.ServerName == "" {
+		cfg.ServerName, _, _ = net.SplitHostPort(addr)
+	}
+	tc := tls.Client(nc, cfg)
+	_ = tc.SetDeadline(start.Add(timeout))
+	if err := tc.Handshake(); err != nil {
+		_ = nc.Close()
+		return nil, nil, &dialError{fmt.Errorf("TLS handshake with %s: %w", addr, err)}
+	}
+	_ = tc.SetDeadline(time.Time{})
+	return tc, raw, nil
 }
 
 // connect opens a connection to addr within timeout: through the
@@ -221,7 +241,7 @@ func (t *transport) host(addr string) (*fasthttp.HostClient, error) {
 			IsTLS:                     t.tls != nil, // the dial did the handshake
 			DialTimeout:               t.dial,
 			MaxConns:                  t.maxConns,
-			MaxConnWaitTimeout:        maxConnWait, // queue for a connection rather than fail at once
+			MaxConnWaitTimeout:        t.connWait(), // queue for a connection rather than fail at once
 			MaxIdleConnDuration:       idleConnTimeout,
 			MaxIdemponentCallAttempts: 1, // the SDK has one retry loop: do
 			MaxResponseBodySize:       maxResponseBody,
@@ -235,6 +255,14 @@ func (t *transport) host(addr string) (*fasthttp.HostClient, error) {
 // drops them before a server's idle timeout is likely to. (A variable so
 // tests can shorten the life of fasthttp's idle-connection janitor.)
 var idleConnTimeout = 5 * time.Second
+
+// connWait is the transport's MaxConnWaitTimeout: a probe does not queue.
+func (t *transport) connWait() time.Duration {
+	if t.probes {
+		return 0
+	}
+	return maxConnWait
+}
 
 // maxConnWait is how long a request waits for a free connection when an
 // endpoint's pool is at its limit.

@@ -500,6 +500,26 @@ const (
 	// attempt is abandoned as hung though the replica answers. Caught by
 	// sdk TestSlowReplicaIsNotHung.
 	SDKHungProbeBlind Mutant = "sdk_broken_hung_probe_blind"
+	// SDKProbeSharedPool sends the health probes on the attempts' own
+	// connection pool: a busy replica with a full pool (512 attempts
+	// waiting on it) has its probe queue past its budget, and every
+	// attempt is abandoned and resent. Caught by sdk
+	// TestFullPoolIsNotHung.
+	SDKProbeSharedPool Mutant = "sdk_broken_probe_shared_pool"
+	// SDKProbeIgnoresDial gives a probe HungAfter whatever a connection
+	// to its endpoint takes to open, and probes while an attempt's
+	// connection is still opening: a live replica far away (800 ms to
+	// connect) is taken for hung on every attempt. Caught by sdk
+	// TestSlowDialIsNotHung.
+	SDKProbeIgnoresDial Mutant = "sdk_broken_probe_ignores_dial"
+	// SDKProbeOutlivesClose sends health probes outside the client's
+	// context: Client.Close returns with a probe still dialling. Caught
+	// by sdk TestProbeEndsWithClose.
+	SDKProbeOutlivesClose Mutant = "sdk_broken_probe_outlives_close"
+	// SDKResendableAll marks every call through proxies resendable, a
+	// write without a request id too: a proxy may apply it twice.
+	// Caught by sdk TestResendableOnlyWhenDeduplicated.
+	SDKResendableAll Mutant = "sdk_broken_resendable_all"
 	// ProxyNoResend makes a lockproxy ignore api.HeaderResendable: a
 	// client's Lock through it waits out the proxy's attempt on a hung
 	// leader (5 s). Caught by proxy TestHungLeaderThroughProxy.
@@ -788,7 +808,7 @@ var all = []Mutant{
 	EtcdTxnUnread,
 	WatchKey, ProxyEventCap,
 	GrantEarly, LendToken, MovedAway, NoCellRefresh, ForeignHint, PooledStale, KARetryLongTimeout, ProxyViewBehind,
-	SDKHungUnwatched, SDKHungProbeBlind, ProxyNoResend,
+	SDKHungUnwatched, SDKHungProbeBlind, ProxyNoResend, SDKProbeSharedPool, SDKProbeIgnoresDial, SDKResendableAll, SDKProbeOutlivesClose,
 	WireCount, BatchReplyEvents,
 	AuditToken,
 	AuditReadsStream, StageContainerUngated, PprofAnyAddr, TimerSlackOneThread,

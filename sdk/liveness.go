@@ -46,6 +46,10 @@ const DefaultHungAfter = 750 * time.Millisecond
 // connection for its whole timeout.
 const maxWatchedAttempt = 15 * time.Second
 
+// maxDialAllowance bounds what a probe is given for opening its
+// connection; past it the attempt's timeout (5 s) ends first anyway.
+const maxDialAllowance = DefaultRequestTimeout
+
 // maxLivenessEndpoints bounds the endpoints the client tracks; past it a
 // new endpoint takes the place of one with no probe in flight.
 const maxLivenessEndpoints = 4096
@@ -75,8 +79,9 @@ type endpointLife struct {
 	addr  string
 	heard atomic.Int64 // nanoseconds since lv.base of the last read from it
 	// dialing counts the attempts' connections to it being opened (the
-	// probes' aside); dialNS is how long its last connection took to open
-	// (TLS handshake included): a probe is given that on top.
+	// probes' aside); dialNS is one more than the estimate (noteDial), in
+	// nanoseconds, of what its connections take to open, TLS handshake
+	// included (0: none opened yet): a probe is given that on top.
 	dialing atomic.Int32
 	dialNS  atomic.Int64
 
@@ -110,21 +115,26 @@ func (lv *liveness) endpoint(addr string) *endpointLife {
 	return ep
 }
 
-// evictLocked drops one entry with no probe in flight (the map's order:
-// any), to make room for a new endpoint (a proxy whose lockds moved to
-// new addresses over its life). Connections still holding the dropped
-// entry go on updating it; the endpoint's next one gets a fresh entry.
+// evictLocked drops the entry heard from longest ago with no probe and
+// no dial in flight, to make room for a new endpoint (a proxy whose
+// lockds moved to new addresses over its life): one idle, so that its
+// connections, which keep the entry they were opened with, are likely
+// gone. Its next connection gets a fresh entry.
 func (lv *liveness) evictLocked() bool {
-	for addr, ep := range lv.eps {
+	var oldest *endpointLife
+	for _, ep := range lv.eps {
 		ep.mu.Lock()
-		idle := ep.probing == nil
+		idle := ep.probing == nil && ep.dialing.Load() == 0
 		ep.mu.Unlock()
-		if idle {
-			delete(lv.eps, addr)
-			return true
+		if idle && (oldest == nil || ep.heard.Load() < oldest.heard.Load()) {
+			oldest = ep
 		}
 	}
-	return false
+	if oldest == nil {
+		return false
+	}
+	delete(lv.eps, oldest.addr)
+	return true
 }
 
 // heardNow records that something was read from the endpoint.
@@ -144,32 +154,60 @@ func (ep *endpointLife) dialStart() func(ok bool, d time.Duration) {
 	return func(ok bool, d time.Duration) {
 		ep.dialing.Add(-1)
 		if ok {
-			ep.dialNS.Store(int64(d))
+			ep.noteDial(d)
 		}
 	}
 }
 
-// probeBudget is how long a probe of the endpoint may take: HungAfter,
-// plus what its last connection took to open (a TLS handshake over a
-// long round trip), as the probe may need a new one.
-func (ep *endpointLife) probeBudget() time.Duration {
-	if mutant.On(mutant.SDKProbeIgnoresDial) {
-		return ep.lv.after
+// noteDial folds one opened connection's time into the endpoint's
+// estimate: a moving average (a quarter of each new sample), so one slow
+// dial (a lost SYN) moves it a quarter of the way, and an endpoint that
+// is far away (every dial slow) is estimated as far.
+func (ep *endpointLife) noteDial(d time.Duration) {
+	for {
+		old := ep.dialNS.Load()
+		est := int64(d)
+		if old > 0 {
+			est = (old - 1) + (int64(d)-(old-1))/4
+		}
+		if ep.dialNS.CompareAndSwap(old, est+1) { // 0 stays "none yet"
+			return
+		}
 	}
-	return ep.lv.after + time.Duration(ep.dialNS.Load())
+}
+
+// dialAllowance is what a connection to the endpoint takes to open, by
+// the estimate, at most maxDialAllowance: a probe may need a connection
+// of its own and is given that on top of HungAfter.
+func (ep *endpointLife) dialAllowance() time.Duration {
+	if mutant.On(mutant.SDKProbeIgnoresDial) {
+		return 0
+	}
+	return min(time.Duration(max(ep.dialNS.Load()-1, 0)), maxDialAllowance)
+}
+
+// firstDialPending reports whether a connection to the endpoint is being
+// opened and none has opened yet: the attempt watched may be waiting for
+// it with nothing sent, and how long a connection there takes is not
+// known, so a probe cannot be given its time. Once one has opened, its
+// time is the allowance and a pending dial defers nothing: under a hung
+// TLS server or a dead machine every new attempt's dial hangs, and they
+// would hide the hang.
+func (ep *endpointLife) firstDialPending() bool {
+	return ep.dialing.Load() > 0 && ep.dialNS.Load() == 0 && !mutant.On(mutant.SDKProbeIgnoresDial)
 }
 
 // checkAlive reports whether the endpoint lives: something was read from
-// it within HungAfter, a connection to it is still being opened (that
-// has its own timeout, and says nothing yet), or it answers a probe (one
-// at a time per endpoint: a caller arriving while one is in flight
-// shares its answer).
-func (ep *endpointLife) checkAlive() bool {
+// it within HungAfter, its first connection is still being opened and
+// mayDefer (a watch defers once), or it answers a probe (one at a time per endpoint: a caller
+// arriving while one is in flight shares its answer). deferred says the
+// answer came from the pending dial.
+func (ep *endpointLife) checkAlive(mayDefer bool) (alive, deferred bool) {
 	if ep.lv.now()-ep.heard.Load() < int64(ep.lv.after) {
-		return true
+		return true, false
 	}
-	if ep.dialing.Load() > 0 && !mutant.On(mutant.SDKProbeIgnoresDial) {
-		return true
+	if mayDefer && ep.firstDialPending() {
+		return true, true
 	}
 	ep.mu.Lock()
 	if wait := ep.probing; wait != nil {
@@ -177,12 +215,13 @@ func (ep *endpointLife) checkAlive() bool {
 		<-wait
 		ep.mu.Lock()
 		defer ep.mu.Unlock()
-		return ep.alive
+		return ep.alive, false
 	}
 	done := make(chan struct{})
 	ep.probing = done
 	ep.mu.Unlock()
-	alive := ep.lv.probe(ep.addr, ep.probeBudget())
+	// The probe opens a connection of its own: its budget allows for it.
+	alive = ep.lv.probe(ep.addr, ep.lv.after+ep.dialAllowance())
 	if alive {
 		ep.heardNow()
 	}
@@ -190,7 +229,7 @@ func (ep *endpointLife) checkAlive() bool {
 	ep.alive, ep.probing = alive, nil
 	ep.mu.Unlock()
 	close(done)
-	return alive
+	return alive, false
 }
 
 // hungWatch watches one attempt: hung is closed when its endpoint is
@@ -201,6 +240,8 @@ type hungWatch struct {
 	mu      sync.Mutex
 	timer   *time.Timer
 	stopped bool
+	// deferred: the watch has once waited for a pending dial.
+	deferred bool
 }
 
 // watch starts watching an attempt to addr bounded by timeout; nil when
@@ -225,9 +266,13 @@ func (lv *liveness) watch(addr string, timeout time.Duration) *hungWatch {
 // watch with hung if the endpoint does not live, else looks again after
 // HungAfter.
 func (w *hungWatch) check() {
-	alive := w.ep.checkAlive()
+	w.mu.Lock()
+	mayDefer := !w.deferred
+	w.mu.Unlock()
+	alive, deferred := w.ep.checkAlive(mayDefer)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.deferred = w.deferred || deferred
 	switch {
 	case w.stopped:
 	case alive:
@@ -259,8 +304,10 @@ func (w *hungWatch) stop() {
 
 // probeHealth is liveness's probe: one GET /healthz to addr on the
 // client's probe transport (connections of its own that never queue: a
-// full pool of attempts on a busy replica must not starve its probe),
-// bounded by budget. Any reply says the process runs; so does a probe
+// full pool of attempts on a busy replica must not starve its probe; each
+// opened for the probe and closed after it, so a connection the server
+// closed while idle, a lockd restarted since, never fails one), bounded
+// by budget. Any reply says the process runs; so does a probe
 // that could not be sent for the client's own reasons (no free probe
 // connection, the client closing): only silence condemns.
 func (c *Client) probeHealth(addr string, budget time.Duration) bool {

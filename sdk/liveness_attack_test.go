@@ -6,6 +6,7 @@ package sdk
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"runtime"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/tests/fake"
 )
 
 // busyLeader runs n concurrent Gets on a leader that answers every Get
@@ -298,5 +300,222 @@ func TestProbeSingleFlight(t *testing.T) {
 	t.Logf("probes %d, at most %d at once, %d of 100 watched attempts found hung", probes.Load(), most.Load(), hung.Load())
 	if most.Load() != 1 || hung.Load() != 100 {
 		t.Fatalf("probes at once %d, hung %d", most.Load(), hung.Load())
+	}
+}
+
+// A probe is never sent on a pooled connection the server
+// has closed (a restarted lockd or lockproxy, an idle timeout under the
+// client's 5 s: the fake's is 1 s), which would fail at once and condemn
+// a live, merely slow, leader: each probe opens its own.
+func TestStaleProbeConnIsNotHung(t *testing.T) {
+	longIdle(t)
+	bubble(t, func(t *testing.T) {
+		t.Cleanup(func() { time.Sleep(6 * time.Second) }) // the 5 s janitors end
+		fc := newFakeCell(t, 3)                           // server IdleTimeout 1 s
+		c := newTestClient(t, fc, func(cfg *Config) { cfg.RequestTimeout, cfg.Lease = 0, 12*time.Second })
+		if _, err := c.Session(testCtx(t), fc.name); err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		puts, health := 0, 0
+		fc.setHook(func(rep int, route string, body []byte, next func() (int, any)) (int, any) {
+			mu.Lock()
+			switch route {
+			case api.RoutePut:
+				puts++
+			case api.RouteHealth:
+				health++
+			}
+			mu.Unlock()
+			if route == api.RoutePut && rep == 0 {
+				time.Sleep(1200 * time.Millisecond) // slow commit, alive
+			}
+			return next()
+		})
+		if _, err := c.Put(testCtx(t), "/demo/a", []byte("1")); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		t.Logf("first put: puts=%d health=%d", puts, health)
+		mu.Unlock()
+		// Keep the attempts' connection fresh; the probe's idles past the
+		// server's idle timeout and is closed by the server.
+		for range 6 {
+			time.Sleep(300 * time.Millisecond)
+			if _, err := c.Get(testCtx(t), "/demo/a"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mu.Lock()
+		puts, health = 0, 0
+		mu.Unlock()
+		start := time.Now()
+		_, err := c.Put(testCtx(t), "/demo/a", []byte("2"))
+		took := time.Since(start)
+		mu.Lock()
+		defer mu.Unlock()
+		t.Logf("second put: err=%v took=%v puts sent=%d health answered=%d", err, took, puts, health)
+		if puts != 1 {
+			t.Fatalf("a live leader was taken for hung: the put went %d times", puts)
+		}
+	})
+}
+
+// longIdle restores the client's production idle timeout (5 s; the
+// package's tests run with 100 ms).
+func longIdle(t *testing.T) {
+	old := idleConnTimeout
+	idleConnTimeout = 5 * time.Second
+	t.Cleanup(func() { idleConnTimeout = old })
+}
+
+// blackholeClient: a client of a fake cell (server idle timeout 1 min) whose
+// new connections to replica 0 never open once *hole is set (a dead
+// machine's unanswered SYN, or a TLS handshake with a SIGSTOPped lockd),
+// and whose replica 0 answers nothing once *paused is set. dial, when
+// positive, is the time every new connection to replica 0 takes once
+// *slow is set.
+var holed atomic.Int32
+
+func blackholeClient(t *testing.T, dial time.Duration) (fc *fakeCell, c *Client, hole, paused, slow *atomic.Bool) {
+	fc = startFakeCell(t, fake.Options{Replicas: 3, Memory: true, IdleTimeout: time.Minute})
+	hole, paused, slow = new(atomic.Bool), new(atomic.Bool), new(atomic.Bool)
+	c = newTestClient(t, fc, func(cfg *Config) {
+		cfg.RequestTimeout, cfg.Lease = 0, 12*time.Second
+		cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if addr == fc.addr(0) {
+				if hole.Load() {
+					holed.Add(1)
+					<-ctx.Done()
+					return nil, ctx.Err()
+				}
+				if slow.Load() {
+					select {
+					case <-time.After(dial):
+					case <-ctx.Done():
+						return nil, ctx.Err()
+					}
+				}
+			}
+			return fc.Dial(ctx, network, addr)
+		}
+	})
+	if _, err := c.Session(testCtx(t), fc.name); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	fc.setHook(func(rep int, route string, body []byte, next func() (int, any)) (int, any) {
+		if rep == 0 && paused.Load() && route != api.RouteSessionKeepAlive {
+			<-release
+			return fail(api.CodeUnavailable, "stopped")
+		}
+		return next()
+	})
+	return fc, c, hole, paused, slow
+}
+
+// A put already sent on an open connection to a hung
+// leader is left early even while another call dials the same leader
+// (and that dial never ends: a dead machine, or TLS to a paused process),
+// and so is one whose own dial never ends: a pending dial defers a
+// watch's probe once, for HungAfter plus the endpoint's dial time.
+func TestDialInFlightHidesNoHang(t *testing.T) {
+	longIdle(t)
+	for _, tc := range []struct {
+		name             string
+		concurrent, idle bool
+	}{{"alone", false, false}, {"with a concurrent dial", true, false}, {"an idle client (its pool expired)", false, true}} {
+		concurrent := tc.concurrent
+		t.Run(tc.name, func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				t.Cleanup(func() { time.Sleep(6 * time.Second) }) // the 5 s janitors end
+				holed.Store(0)
+				fc, c, hole, paused, _ := blackholeClient(t, 0)
+				if _, err := c.Put(testCtx(t), "/demo/h", []byte("v")); err != nil { // a pooled conn to rep 0
+					t.Fatal(err)
+				}
+				if tc.idle {
+					time.Sleep(idleConnTimeout + time.Second)
+				}
+				paused.Store(true)
+				hole.Store(true)
+				elect := time.AfterFunc(1200*time.Millisecond, func() { fc.failover(1) })
+				defer elect.Stop()
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				var wg sync.WaitGroup
+				var tookA time.Duration
+				start := time.Now()
+				wg.Go(func() {
+					if _, err := c.Put(ctx, "/demo/h", []byte("a")); err != nil {
+						t.Error(err)
+					}
+					tookA = time.Since(start)
+				})
+				if concurrent {
+					time.Sleep(10 * time.Millisecond) // A holds the pooled conn; B must dial
+					wg.Go(func() { _, _ = c.Get(ctx, "/demo/h") })
+				}
+				wg.Wait()
+				t.Logf("put on the open connection committed after %v; dials to the hung leader that never opened: %d", tookA, holed.Load())
+				if limit := 2*DefaultHungAfter + 200*time.Millisecond; tookA > limit {
+					t.Fatalf("put took %v (> %v): the watch never probed while another attempt dialled", tookA, limit)
+				}
+			})
+		})
+	}
+}
+
+// TestDialEstimate: one slow dial (a lost SYN) after fast ones moves the
+// probe's allowance a quarter of the way, not all of it (a hang after it
+// would otherwise cost the attempt timeout again); an endpoint whose
+// every dial is slow (far away) is given what its dials take, so its
+// probes are not taken for silence; the allowance is bounded.
+func TestDialEstimate(t *testing.T) {
+	lv := newLiveness(750*time.Millisecond, func(string, time.Duration) bool { return true })
+	ep := lv.endpoint("a:1")
+	if got := ep.dialAllowance(); got != 0 {
+		t.Fatalf("no dial yet: allowance %v", got)
+	}
+	for range 8 {
+		ep.noteDial(time.Millisecond)
+	}
+	ep.noteDial(4 * time.Second)
+	if got := ep.dialAllowance(); got > 1100*time.Millisecond {
+		t.Fatalf("one 4 s dial after 1 ms ones: allowance %v, want about a quarter", got)
+	}
+	far := lv.endpoint("far:1")
+	for range 20 {
+		far.noteDial(2 * time.Second)
+	}
+	if got := far.dialAllowance(); got < 1900*time.Millisecond {
+		t.Fatalf("every dial 2 s: allowance %v, want about 2 s", got)
+	}
+	for range 20 {
+		far.noteDial(time.Minute)
+	}
+	if got := far.dialAllowance(); got != maxDialAllowance {
+		t.Fatalf("every dial a minute: allowance %v, want the bound %v", got, maxDialAllowance)
+	}
+}
+
+// TestEvictionSparesBusyEntries: past maxLivenessEndpoints the entry
+// evicted is the one heard from longest ago with nothing in flight, not
+// a busy endpoint's (its connections keep the entry they opened with).
+func TestEvictionSparesBusyEntries(t *testing.T) {
+	lv := newLiveness(50*time.Millisecond, func(string, time.Duration) bool { return true })
+	busy := lv.endpoint("busy:1")
+	done := busy.dialStart() // an attempt's dial in flight
+	defer done(true, time.Second)
+	for i := range maxLivenessEndpoints + 100 {
+		lv.endpoint(fmt.Sprintf("10.0.%d.%d:1", i/250, i%250))
+		busy.heardNow()
+	}
+	if lv.endpoint("busy:1") != busy {
+		t.Fatal("a busy endpoint's entry was evicted")
+	}
+	if n := len(lv.eps); n > maxLivenessEndpoints {
+		t.Fatalf("%d entries, bound %d", n, maxLivenessEndpoints)
 	}
 }

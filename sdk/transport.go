@@ -149,16 +149,17 @@ func (t *transport) dial(addr string, timeout time.Duration) (net.Conn, error) {
 		timeout = 3 * time.Second
 	}
 	life := t.life.endpoint(addr)
-	dialed := func(bool, time.Duration) {}
-	if !t.probes {
-		dialed = life.dialStart() // liveness waits for an attempt's dial
-	}
 	start := time.Now()
+	opened := false
+	if !t.probes {
+		dialed := life.dialStart() // liveness waits for an attempt's dial
+		defer func() { dialed(opened, time.Since(start)) }()
+	}
 	nc, raw, err := t.open(addr, start, timeout)
-	dialed(err == nil, time.Since(start))
 	if err != nil {
 		return nil, err
 	}
+	opened = true
 	c := &trackedConn{Conn: nc, t: t, raw: raw, life: life}
 	t.mu.Lock()
 	if t.closed {
@@ -408,6 +409,9 @@ func (t *transport) prepare(req *fasthttp.Request, x exchange, deadline time.Tim
 	}
 	if x.resendable {
 		req.Header.Set(api.HeaderResendable, "1")
+	}
+	if t.probes {
+		req.SetConnectionClose() // a probe's connection is its own (probeHealth)
 	}
 	if x.waitLeader {
 		if hold := min(time.Until(deadline)/2, api.MaxLeaderWait); hold >= time.Millisecond {

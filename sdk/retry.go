@@ -239,6 +239,7 @@ func (l *retryLoop) attempt(ctx context.Context, addr string) (attemptResult, er
 	r.status, r.body, r.sent, r.err = tr.roundTrip(ctx, exchange{method: l.method, addr: addr, path: cl.route, body: reqBody, contentType: ctype, timeout: timeout,
 		waitLeader: true, unreachable: cl.unreachable, cell: cl.cell, dirIndex: l.c.routedBy(cl), auth: cl.auth, trace: l.trace,
 		watchHung: cl.retryUnsure && !cl.keepAlive, resendable: (cl.retryUnsure || mutant.On(mutant.SDKResendableAll)) && !cl.keepAlive && l.cs.isProxied()})
+	r.took, r.timeout = time.Since(r.sent), timeout
 	if cl.firstSent.IsZero() {
 		cl.firstSent = r.sent
 	}

@@ -30,6 +30,9 @@ type outcome struct {
 	elected      bool     // the not_leader reply's leader was elected while it waited (api.Error.Elected)
 	// notAppliedRun: consecutive not_applied replies from addr, this one included.
 	notAppliedRun int
+	// heldOut: the unavailable reply came only at the end of the attempt
+	// (the replica held it the whole time without committing it).
+	heldOut bool
 }
 
 // action is what the retry loop does after an attempt.
@@ -106,7 +109,11 @@ func decide(o outcome) decision {
 		switch {
 		case !o.retryUnsure && !o.notApplied:
 			return decision{act: actUnknown}
-		case o.unavailable >= unavailableRotate, o.notAppliedRun >= notAppliedRotate:
+		case o.unavailable >= unavailableRotate, o.notAppliedRun >= notAppliedRotate, o.heldOut:
+			// A replica held out for a whole attempt is not asked again
+			// first: a leader frozen under a live HTTP layer (a failed
+			// fsync) held a resend as long again, while a new leader was
+			// elected in 1 s (a fault run's put took 10.1 s).
 			return decision{act: actBackoff, forget: true}
 		default:
 			return decision{act: actBackoff}

@@ -70,6 +70,14 @@ func rNotLeader(addr, hint string) attemptResult {
 }
 func rUnavail(addr string) attemptResult { return rRefusal(addr, api.CodeUnavailable) }
 
+// rHeldOut is an unavailable reply that came at the end of its attempt:
+// the replica held the request its whole timeout.
+func rHeldOut(addr string) attemptResult {
+	r := rUnavail(addr)
+	r.took, r.timeout = 5*time.Second, 5*time.Second
+	return r
+}
+
 // rNotApplied is an unavailable reply marked not_applied: the cell's state
 // refused the request outright.
 func rNotApplied(addr string) attemptResult {
@@ -185,6 +193,8 @@ func retryCases() []retryCase {
 		{name: "unavailable once", cl: rSessionWrite, r: rUnavail(ra),
 			want: decision{act: actBackoff}, after: retryAfter{unavail: 1, lastAddr: ra, reached: true}},
 		{name: "unavailable twice from one replica: look at another", cl: rSessionWrite, before: []attemptResult{rUnavail(ra)}, r: rUnavail(ra),
+			want: decision{act: actBackoff, forget: true}, after: retryAfter{lastAddr: ra, reached: true}},
+		{name: "unavailable only at the end of the attempt: look at another at once", cl: rSessionWrite, r: rHeldOut(ra),
 			want: decision{act: actBackoff, forget: true}, after: retryAfter{lastAddr: ra, reached: true}},
 		{name: "unavailable from another replica counts afresh", cl: rRead, before: []attemptResult{rUnavail(ra)}, r: rUnavail(rb),
 			want: decision{act: actBackoff}, after: retryAfter{unavail: 1, lastAddr: rb, reached: true}},

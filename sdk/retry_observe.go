@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockservice/lockd/api"
+	"github.com/lockservice/lockd/internal/mutant"
 	"github.com/valyala/fasthttp"
 )
 
@@ -21,6 +22,9 @@ type attemptResult struct {
 	sent   time.Time // when the request was sent
 	err    error     // the transport's error: the exchange failed without a reply
 	wire   bool      // the request went in the binary encoding (wire.go)
+	// took and timeout: how long the exchange took, of the timeout it had
+	// (0: not known).
+	took, timeout time.Duration
 
 	ctxDone bool // the call's context had ended when the attempt returned
 	// Read only after a transport error:
@@ -133,12 +137,20 @@ func (st *retryState) observeReply(cl *call, r attemptResult, o *outcome) {
 	cl.reached = true
 	st.unavail++
 	o.unavailable = st.unavail
+	// Held the whole attempt and still not committed: a leader whose Raft
+	// or disk froze under a live HTTP layer (its health probe answers)
+	// would hold the resend as long.
+	o.heldOut = r.timeout > 0 && r.took >= r.timeout*heldOutPercent/100 && !mutant.On(mutant.SDKHeldOutResent)
 }
+
+// heldOutPercent: an unavailable reply that came after this share of its
+// attempt's timeout says the replica held the request to its end.
+const heldOutPercent = 90
 
 // settle records decide's verdict d on outcome o in the loop state: what
 // the next attempt's outcome counts from. Pure.
 func (st *retryState) settle(o outcome, d decision) {
-	if o.code == api.CodeNotLeader || (o.unavailable >= unavailableRotate || o.notAppliedRun >= notAppliedRotate) && d.forget {
+	if o.code == api.CodeNotLeader || (o.unavailable >= unavailableRotate || o.notAppliedRun >= notAppliedRotate || o.heldOut) && d.forget {
 		st.unavail, st.notApplied = 0, 0 // the next replica starts afresh
 	}
 	if !o.transport {

@@ -516,6 +516,11 @@ const (
 	// context: Client.Close returns with a probe still dialling. Caught
 	// by sdk TestProbeEndsWithClose.
 	SDKProbeOutlivesClose Mutant = "sdk_broken_probe_outlives_close"
+	// SDKHeldOutResent resends a call first to the replica that held it
+	// its whole attempt and answered unavailable (a leader frozen under
+	// a live HTTP layer): the resend is held as long again. Caught by
+	// sdk TestRetryDecisions ("unavailable only at the end of the attempt").
+	SDKHeldOutResent Mutant = "sdk_broken_heldout_resent"
 	// SDKResendableAll marks every call through proxies resendable, a
 	// write without a request id too: a proxy may apply it twice.
 	// Caught by sdk TestResendableOnlyWhenDeduplicated.
@@ -808,7 +813,7 @@ var all = []Mutant{
 	EtcdTxnUnread,
 	WatchKey, ProxyEventCap,
 	GrantEarly, LendToken, MovedAway, NoCellRefresh, ForeignHint, PooledStale, KARetryLongTimeout, ProxyViewBehind,
-	SDKHungUnwatched, SDKHungProbeBlind, ProxyNoResend, SDKProbeSharedPool, SDKProbeIgnoresDial, SDKResendableAll, SDKProbeOutlivesClose,
+	SDKHungUnwatched, SDKHungProbeBlind, ProxyNoResend, SDKProbeSharedPool, SDKProbeIgnoresDial, SDKResendableAll, SDKProbeOutlivesClose, SDKHeldOutResent,
 	WireCount, BatchReplyEvents,
 	AuditToken,
 	AuditReadsStream, StageContainerUngated, PprofAnyAddr, TimerSlackOneThread,

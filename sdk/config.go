@@ -42,10 +42,11 @@ type Config struct {
 	RequestTimeout time.Duration
 	// HungAfter is how long an attempt may wait with nothing read from its
 	// endpoint before the client probes the endpoint (GET /healthz), and
-	// how long the probe has to answer: a request sent to a process that
-	// stopped without closing its connections (its machine gone, the
-	// process paused) is then abandoned after twice this, not after
-	// RequestTimeout, and tried on another replica. Only calls that may be
+	// how long the probe has to answer, plus what a connection there
+	// takes to open: a request sent to a process that stopped without
+	// closing its connections (its machine gone, the process paused) is
+	// then abandoned after about twice this, not after RequestTimeout,
+	// and tried on another replica. Only calls that may be
 	// resent (reads, writes under a session's request id) are watched,
 	// never a KeepAlive's long poll. 0 means DefaultHungAfter (750 ms); a
 	// negative value turns the watch off.

@@ -27,8 +27,8 @@ import (
 // nothing at all has been read from it (on any connection, a reply,
 // a long poll's answer) for HungAfter, the client sends it one probe
 // (GET /healthz, which lockd and lockproxy answer from their HTTP layer,
-// no Raft) with HungAfter to answer, shared by every attempt waiting on
-// that endpoint. If the probe gets no reply the attempt is abandoned as
+// no Raft) with HungAfter to answer, plus what a connection there takes
+// to open, shared by every attempt waiting on that endpoint. If the probe gets no reply the attempt is abandoned as
 // if it had timed out (errEndpointHung: it may have reached the cell, so
 // only a call that may be resent, a read or a write under a session
 // request id, is watched) and the next attempt names the endpoint
@@ -51,7 +51,7 @@ const maxWatchedAttempt = 15 * time.Second
 const maxDialAllowance = DefaultRequestTimeout
 
 // maxLivenessEndpoints bounds the endpoints the client tracks; past it a
-// new endpoint takes the place of one with no probe in flight.
+// new endpoint takes the place of the idlest (evictLocked).
 const maxLivenessEndpoints = 4096
 
 // errEndpointHung abandons an attempt whose endpoint answered nothing,
